@@ -1,0 +1,13 @@
+/* Entry point of the extension: only wires the layers into Ruby. */
+#include <ruby.h>
+#include "oribi.h"
+
+VALUE mOribi;
+
+__attribute__((visibility("default"))) void Init_oribi(void)
+{
+    mOribi = rb_define_module("Oribi");
+    Init_oribi_parser(mOribi);
+    Init_oribi_engine(mOribi);
+    Init_oribi_loadgen(mOribi);
+}

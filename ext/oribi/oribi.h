@@ -1,0 +1,10 @@
+/* Ruby-facing init functions of each layer. */
+#ifndef ORIBI_H
+#define ORIBI_H
+#include <ruby.h>
+
+extern VALUE mOribi;
+void Init_oribi_parser(VALUE mOribi);  /* parser_ruby.c: Oribi::Parser (tests, fuzz seeds) */
+void Init_oribi_engine(VALUE mOribi);  /* engine.c: Oribi::Engine (the worker's C loop) */
+void Init_oribi_loadgen(VALUE mOribi); /* loadgen.c: Oribi::Loadgen (oribi bench) */
+#endif

@@ -1,0 +1,76 @@
+/*
+ * HTTP/1.1 request-head parser (RFC 9112), picohttpparser-style: stateless,
+ * allocation-free, over a caller-owned buffer. Strict: anything the RFC does
+ * not allow is an error carrying the status to answer with.
+ */
+#ifndef ORIBI_PARSER_H
+#define ORIBI_PARSER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ORIBI_PARSE_ERROR      (-1)
+#define ORIBI_PARSE_INCOMPLETE (-2)
+
+/* Defaults for struct oribi_limits (documented in docs/CONFIGURATION.md). */
+#define ORIBI_DEFAULT_MAX_REQUEST_LINE 8192   /* bytes, over it: 414 */
+#define ORIBI_DEFAULT_MAX_HEADER_BYTES 65536  /* bytes of header fields, over it: 431 */
+#define ORIBI_DEFAULT_MAX_HEADERS      100    /* fields, over it: 431 */
+
+struct oribi_limits {
+    size_t max_request_line;
+    size_t max_header_bytes;
+    size_t max_headers;
+};
+
+struct oribi_header {
+    const char *name;
+    size_t name_len;
+    const char *value; /* leading and trailing OWS removed */
+    size_t value_len;
+};
+
+struct oribi_request {
+    /* out: request line */
+    const char *method;
+    size_t method_len;
+    const char *target;        /* request-target exactly as sent */
+    size_t target_len;
+    const char *path;          /* origin-form path+query ("/a?b"); for absolute-form the
+                                  part after the authority ("/" if empty); "*" for OPTIONS * */
+    size_t path_len;
+    int minor_version;         /* 0 or 1 (HTTP/1.2..1.9 are read as 1) */
+
+    /* in: capacity of headers[]; out: fields stored */
+    struct oribi_header *headers;
+    size_t num_headers;
+
+    /* out: semantics the connection layer needs */
+    const char *host;          /* Host field, or the authority of an absolute-form target */
+    size_t host_len;           /* host == NULL when neither was sent */
+    int64_t content_length;    /* -1 when absent */
+    int chunked;               /* Transfer-Encoding: chunked */
+    int keepalive;             /* persistent per version + Connection field */
+    int expect_continue;       /* Expect: 100-continue */
+    int upgrade;               /* Connection: upgrade + Upgrade field present */
+
+    /* out on ORIBI_PARSE_ERROR: 400, 414, 417, 431, 501 or 505 */
+    int status;
+};
+
+/*
+ * Parses the request head in buf[0..len). last_len is how many bytes were
+ * there at the previous call for this request (0 the first time), so a
+ * resumed call only looks for the end of the head in the new bytes.
+ * Leading empty lines (CRLF) before the request line are skipped.
+ * Returns the number of bytes of the head (up to and including the empty
+ * line), ORIBI_PARSE_INCOMPLETE, or ORIBI_PARSE_ERROR with req->status set.
+ * An incomplete head already over a limit is an error (414 / 431).
+ */
+int oribi_parse_request(const char *buf, size_t len, size_t last_len,
+                        struct oribi_request *req, const struct oribi_limits *limits);
+
+/* 1 when the CPU path in use is SSE4.2, 0 for the portable one. */
+int oribi_parser_simd(void);
+
+#endif

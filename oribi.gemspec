@@ -1,0 +1,20 @@
+# frozen_string_literal: true
+
+require_relative "lib/oribi/version"
+
+Gem::Specification.new do |s|
+  s.name = "oribi"
+  s.version = Oribi::VERSION
+  s.summary = "A prefork Rack 3 server with a C HTTP engine"
+  s.description = "Oribi serves Rack 3 apps from prefork workers whose HTTP parsing, " \
+                  "keep-alive and slow-client handling run in a C event loop."
+  s.authors = ["Oribi developers"]
+  s.license = "MIT"
+  s.required_ruby_version = ">= 3.1"
+  s.files = Dir["lib/**/*.rb", "ext/oribi/*.{c,h,rb}", "exe/*", "*.md", "docs/*.md"]
+  s.bindir = "exe"
+  s.executables = ["oribi"]
+  s.extensions = ["ext/oribi/extconf.rb"]
+  s.require_paths = ["lib"]
+  s.add_dependency "rack", ">= 3.0", "< 4"
+end
