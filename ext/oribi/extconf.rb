@@ -3,7 +3,7 @@
 require "mkmf"
 
 # ORIBI_SANITIZE=1 builds with ASan+UBSan (rake test:asan).
-$CFLAGS << " -O2 -Wall -Wextra -std=gnu11 -fvisibility=hidden"
+$CFLAGS << " -O2 -Wall -Wextra -std=gnu11 -D_GNU_SOURCE -fvisibility=hidden"
 $CFLAGS << " -Wno-unused-parameter -Wno-missing-field-initializers"
 if ENV["ORIBI_SANITIZE"] == "1"
   $CFLAGS << " -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"

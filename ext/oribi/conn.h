@@ -1,0 +1,69 @@
+/*
+ * One client connection as the worker's C loop sees it: its input buffer
+ * (head, body and any pipelined bytes after them), the parsed request, the
+ * body being read, unsent output, and its place in the timer lists.
+ */
+#ifndef ORIBI_CONN_H
+#define ORIBI_CONN_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "chunked.h"
+#include "parser.h"
+
+enum oribi_conn_state {
+    CONN_HEAD,   /* reading a request head; idle between requests when len == 0 */
+    CONN_BODY,   /* reading the body */
+    CONN_READY,  /* complete request queued for the app */
+    CONN_APP,    /* the app has it */
+    CONN_FLUSH,  /* response bytes left to write before the next request */
+    CONN_LINGER, /* write side shut after an error: discarding input before close */
+    CONN_CLOSED, /* on the free list */
+};
+
+enum oribi_timer_kind { TIMER_NONE, TIMER_IDLE, TIMER_HEAD, TIMER_BODY, TIMER_WRITE, TIMER_LINGER, TIMER_KINDS };
+
+struct oribi_conn {
+    int fd;
+    int listener;          /* index into the loop's listeners */
+    uint32_t gen;          /* bumped on reuse: stale tokens from Ruby are refused */
+    unsigned char state;
+    unsigned char timer;   /* which list it is on */
+    unsigned in_epoll : 1;
+    unsigned may_read : 1;   /* the last read filled the buffer, or an edge came in since */
+    unsigned close_after : 1;/* close once the current response is out */
+    unsigned buf_moved : 1;  /* buffer reallocated since the head was parsed */
+
+    char *buf;
+    size_t len, cap;
+    size_t last_len;       /* parser resume point */
+    size_t head_len;       /* bytes of the request head */
+    size_t rest_off;       /* where the bytes after this request start (READY) */
+
+    struct oribi_request req;
+    struct oribi_header *headers;
+
+    /* body */
+    int64_t body_left;     /* Content-Length bytes still to come */
+    size_t body_mem;       /* decoded body bytes held at buf + head_len */
+    int64_t body_total;    /* decoded body bytes so far (memory + file) */
+    int64_t body_mark;     /* body_total when the body timer was last re-armed */
+    int body_fd;           /* tmpfile once the body outgrew memory, else -1 */
+    struct oribi_chunked_decoder dec;
+
+    /* output the socket did not take yet */
+    char *wbuf;
+    size_t wlen, woff, wcap;
+
+    unsigned requests;     /* served on this connection */
+    int64_t deadline;      /* ms, monotonic */
+    struct oribi_conn *tprev, *tnext;
+    struct oribi_conn *qnext; /* ready queue, free list */
+
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+};
+
+#endif

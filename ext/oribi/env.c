@@ -1,0 +1,235 @@
+#include "env.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "oribi.h"
+
+VALUE oribi_key_conn, oribi_key_input, oribi_key_request_method;
+static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server_name,
+    k_server_port, k_server_protocol, k_server_software, k_remote_addr, k_content_length,
+    k_content_type, k_rack_errors, k_url_scheme, k_multithread, k_multiprocess, k_run_once,
+    k_hijack_p, k_http_host;
+static VALUE v_empty, v_http, v_http10, v_http11, v_software, v_localhost_ip, v_port80;
+
+static VALUE fstr(const char *s)
+{
+    VALUE v = rb_interned_str_cstr(s);
+    rb_gc_register_mark_object(v);
+    return v;
+}
+
+/* Methods and header keys seen on nearly every request are looked up in
+ * small tables instead of being built and interned each time. */
+static const char *const methods[] = {"GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"};
+#define NMETHODS (sizeof(methods) / sizeof(methods[0]))
+static VALUE method_vals[NMETHODS];
+
+static const char *const common_fields[] = {
+    "host", "user-agent", "accept", "accept-encoding", "accept-language", "accept-charset",
+    "connection", "cookie", "referer", "origin", "cache-control", "pragma", "keep-alive",
+    "upgrade-insecure-requests", "if-modified-since", "if-none-match", "authorization",
+    "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-real-ip", "x-request-id",
+    "x-request-start", "x-requested-with", "x-csrf-token", "dnt", "te", "upgrade", "range",
+    "sec-fetch-dest", "sec-fetch-mode", "sec-fetch-site", "sec-fetch-user", "sec-ch-ua",
+    "sec-ch-ua-mobile", "sec-ch-ua-platform", "via", "forwarded", "expect", "if-match",
+    "if-range", "priority", "version",
+};
+#define NCOMMON (sizeof(common_fields) / sizeof(common_fields[0]))
+static VALUE common_keys[NCOMMON];
+static unsigned char common_lens[NCOMMON];
+
+static size_t field_key(char *out, const char *name, size_t len)
+{
+    memcpy(out, "HTTP_", 5);
+    for (size_t i = 0; i < len; i++) {
+        char ch = name[i];
+        out[5 + i] = ch == '-' ? '_' : (ch >= 'a' && ch <= 'z') ? (char)(ch - 32) : ch;
+    }
+    return 5 + len;
+}
+
+void oribi_env_init(void)
+{
+    oribi_key_conn = fstr("oribi.conn");
+    oribi_key_input = fstr("rack.input");
+    oribi_key_request_method = fstr("REQUEST_METHOD");
+    k_script_name = fstr("SCRIPT_NAME");
+    k_path_info = fstr("PATH_INFO");
+    k_query_string = fstr("QUERY_STRING");
+    k_request_uri = fstr("REQUEST_URI");
+    k_server_name = fstr("SERVER_NAME");
+    k_server_port = fstr("SERVER_PORT");
+    k_server_protocol = fstr("SERVER_PROTOCOL");
+    k_server_software = fstr("SERVER_SOFTWARE");
+    k_remote_addr = fstr("REMOTE_ADDR");
+    k_content_length = fstr("CONTENT_LENGTH");
+    k_content_type = fstr("CONTENT_TYPE");
+    k_rack_errors = fstr("rack.errors");
+    k_url_scheme = fstr("rack.url_scheme");
+    k_multithread = fstr("rack.multithread");
+    k_multiprocess = fstr("rack.multiprocess");
+    k_run_once = fstr("rack.run_once");
+    k_hijack_p = fstr("rack.hijack?");
+    k_http_host = fstr("HTTP_HOST");
+    v_empty = fstr("");
+    v_http = fstr("http");
+    v_http10 = fstr("HTTP/1.0");
+    v_http11 = fstr("HTTP/1.1");
+    v_software = fstr("Oribi");
+    v_localhost_ip = fstr("127.0.0.1");
+    v_port80 = fstr("80");
+    for (size_t i = 0; i < NMETHODS; i++)
+        method_vals[i] = fstr(methods[i]);
+    for (size_t i = 0; i < NCOMMON; i++) {
+        char key[64];
+        size_t len = strlen(common_fields[i]);
+        common_lens[i] = (unsigned char)len;
+        common_keys[i] = rb_interned_str(key, (long)field_key(key, common_fields[i], len));
+        rb_gc_register_mark_object(common_keys[i]);
+    }
+}
+
+static VALUE method_value(const char *m, size_t len)
+{
+    for (size_t i = 0; i < NMETHODS; i++)
+        if (strlen(methods[i]) == len && memcmp(methods[i], m, len) == 0)
+            return method_vals[i];
+    return rb_str_new(m, (long)len);
+}
+
+/* The env key for a header field; Qnil for a name that must not become one.
+ * Names with '_' are dropped: "X_Forwarded_For" would otherwise clobber
+ * "X-Forwarded-For" (CVE-2024-45614). */
+static VALUE header_key(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NCOMMON; i++)
+        if (common_lens[i] == len && strncasecmp(common_fields[i], name, len) == 0)
+            return common_keys[i];
+    if (memchr(name, '_', len))
+        return Qnil;
+    if (len == 12 && strncasecmp(name, "content-type", 12) == 0)
+        return k_content_type;
+    if (len == 14 && strncasecmp(name, "content-length", 14) == 0)
+        return k_content_length;
+    if (len == 17 && strncasecmp(name, "transfer-encoding", 17) == 0)
+        return Qnil; /* the app gets the decoded body and its CONTENT_LENGTH */
+    char stack[256];
+    char *key = len + 5 <= sizeof(stack) ? stack : ALLOC_N(char, len + 5);
+    VALUE v = rb_interned_str(key, (long)field_key(key, name, len));
+    if (key != stack)
+        xfree(key);
+    return v;
+}
+
+static VALUE remote_addr(const struct oribi_conn *c, int is_unix)
+{
+    char ip[INET6_ADDRSTRLEN];
+    if (is_unix || c->peer.ss_family == AF_UNIX)
+        return v_localhost_ip;
+    if (c->peer.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&c->peer;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+    } else if (c->peer.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&c->peer;
+        if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+            inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], ip, sizeof(ip));
+        else
+            inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+    } else {
+        return v_localhost_ip;
+    }
+    return rb_str_new_cstr(ip);
+}
+
+/* SERVER_NAME and SERVER_PORT from a Host value: "name", "name:port",
+ * "[v6]" or "[v6]:port". */
+static void split_host(VALUE env, const char *h, size_t len)
+{
+    size_t name_end = len;
+    const char *port = NULL;
+    size_t port_len = 0;
+    if (len && h[0] == '[') {
+        const char *close = memchr(h, ']', len);
+        if (close) {
+            name_end = (size_t)(close - h) + 1;
+            if (name_end < len && h[name_end] == ':') {
+                port = h + name_end + 1;
+                port_len = len - name_end - 1;
+            }
+        }
+    } else {
+        const char *colon = memchr(h, ':', len);
+        if (colon) {
+            name_end = (size_t)(colon - h);
+            port = colon + 1;
+            port_len = len - name_end - 1;
+        }
+    }
+    rb_hash_aset(env, k_server_name, rb_str_new(h, (long)name_end));
+    rb_hash_aset(env, k_server_port, port_len ? rb_str_new(port, (long)port_len) : v_port80);
+}
+
+VALUE oribi_env_build(const struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input, VALUE token)
+{
+    const struct oribi_request *r = &c->req;
+    const struct oribi_env_listener *l = &ctx->listeners[c->listener];
+    VALUE env = rb_hash_new();
+
+    rb_hash_aset(env, oribi_key_request_method, method_value(r->method, r->method_len));
+    rb_hash_aset(env, k_script_name, v_empty);
+    const char *q = memchr(r->path, '?', r->path_len);
+    size_t plen = q ? (size_t)(q - r->path) : r->path_len;
+    rb_hash_aset(env, k_path_info, rb_str_new(r->path, (long)plen));
+    rb_hash_aset(env, k_query_string,
+                 q ? rb_str_new(q + 1, (long)(r->path_len - plen - 1)) : v_empty);
+    rb_hash_aset(env, k_request_uri, rb_str_new(r->target, (long)r->target_len));
+    rb_hash_aset(env, k_server_protocol, r->minor_version ? v_http11 : v_http10);
+    rb_hash_aset(env, k_server_software, v_software);
+    rb_hash_aset(env, k_remote_addr, remote_addr(c, l->is_unix));
+
+    for (size_t i = 0; i < r->num_headers; i++) {
+        const struct oribi_header *h = &r->headers[i];
+        VALUE key = header_key(h->name, h->name_len);
+        if (NIL_P(key))
+            continue;
+        VALUE prev = rb_hash_lookup2(env, key, Qundef);
+        if (prev == Qundef) {
+            rb_hash_aset(env, key, rb_str_new(h->value, (long)h->value_len));
+        } else if (key != k_content_length) { /* duplicates were checked equal */
+            /* RFC 9110 5.3: repeated fields combine with commas; cookies with
+             * "; " (RFC 6265 5.4). */
+            int cookie = h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0;
+            rb_str_cat(prev, cookie ? "; " : ", ", 2);
+            rb_str_cat(prev, h->value, (long)h->value_len);
+        }
+    }
+    if (r->chunked) {
+        char n[24];
+        snprintf(n, sizeof(n), "%lld", (long long)c->body_total);
+        rb_hash_aset(env, k_content_length, rb_str_new_cstr(n));
+    }
+    if (r->host) {
+        if (r->host_len)
+            split_host(env, r->host, r->host_len);
+        if (r->target[0] != '/' && r->target[0] != '*') /* absolute-form: its authority wins */
+            rb_hash_aset(env, k_http_host, rb_str_new(r->host, (long)r->host_len));
+    }
+    if (NIL_P(rb_hash_lookup(env, k_server_name))) {
+        rb_hash_aset(env, k_server_name, l->server_name);
+        rb_hash_aset(env, k_server_port, l->server_port);
+    }
+
+    rb_hash_aset(env, oribi_key_input, input);
+    rb_hash_aset(env, k_rack_errors, rb_stderr);
+    rb_hash_aset(env, k_url_scheme, v_http);
+    rb_hash_aset(env, k_multithread, ctx->multithread);
+    rb_hash_aset(env, k_multiprocess, ctx->multiprocess);
+    rb_hash_aset(env, k_run_once, Qfalse);
+    rb_hash_aset(env, k_hijack_p, Qfalse);
+    rb_hash_aset(env, oribi_key_conn, token);
+    return env;
+}

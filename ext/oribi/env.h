@@ -1,0 +1,31 @@
+/*
+ * Builds the Rack 3 env Hash from a parsed request (with the GVL held):
+ * interned frozen keys, header fields as HTTP_*, REMOTE_ADDR for IPv4,
+ * IPv6 and unix peers.
+ */
+#ifndef ORIBI_ENV_H
+#define ORIBI_ENV_H
+
+#include <ruby.h>
+
+#include "conn.h"
+
+struct oribi_env_listener {
+    VALUE server_name; /* used when the request names no host */
+    VALUE server_port;
+    int is_unix;
+};
+
+struct oribi_env_ctx {
+    struct oribi_env_listener *listeners;
+    VALUE multiprocess;
+    VALUE multithread;
+};
+
+void oribi_env_init(void);
+VALUE oribi_env_build(const struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input, VALUE token);
+
+/* Frozen keys shared with the engine. */
+extern VALUE oribi_key_conn, oribi_key_input, oribi_key_request_method;
+
+#endif

@@ -1,0 +1,715 @@
+#include "loop.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "body.h"
+#include "response.h"
+
+#define CONN_BUF_INITIAL 8192
+#define CONN_BUF_KEEP    65536 /* larger buffers are freed when a conn is recycled */
+#define ACCEPT_PAUSE_MS  100   /* after EMFILE/ENFILE */
+
+/* epoll data for non-conn fds: a conn pointer is always even-aligned, so
+ * small integers cannot collide with one. */
+#define TAG_WAKE        ((uintptr_t)1)
+#define TAG_LISTENER(i) ((uintptr_t)(3 + 2 * (i)))
+#define IS_TAG(p)       ((uintptr_t)(p) & 1)
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- timers: one FIFO per kind; all entries of a kind share one duration,
+ * so appending keeps each list sorted by deadline. ---- */
+
+static void timer_unlink(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->timer == TIMER_NONE)
+        return;
+    struct oribi_conn **list = loop->timers[c->timer];
+    if (c->tprev)
+        c->tprev->tnext = c->tnext;
+    else
+        list[0] = c->tnext;
+    if (c->tnext)
+        c->tnext->tprev = c->tprev;
+    else
+        list[1] = c->tprev;
+    c->tprev = c->tnext = NULL;
+    c->timer = TIMER_NONE;
+}
+
+static void timer_arm(struct oribi_loop *loop, struct oribi_conn *c, int kind)
+{
+    timer_unlink(loop, c);
+    struct oribi_conn **list = loop->timers[kind];
+    c->timer = (unsigned char)kind;
+    c->deadline = loop->now + loop->timeout_ms[kind];
+    c->tprev = list[1];
+    c->tnext = NULL;
+    if (list[1])
+        list[1]->tnext = c;
+    else
+        list[0] = c;
+    list[1] = c;
+}
+
+static int next_timeout(struct oribi_loop *loop)
+{
+    int64_t first = -1;
+    for (int k = 1; k < TIMER_KINDS; k++) {
+        struct oribi_conn *c = loop->timers[k][0];
+        if (c && (first < 0 || c->deadline < first))
+            first = c->deadline;
+    }
+    if (loop->accept_resume_at && (first < 0 || loop->accept_resume_at < first))
+        first = loop->accept_resume_at;
+    if (first < 0)
+        return -1;
+    int64_t d = first - loop->now;
+    return d <= 0 ? 0 : d > 60000 ? 60000 : (int)d;
+}
+
+/* ---- connections ---- */
+
+static struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
+{
+    struct oribi_conn *c = loop->free_list;
+    if (c) {
+        loop->free_list = c->qnext;
+    } else {
+        c = calloc(1, sizeof(*c));
+        if (!c)
+            return NULL;
+        c->headers = calloc(loop->opt.limits.max_headers, sizeof(struct oribi_header));
+        if (!c->headers) {
+            free(c);
+            return NULL;
+        }
+    }
+    if (fd >= loop->by_fd_cap) {
+        int cap = loop->by_fd_cap ? loop->by_fd_cap : 1024;
+        while (cap <= fd)
+            cap *= 2;
+        struct oribi_conn **t = realloc(loop->by_fd, (size_t)cap * sizeof(*t));
+        if (!t) {
+            c->qnext = loop->free_list;
+            loop->free_list = c;
+            return NULL;
+        }
+        memset(t + loop->by_fd_cap, 0, (size_t)(cap - loop->by_fd_cap) * sizeof(*t));
+        loop->by_fd = t;
+        loop->by_fd_cap = cap;
+    }
+    c->fd = fd;
+    c->gen++;
+    c->state = CONN_HEAD;
+    c->in_epoll = c->may_read = c->close_after = c->buf_moved = 0;
+    c->len = c->last_len = c->head_len = c->rest_off = 0;
+    c->body_fd = -1;
+    c->wlen = c->woff = 0;
+    c->requests = 0;
+    c->qnext = NULL;
+    loop->by_fd[fd] = c;
+    loop->nconns++;
+    return c;
+}
+
+static void resume_accepting(struct oribi_loop *loop);
+
+static void conn_close(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    timer_unlink(loop, c);
+    if (c->body_fd >= 0)
+        close(c->body_fd);
+    c->body_fd = -1;
+    close(c->fd);
+    loop->by_fd[c->fd] = NULL;
+    c->fd = -1;
+    c->state = CONN_CLOSED;
+    c->gen++;
+    if (c->cap > CONN_BUF_KEEP) {
+        free(c->buf);
+        c->buf = NULL;
+        c->cap = 0;
+    }
+    if (c->wcap > CONN_BUF_KEEP) {
+        free(c->wbuf);
+        c->wbuf = NULL;
+        c->wcap = 0;
+    }
+    c->qnext = loop->free_list;
+    loop->free_list = c;
+    loop->nconns--;
+    if (!loop->accepting && !loop->stopping && !loop->accept_resume_at)
+        resume_accepting(loop);
+}
+
+static int conn_watch(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->in_epoll)
+        return 0;
+    /* Edge-triggered: an idle connection costs nothing until bytes arrive,
+     * and a conn the app holds does not wake the loop. */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+        return -1;
+    c->in_epoll = 1;
+    c->may_read = 1; /* bytes may have come before the watch */
+    return 0;
+}
+
+static void queue_ready(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    timer_unlink(loop, c);
+    c->state = CONN_READY;
+    c->qnext = NULL;
+    if (loop->ready_tail)
+        loop->ready_tail->qnext = c;
+    else
+        loop->ready_head = c;
+    loop->ready_tail = c;
+}
+
+/* Closing with unread input makes the kernel send RST, which can destroy
+ * the response before the client reads it: shut the write side and drain. */
+static void conn_linger(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (shutdown(c->fd, SHUT_WR) < 0 || conn_watch(loop, c) < 0) {
+        conn_close(loop, c);
+        return;
+    }
+    c->state = CONN_LINGER;
+    c->len = 0;
+    timer_arm(loop, c, TIMER_LINGER);
+}
+
+static void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
+{
+    char out[512];
+    size_t n = oribi_error_response(out, sizeof(out), status, time(NULL));
+    struct iovec iov = {out, n};
+    loop->rejected++;
+    c->close_after = 1;
+    if (oribi_conn_write(c, &iov, 1) < 0) {
+        conn_close(loop, c);
+        return;
+    }
+    if (c->wlen > c->woff) {
+        if (conn_watch(loop, c) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        c->state = CONN_FLUSH;
+        timer_arm(loop, c, TIMER_WRITE);
+        return;
+    }
+    conn_linger(loop, c);
+}
+
+static void conn_process(struct oribi_loop *loop, struct oribi_conn *c);
+
+/* A head is complete: check what the loop must answer itself, then read the body. */
+static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_len)
+{
+    c->head_len = (size_t)head_len;
+    c->buf_moved = 0;
+    if (c->req.expect_continue && c->req.minor_version == 1 &&
+        (c->req.chunked || c->req.content_length > 0) &&
+        !(loop->opt.max_body && c->req.content_length > loop->opt.max_body)) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        struct iovec iov = {(void *)cont, sizeof(cont) - 1};
+        if (oribi_conn_write(c, &iov, 1) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+    }
+    int r = oribi_body_begin(loop, c);
+    if (r == BODY_DONE) {
+        queue_ready(loop, c);
+    } else if (r == BODY_MORE) {
+        c->state = CONN_BODY;
+        timer_arm(loop, c, TIMER_BODY);
+    } else {
+        conn_reject(loop, c, r);
+    }
+}
+
+/* Acts on the bytes in c->buf according to the state. */
+static void conn_process(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->state == CONN_HEAD) {
+        if (c->len == 0)
+            return;
+        if (c->timer != TIMER_HEAD)
+            timer_arm(loop, c, TIMER_HEAD); /* the header timeout runs from the first byte */
+        c->req.headers = c->headers;
+        c->req.num_headers = loop->opt.limits.max_headers;
+        int r = oribi_parse_request(c->buf, c->len, c->last_len, &c->req, &loop->opt.limits);
+        if (r > 0)
+            head_done(loop, c, r);
+        else if (r == ORIBI_PARSE_INCOMPLETE)
+            c->last_len = c->len;
+        else
+            conn_reject(loop, c, c->req.status);
+    } else if (c->state == CONN_BODY) {
+        int r = oribi_body_feed(loop, c);
+        if (r == BODY_DONE) {
+            queue_ready(loop, c);
+        } else if (r == BODY_MORE) {
+            if (c->body_total - c->body_mark >= ORIBI_BODY_PROGRESS) {
+                c->body_mark = c->body_total;
+                timer_arm(loop, c, TIMER_BODY);
+            }
+        } else {
+            conn_reject(loop, c, r);
+        }
+    } else if (c->state == CONN_LINGER) {
+        c->len = 0;
+    }
+}
+
+/* Reads while the socket has bytes and the conn wants them. */
+static void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    while (c->may_read && (c->state == CONN_HEAD || c->state == CONN_BODY || c->state == CONN_LINGER)) {
+        size_t want = c->state == CONN_HEAD ? 4096 : 16384;
+        if (c->state == CONN_HEAD) {
+            size_t max = loop->opt.limits.max_request_line + loop->opt.limits.max_header_bytes + 1024;
+            if (c->len >= max) {
+                conn_reject(loop, c, 431);
+                return;
+            }
+            if (want > max - c->len)
+                want = max - c->len;
+        }
+        if (c->cap - c->len < want && oribi_conn_reserve(c, want) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        size_t space = c->cap - c->len;
+        ssize_t n = read(c->fd, c->buf + c->len, space);
+        if (n > 0) {
+            c->len += (size_t)n;
+            c->may_read = (size_t)n == space;
+            conn_process(loop, c);
+        } else if (n == 0) {
+            /* EOF: an idle or partial request just ends; a half-sent body is
+             * never handed to the app. */
+            conn_close(loop, c);
+            return;
+        } else if (errno == EAGAIN) {
+            c->may_read = 0;
+        } else if (errno != EINTR) {
+            conn_close(loop, c);
+            return;
+        }
+    }
+    if (c->state == CONN_HEAD || c->state == CONN_BODY || c->state == CONN_LINGER) {
+        if (conn_watch(loop, c) < 0)
+            conn_close(loop, c);
+        else if (c->state == CONN_HEAD && c->len == 0 && c->timer == TIMER_NONE)
+            timer_arm(loop, c, c->requests ? TIMER_IDLE : TIMER_HEAD);
+    }
+}
+
+/* The response is out: next request, or close. */
+static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->close_after) {
+        if (c->len > c->rest_off || c->may_read)
+            conn_linger(loop, c);
+        else
+            conn_close(loop, c);
+        return;
+    }
+    memmove(c->buf, c->buf + c->rest_off, c->len - c->rest_off);
+    c->len -= c->rest_off;
+    c->rest_off = c->head_len = c->last_len = 0;
+    c->state = CONN_HEAD;
+    timer_arm(loop, c, c->len ? TIMER_HEAD : TIMER_IDLE);
+    if (c->len)
+        conn_process(loop, c);
+    if (c->state == CONN_HEAD || c->state == CONN_BODY) {
+        if (conn_watch(loop, c) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        conn_read(loop, c);
+    }
+}
+
+void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepalive)
+{
+    if (c->body_fd >= 0) {
+        close(c->body_fd);
+        c->body_fd = -1;
+    }
+    c->requests++;
+    if (!keepalive || loop->stopping)
+        c->close_after = 1;
+    if (c->wlen > c->woff) {
+        c->state = CONN_FLUSH;
+        if (conn_watch(loop, c) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        timer_arm(loop, c, TIMER_WRITE);
+        return;
+    }
+    conn_after_response(loop, c);
+}
+
+/* ---- output ---- */
+
+int oribi_conn_flush(struct oribi_conn *c)
+{
+    while (c->woff < c->wlen) {
+        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->woff += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            return c->wlen - c->woff > ORIBI_WRITE_BACKLOG ? 1 : 0;
+        } else {
+            return -1;
+        }
+    }
+    c->woff = c->wlen = 0;
+    return 0;
+}
+
+static int wbuf_append(struct oribi_conn *c, const char *p, size_t n)
+{
+    if (c->woff && c->woff == c->wlen)
+        c->woff = c->wlen = 0;
+    if (c->wcap - c->wlen < n) {
+        if (c->woff) { /* reclaim the flushed front first */
+            memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
+            c->wlen -= c->woff;
+            c->woff = 0;
+        }
+        if (c->wcap - c->wlen < n) {
+            size_t cap = c->wcap ? c->wcap : 16384;
+            while (cap - c->wlen < n)
+                cap *= 2;
+            char *w = realloc(c->wbuf, cap);
+            if (!w)
+                return -1;
+            c->wbuf = w;
+            c->wcap = cap;
+        }
+    }
+    memcpy(c->wbuf + c->wlen, p, n);
+    c->wlen += n;
+    return 0;
+}
+
+int oribi_conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
+{
+    size_t skip = 0;
+    if (c->wlen == c->woff) {
+        /* The common case: the socket takes everything in one writev. */
+        ssize_t n;
+        /* sendmsg for MSG_NOSIGNAL: a gone peer is EPIPE, never SIGPIPE. */
+        struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt > 1024 ? 1024 : iovcnt};
+        do {
+            n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0) {
+            if (errno != EAGAIN)
+                return -1;
+            n = 0;
+        }
+        skip = (size_t)n;
+    }
+    for (int i = 0; i < iovcnt; i++) {
+        size_t len = iov[i].iov_len;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        if (wbuf_append(c, (const char *)iov[i].iov_base + skip, len - skip) < 0)
+            return -1;
+        skip = 0;
+    }
+    if (c->wlen > c->woff)
+        return oribi_conn_flush(c);
+    return 0;
+}
+
+int oribi_conn_wait_writable(struct oribi_conn *c, int64_t timeout_ms)
+{
+    struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+    int r;
+    do {
+        r = poll(&p, 1, (int)timeout_ms);
+    } while (r < 0 && errno == EINTR);
+    return r == 1 && !(p.revents & (POLLERR | POLLNVAL)) ? 0 : -1;
+}
+
+int oribi_conn_take_body_fd(struct oribi_conn *c)
+{
+    int fd = c->body_fd;
+    c->body_fd = -1;
+    return fd;
+}
+
+/* ---- accepting ---- */
+
+static void set_accepting(struct oribi_loop *loop, int on)
+{
+    if (loop->accepting == on)
+        return;
+    for (int i = 0; i < loop->nlisteners; i++) {
+        /* EPOLLEXCLUSIVE: one waiting worker wakes per connection; a worker
+         * busy in the app is not waiting, so it takes none it cannot serve. */
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE,
+                                 .data.ptr = (void *)TAG_LISTENER(i)};
+        epoll_ctl(loop->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, loop->listeners[i].fd, &ev);
+    }
+    loop->accepting = on;
+}
+
+static void resume_accepting(struct oribi_loop *loop)
+{
+    if (loop->nconns < loop->opt.max_connections)
+        set_accepting(loop, 1);
+}
+
+/* Accepts one connection and reads it at once: with TCP_DEFER_ACCEPT the
+ * request is usually there, so a connection-per-request client costs
+ * accept4 + read + writev + close and never touches epoll_ctl. */
+static int accept_one(struct oribi_loop *loop, int li)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    int fd = accept4(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            set_accepting(loop, 0);
+            loop->accept_resume_at = loop->now + ACCEPT_PAUSE_MS;
+        }
+        return -1;
+    }
+    struct oribi_conn *c = conn_new(loop, fd);
+    if (!c) {
+        close(fd);
+        return -1;
+    }
+    c->listener = li;
+    memcpy(&c->peer, &ss, sl < sizeof(ss) ? sl : sizeof(ss));
+    c->peer_len = sl;
+    c->may_read = 1;
+    timer_arm(loop, c, TIMER_HEAD);
+    conn_read(loop, c);
+    if (loop->nconns >= loop->opt.max_connections)
+        set_accepting(loop, 0);
+    return 0;
+}
+
+/* ---- the loop ---- */
+
+int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
+                    const struct oribi_listener *listeners, int n)
+{
+    memset(loop, 0, sizeof(*loop));
+    loop->opt = *opt;
+    if (n > ORIBI_MAX_LISTENERS) {
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy(loop->listeners, listeners, (size_t)n * sizeof(*listeners));
+    loop->nlisteners = n;
+    loop->timeout_ms[TIMER_IDLE] = opt->keepalive_timeout_ms;
+    loop->timeout_ms[TIMER_HEAD] = opt->header_timeout_ms;
+    loop->timeout_ms[TIMER_BODY] = opt->body_timeout_ms;
+    loop->timeout_ms[TIMER_WRITE] = opt->write_timeout_ms;
+    loop->timeout_ms[TIMER_LINGER] = ORIBI_LINGER_MS;
+    loop->now = now_ms();
+    loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (loop->epfd < 0)
+        return -1;
+    loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (loop->wakefd < 0)
+        return -1;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = (void *)TAG_WAKE};
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wakefd, &ev) < 0)
+        return -1;
+    set_accepting(loop, 1);
+    return 0;
+}
+
+void oribi_loop_free(struct oribi_loop *loop)
+{
+    for (int fd = 0; fd < loop->by_fd_cap; fd++)
+        if (loop->by_fd[fd])
+            conn_close(loop, loop->by_fd[fd]);
+    while (loop->free_list) {
+        struct oribi_conn *c = loop->free_list;
+        loop->free_list = c->qnext;
+        free(c->buf);
+        free(c->wbuf);
+        free(c->headers);
+        free(c);
+    }
+    free(loop->by_fd);
+    loop->by_fd = NULL;
+    if (loop->epfd >= 0)
+        close(loop->epfd);
+    if (loop->wakefd >= 0)
+        close(loop->wakefd);
+    loop->epfd = loop->wakefd = -1;
+}
+
+void oribi_loop_wake(struct oribi_loop *loop)
+{
+    uint64_t one = 1;
+    loop->wake_pending = 1;
+    ssize_t r = write(loop->wakefd, &one, sizeof(one));
+    (void)r;
+}
+
+static void expire_timers(struct oribi_loop *loop)
+{
+    for (int k = 1; k < TIMER_KINDS; k++) {
+        struct oribi_conn *c;
+        while ((c = loop->timers[k][0]) && c->deadline <= loop->now) {
+            timer_unlink(loop, c);
+            /* Silence for a connection that never sent a byte; 408 for one
+             * caught mid-request (slowloris); plain close otherwise. */
+            if ((k == TIMER_HEAD && c->len > 0) || k == TIMER_BODY)
+                conn_reject(loop, c, 408);
+            else
+                conn_close(loop, c);
+        }
+    }
+    if (loop->accept_resume_at && loop->accept_resume_at <= loop->now) {
+        loop->accept_resume_at = 0;
+        if (!loop->stopping)
+            resume_accepting(loop);
+    }
+}
+
+static void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t events)
+{
+    if ((events & EPOLLOUT) && c->state == CONN_FLUSH) {
+        int r = oribi_conn_flush(c);
+        if (r < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        if (c->wlen == c->woff) {
+            conn_after_response(loop, c);
+            if (c->state == CONN_CLOSED)
+                return;
+        }
+    }
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        c->may_read = 1;
+        conn_read(loop, c);
+    }
+}
+
+int oribi_loop_run(struct oribi_loop *loop)
+{
+    struct epoll_event events[64];
+    for (;;) {
+        if (loop->ready_head)
+            return LOOP_READY;
+        if (loop->wake_pending) {
+            uint64_t v;
+            ssize_t r = read(loop->wakefd, &v, sizeof(v));
+            (void)r;
+            loop->wake_pending = 0;
+            return LOOP_INTERRUPTED;
+        }
+        if (loop->stopping && loop->nconns == 0)
+            return LOOP_STOPPED;
+        int n = epoll_wait(loop->epfd, events, 64, next_timeout(loop));
+        loop->now = now_ms();
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return LOOP_INTERRUPTED;
+        }
+        for (int i = 0; i < n; i++) {
+            void *p = events[i].data.ptr;
+            if (p == (void *)TAG_WAKE) {
+                loop->wake_pending = 1;
+            } else if (IS_TAG(p)) {
+                if (loop->accepting && !loop->ready_head)
+                    accept_one(loop, (int)(((uintptr_t)p - 3) / 2));
+            } else {
+                on_conn_event(loop, (struct oribi_conn *)p, events[i].events);
+            }
+        }
+        expire_timers(loop);
+    }
+}
+
+struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
+{
+    struct oribi_conn *c = loop->ready_head;
+    if (!c)
+        return NULL;
+    loop->ready_head = c->qnext;
+    if (!loop->ready_head)
+        loop->ready_tail = NULL;
+    c->qnext = NULL;
+    c->state = CONN_APP;
+    loop->requests++;
+    if (c->buf_moved) { /* the body grew the buffer: point the head at it again */
+        c->req.headers = c->headers;
+        c->req.num_headers = loop->opt.limits.max_headers;
+        oribi_parse_request(c->buf, c->head_len, 0, &c->req, &loop->opt.limits);
+        c->buf_moved = 0;
+    }
+    if (loop->opt.keepalive_requests && c->requests + 1 >= loop->opt.keepalive_requests)
+        c->req.keepalive = 0;
+    if (!loop->opt.keepalive || loop->stopping)
+        c->req.keepalive = 0;
+    return c;
+}
+
+struct oribi_conn *oribi_loop_conn(struct oribi_loop *loop, uint64_t token)
+{
+    int fd = (int)(uint32_t)token;
+    if (fd < 0 || fd >= loop->by_fd_cap)
+        return NULL;
+    struct oribi_conn *c = loop->by_fd[fd];
+    return c && c->gen == (uint32_t)(token >> 32) ? c : NULL;
+}
+
+void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog)
+{
+    if (loop->stopping)
+        return;
+    if (drain_backlog && loop->accepting) {
+        /* Connections in the backlog were accepted by the kernel and have
+         * sent their request: they are in flight, serve them. */
+        for (int i = 0; i < loop->nlisteners; i++)
+            while (loop->nconns < loop->opt.max_connections && accept_one(loop, i) == 0)
+                ;
+    }
+    set_accepting(loop, 0);
+    loop->stopping = 1;
+    loop->accept_resume_at = 0;
+    for (int fd = 0; fd < loop->by_fd_cap; fd++) {
+        struct oribi_conn *c = loop->by_fd[fd];
+        if (c && c->state == CONN_HEAD && c->len == 0)
+            conn_close(loop, c);
+    }
+}

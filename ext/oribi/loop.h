@@ -1,0 +1,117 @@
+/*
+ * The worker's connection loop: the only place that owns sockets and time.
+ * It accepts, reads and parses until a request is complete (head and body)
+ * without Ruby, queues it for the app, and finishes the connection after the
+ * response: keep-alive, pipelining, timeouts, lingering close.
+ * Everything here runs without the GVL unless stated otherwise.
+ */
+#ifndef ORIBI_LOOP_H
+#define ORIBI_LOOP_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "conn.h"
+#include "parser.h"
+
+#define ORIBI_MAX_LISTENERS 64
+
+/* Defaults, documented in docs/CONFIGURATION.md */
+#define ORIBI_DEFAULT_KEEPALIVE_TIMEOUT_MS 20000
+#define ORIBI_DEFAULT_HEADER_TIMEOUT_MS    30000
+#define ORIBI_DEFAULT_BODY_TIMEOUT_MS      30000
+#define ORIBI_DEFAULT_WRITE_TIMEOUT_MS     30000
+#define ORIBI_DEFAULT_KEEPALIVE_REQUESTS   1000
+#define ORIBI_DEFAULT_BODY_BUFFER          (112 * 1024)
+#define ORIBI_DEFAULT_MAX_CONNECTIONS      1024
+#define ORIBI_LINGER_MS                    2000
+#define ORIBI_BODY_PROGRESS                8192 /* bytes that re-arm the body timer */
+#define ORIBI_WRITE_BACKLOG                (1024 * 1024)
+
+struct oribi_options {
+    struct oribi_limits limits;
+    int keepalive;             /* 0: Connection: close on every response */
+    unsigned keepalive_requests;
+    int64_t keepalive_timeout_ms;
+    int64_t header_timeout_ms;
+    int64_t body_timeout_ms;
+    int64_t write_timeout_ms;
+    int64_t max_body;          /* 0: no limit */
+    size_t body_buffer;        /* bodies above this spill to a tmpfile */
+    unsigned max_connections;
+    const char *tmpdir;
+};
+
+struct oribi_listener {
+    int fd;
+    int is_unix;
+};
+
+struct oribi_loop {
+    int epfd;
+    int wakefd;                    /* eventfd: interrupts epoll_wait from any thread */
+    volatile int wake_pending;
+    struct oribi_options opt;
+    struct oribi_listener listeners[ORIBI_MAX_LISTENERS];
+    int nlisteners;
+    int accepting;                 /* listeners are in the epoll set */
+    int64_t accept_resume_at;      /* after EMFILE: when to try again (ms), 0 = not paused */
+
+    int64_t now;                   /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup */
+    struct oribi_conn *timers[TIMER_KINDS][2]; /* head, tail of each FIFO */
+    int64_t timeout_ms[TIMER_KINDS];
+
+    struct oribi_conn **by_fd;     /* conn of each fd, for tokens */
+    int by_fd_cap;
+    unsigned nconns;
+    struct oribi_conn *ready_head, *ready_tail;
+    struct oribi_conn *free_list;
+
+    int stopping;                  /* graceful drain: no accepts, no keep-alive */
+    uint64_t requests;             /* requests handed to the app */
+    uint64_t rejected;             /* requests answered with an error by the loop */
+};
+
+enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3 };
+
+/* Sets up epoll and the wake fd. Returns 0 or -1 with errno. */
+int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
+                    const struct oribi_listener *listeners, int n);
+void oribi_loop_free(struct oribi_loop *loop);
+
+/* Runs until a request is complete (LOOP_READY: take it with
+ * oribi_loop_take), the loop is woken (LOOP_INTERRUPTED), or a stopping loop
+ * has no connections left (LOOP_STOPPED). */
+int oribi_loop_run(struct oribi_loop *loop);
+struct oribi_conn *oribi_loop_take(struct oribi_loop *loop);
+
+/* Thread- and signal-safe: makes oribi_loop_run return LOOP_INTERRUPTED. */
+void oribi_loop_wake(struct oribi_loop *loop);
+
+/* Graceful drain: accepts what is already queued when drain_backlog, stops
+ * accepting, closes idle connections; in-flight ones finish with close. */
+void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog);
+
+/* Looks up a conn by the token handed to Ruby; NULL when stale. */
+struct oribi_conn *oribi_loop_conn(struct oribi_loop *loop, uint64_t token);
+static inline uint64_t oribi_conn_token(const struct oribi_conn *c)
+{
+    return ((uint64_t)c->gen << 32) | (uint32_t)c->fd;
+}
+
+/* Writes iov; bytes the socket does not take now are kept and flushed by
+ * the loop. Returns 0, 1 when the kept backlog is over ORIBI_WRITE_BACKLOG
+ * (wait with oribi_conn_wait_writable, then oribi_conn_flush), or -1 when
+ * the peer is gone. Called with the GVL (it never blocks). */
+int oribi_conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt);
+int oribi_conn_flush(struct oribi_conn *c);
+/* Blocks up to timeout_ms for the socket to drain; 0 ok, -1 timeout/error. */
+int oribi_conn_wait_writable(struct oribi_conn *c, int64_t timeout_ms);
+
+/* The app is done with the conn: keep it alive or close it, and read on. */
+void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepalive);
+
+/* Hands the body tmpfile to the caller (it closes it); -1 when in memory. */
+int oribi_conn_take_body_fd(struct oribi_conn *c);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * Response head formatting: pure functions over caller-owned buffers.
+ * No Ruby, no I/O; the engine gathers the pieces and the loop writes them.
+ */
+#ifndef ORIBI_RESPONSE_H
+#define ORIBI_RESPONSE_H
+
+#include <stddef.h>
+#include <time.h>
+
+/* "HTTP/1.1 200 OK\r\n" for status; unknown codes get a generic reason.
+ * Returns the line (static storage) and its length in *len. */
+const char *oribi_status_line(int status, size_t *len);
+
+/* The reason phrase alone ("Not Found"), "Unknown" for codes we do not name. */
+const char *oribi_reason(int status);
+
+/* "date: Sun, 06 Nov 1994 08:49:37 GMT\r\n", reformatted at most once per
+ * second; the returned pointer stays valid until the next call. */
+const char *oribi_date_header(time_t now, size_t *len);
+
+/* 1 when name is a valid field-name (token) and value holds no CR, LF, NUL
+ * or other control byte but HTAB: what may reach the wire as one field line. */
+int oribi_field_name_ok(const char *name, size_t len);
+int oribi_field_value_ok(const char *value, size_t len);
+
+/* Hop-by-hop fields the server owns (RFC 9110 7.6.1): the app's copies are
+ * not forwarded. Returns ORIBI_HOP_* or 0 for an end-to-end field. */
+enum {
+    ORIBI_HOP_CONNECTION = 1,
+    ORIBI_HOP_CONTENT_LENGTH,
+    ORIBI_HOP_TRANSFER_ENCODING,
+    ORIBI_HOP_OTHER /* keep-alive, proxy-connection, te, trailer */
+};
+int oribi_hop_by_hop(const char *name, size_t len);
+
+/* Formats a complete error response (status line, date, connection: close,
+ * short text body) into out. Returns its length, or 0 when cap is too small. */
+size_t oribi_error_response(char *out, size_t cap, int status, time_t now);
+
+/* Writes "<hex size>\r\n" for a chunk of n bytes; returns its length (<= 18). */
+size_t oribi_chunk_prefix(char *out, size_t n);
+
+#endif

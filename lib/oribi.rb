@@ -1,0 +1,15 @@
+# frozen_string_literal: true
+
+require "oribi/version"
+require "oribi/oribi"
+
+# Oribi: a prefork Rack 3 server whose HTTP engine (parsing, keep-alive,
+# slow clients, response writing) runs in a C event loop in each worker.
+module Oribi
+  autoload :Config, "oribi/config"
+  autoload :CLI, "oribi/cli"
+  autoload :Listeners, "oribi/listeners"
+  autoload :Server, "oribi/server"
+  autoload :Worker, "oribi/worker"
+  autoload :Log, "oribi/log"
+end
