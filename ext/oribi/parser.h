@@ -37,11 +37,14 @@ struct oribi_request {
     const char *target;        /* request-target exactly as sent */
     size_t target_len;
     const char *path;          /* origin-form path+query ("/a?b"); for absolute-form the
-                                  part after the authority ("/" if empty); "*" for OPTIONS * */
+                                  part after the authority ("/" if empty; it starts with
+                                  '?' for "http://h?q", whose path is empty); "*" for
+                                  OPTIONS *; the authority itself for CONNECT */
     size_t path_len;
     int minor_version;         /* 0 or 1 (HTTP/1.2..1.9 are read as 1) */
 
-    /* in: capacity of headers[]; out: fields stored */
+    /* in: capacity of headers[]; out: fields stored. Written only once the
+       head is parsed (or on 417), so a retry after INCOMPLETE needs no reset. */
     struct oribi_header *headers;
     size_t num_headers;
 
@@ -56,6 +59,12 @@ struct oribi_request {
 
     /* out on ORIBI_PARSE_ERROR: 400, 414, 417, 431, 501 or 505 */
     int status;
+
+    /* out: bytes of the head, as returned on success. Also set, with every
+       field above, on 417 (unmet Expect): the head is otherwise valid and its
+       body framing known, so the connection may skip the body and go on.
+       Every other error leaves the framing unknown: answer and close. */
+    size_t head_len;
 };
 
 /*
