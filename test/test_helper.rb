@@ -1,0 +1,213 @@
+# frozen_string_literal: true
+
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "minitest/autorun"
+require "socket"
+require "tmpdir"
+require "timeout"
+require "oribi"
+
+ROOT = File.expand_path("..", __dir__)
+APPS = File.join(__dir__, "apps")
+
+# A real server process started from exe/oribi, on a loopback TCP port and a
+# unix socket, stopped (TERM, then KILL) when the test is done.
+class ServerProcess
+  attr_reader :port, :sock, :pid, :log_path
+
+  def initialize(app, *args, workers: 1, tcp: true, unix: true, env: {})
+    @dir = Dir.mktmpdir("oribi-test")
+    @sock = File.join(@dir, "s.sock")
+    @log_path = File.join(@dir, "log")
+    @port = free_port if tcp
+    binds = []
+    binds += ["-b", "tcp://127.0.0.1:#{@port}"] if tcp
+    binds += ["-b", "unix://#{@sock}"] if unix
+    app = File.join(APPS, app) unless app.start_with?("/")
+    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", workers.to_s, *binds, *args, app]
+    @pid = Process.spawn(env, *cmd, out: @log_path, err: @log_path, pgroup: true)
+    wait_ready
+  end
+
+  def log = File.read(@log_path)
+
+  def tcp = TCPSocket.new("127.0.0.1", @port)
+  def unix = UNIXSocket.new(@sock)
+
+  # Same request through both transports when both are bound.
+  def each_transport
+    yield(:tcp, method(:tcp)) if @port
+    yield(:unix, method(:unix)) if File.socket?(@sock)
+  end
+
+  def stop(signal = :TERM, timeout: 15)
+    return @status if @status
+
+    Process.kill(signal, @pid)
+    Timeout.timeout(timeout) { _, @status = Process.wait2(@pid) }
+    @status
+  rescue Timeout::Error
+    Process.kill(:KILL, -@pid)
+    _, @status = Process.wait2(@pid)
+    @status
+  rescue Errno::ESRCH, Errno::ECHILD
+    @status
+  ensure
+    begin
+      Process.kill(:KILL, -@pid) # stray workers of the process group
+    rescue Errno::ESRCH, Errno::EPERM
+      nil
+    end
+    FileUtils.rm_rf(@dir) if @status
+  end
+
+  private
+
+  def free_port
+    s = TCPServer.new("127.0.0.1", 0)
+    s.addr[1]
+  ensure
+    s&.close
+  end
+
+  def wait_ready
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+    loop do
+      begin
+        (@port ? tcp : unix).close
+        return
+      rescue Errno::ECONNREFUSED, Errno::ENOENT
+        nil
+      end
+      if Process.wait(@pid, Process::WNOHANG)
+        raise "server exited before it was ready:\n#{log}"
+      end
+      raise "server not ready in 20 s:\n#{log}" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+      sleep 0.02 # polling for a condition (the socket accepting), bounded above
+    end
+  end
+end
+
+# Reading raw HTTP/1.1 responses off a socket, with a deadline on every read.
+module HTTPClient
+  Response = Struct.new(:status, :headers, :body, :raw) do
+    def [](name) = headers[name.downcase]
+  end
+
+  module_function
+
+  def read_bytes(sock, n, deadline)
+    buf = +""
+    while buf.bytesize < n
+      chunk = read_some(sock, n - buf.bytesize, deadline)
+      raise EOFError, "EOF after #{buf.bytesize} of #{n} bytes" unless chunk
+
+      buf << chunk
+    end
+    buf
+  end
+
+  def read_some(sock, max, deadline)
+    loop do
+      r = sock.read_nonblock(max, exception: false)
+      return r unless r == :wait_readable
+
+      left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      raise Timeout::Error, "no response in time" if left <= 0
+
+      sock.wait_readable(left)
+    end
+  rescue Errno::ECONNRESET
+    nil
+  end
+
+  def read_line(sock, deadline)
+    line = +""
+    until line.end_with?("\n")
+      c = read_some(sock, 1, deadline)
+      return line.empty? ? nil : line unless c
+
+      line << c
+    end
+    line
+  end
+
+  # One response; nil on a clean EOF before it. head: true for HEAD requests.
+  def read_response(sock, timeout: 10, head: false)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    status_line = read_line(sock, deadline) or return nil
+    raw = +status_line
+    status = status_line[/\AHTTP\/1\.[01] (\d{3})/, 1] or raise "bad status line #{status_line.inspect}"
+    headers = {}
+    while (line = read_line(sock, deadline)) && line != "\r\n"
+      raw << line
+      name, value = line.chomp.split(":", 2)
+      key = name.downcase
+      headers[key] = headers.key?(key) ? [*headers[key], value.strip] : value.strip
+    end
+    code = status.to_i
+    body = +""
+    if head || code < 200 || code == 204 || code == 304
+      # no body
+    elsif headers["transfer-encoding"]
+      loop do
+        size = read_line(sock, deadline).to_i(16)
+        body << read_bytes(sock, size, deadline) if size.positive?
+        read_line(sock, deadline)
+        break if size.zero?
+      end
+    elsif headers["content-length"]
+      body = read_bytes(sock, headers["content-length"].to_i, deadline)
+    else
+      while (c = read_some(sock, 65_536, deadline))
+        body << c
+      end
+    end
+    return read_response(sock, timeout: timeout, head: head) if code == 100
+
+    Response.new(code, headers, body, raw)
+  end
+
+  # true when the peer closed (EOF or reset) within timeout
+  def closed?(sock, timeout: 5)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    loop do
+      data = read_some(sock, 4096, deadline)
+      return true if data.nil?
+    end
+  rescue Timeout::Error
+    false
+  end
+
+  def request(sock, path = "/", method: "GET", headers: {}, body: nil)
+    h = { "Host" => "test" }.merge(headers)
+    h["Content-Length"] = body.bytesize.to_s if body && !h.key?("Transfer-Encoding")
+    sock.write("#{method} #{path} HTTP/1.1\r\n" + h.map { |k, v| "#{k}: #{v}\r\n" }.join + "\r\n" + body.to_s)
+    read_response(sock, head: method == "HEAD")
+  end
+end
+
+# A server shared by the tests of one class (started on first use).
+module SharedServer
+  def self.included(base)
+    base.extend(ClassMethods)
+    Minitest.after_run { base.shared_server_stop }
+  end
+
+  module ClassMethods
+    def server(app, *args, **kw)
+      @server_spec = [app, args, kw]
+    end
+
+    def shared_server
+      @shared_server ||= ServerProcess.new(@server_spec[0], *@server_spec[1], **@server_spec[2])
+    end
+
+    def shared_server_stop
+      @shared_server&.stop
+    end
+  end
+
+  def server = self.class.shared_server
+end
