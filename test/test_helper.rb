@@ -152,7 +152,8 @@ module HTTPClient
       # no body
     elsif headers["transfer-encoding"]
       loop do
-        size = read_line(sock, deadline).to_i(16)
+        line = read_line(sock, deadline) or raise EOFError, "EOF inside a chunked body"
+        size = line.to_i(16)
         body << read_bytes(sock, size, deadline) if size.positive?
         read_line(sock, deadline)
         break if size.zero?

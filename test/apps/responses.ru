@@ -1,0 +1,62 @@
+# frozen_string_literal: true
+
+# Responses that test how the server writes what apps return; each path is a case.
+class Stream
+  def initialize(chunks, fail_after: nil, on_close: nil)
+    @chunks = chunks
+    @fail_after = fail_after
+    @on_close = on_close
+  end
+
+  def each
+    @chunks.each_with_index do |c, i|
+      raise "body failed" if @fail_after && i >= @fail_after
+
+      yield c
+    end
+  end
+
+  def close
+    File.write(@on_close, "closed") if @on_close
+  end
+end
+
+run lambda { |env|
+  q = Rack::Utils.parse_query(env["QUERY_STRING"])
+  case env["PATH_INFO"]
+  when "/crlf"
+    [200, { "x-bad" => "a\r\nInjected: 1", "x-nul" => "a\0b", "x-good" => "ok",
+            "bad name" => "x", "x-list" => ["1", "2\n3"] }, ["ok"]]
+  when "/hop"
+    [200, { "connection" => "close", "transfer-encoding" => "chunked", "keep-alive" => "timeout=5",
+            "content-type" => "text/plain" }, ["hop"]]
+  when "/status"
+    [q["code"].to_i, { "content-length" => "5" }, ["body!"]]
+  when "/stream"
+    [200, {}, Stream.new(%w[alpha beta gamma])]
+  when "/stream-length"
+    [200, { "content-length" => "9" }, Stream.new(%w[abc def ghi])]
+  when "/stream-short"
+    [200, { "content-length" => "100" }, Stream.new(%w[abc])]
+  when "/raise"
+    raise "app failure"
+  when "/raise-in-body" # the first chunk is large enough to be written at once
+    [200, {}, Stream.new(["x" * 20_000, "two"], fail_after: 1)]
+  when "/raise-before-write" # the first chunk is still gathered when the body fails
+    [200, {}, Stream.new(%w[one two], fail_after: 1)]
+  when "/close-marker"
+    [200, {}, Stream.new(Array.new(2000) { "x" * 65_536 }, on_close: q["file"])]
+  when "/big"
+    [200, { "content-type" => "application/octet-stream" }, ["y" * (4 * 1024 * 1024)]]
+  when "/cookies"
+    [200, { "set-cookie" => ["a=1; path=/", "b=2"] }, ["c"]]
+  when "/bad-status"
+    ["200", {}, ["x"]]
+  when "/rack-key"
+    [200, { "rack.internal" => "x", "x-ok" => "1" }, ["r"]]
+  when "/pid"
+    [200, {}, [Process.pid.to_s]]
+  else
+    [404, {}, ["not found"]]
+  end
+}

@@ -1,0 +1,189 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# What reaches the wire from what the app returns: hygiene, framing,
+# hop-by-hop fields, bodyless statuses, failures.
+class ResponseTest < Minitest::Test
+  include SharedServer
+  server "responses.ru"
+
+  def get(path, version: "1.1", sock: server.tcp, head: false)
+    sock.write("#{head ? 'HEAD' : 'GET'} #{path} HTTP/#{version}\r\nHost: t\r\n\r\n")
+    [HTTPClient.read_response(sock, head: head), sock]
+  end
+
+  def test_header_values_with_cr_lf_nul_never_reach_the_wire
+    res, s = get("/crlf")
+    assert_equal 200, res.status
+    refute_match(/Injected/i, res.raw)
+    assert_nil res["x-bad"]
+    assert_nil res["x-nul"]
+    assert_nil res["bad name"]
+    assert_equal "ok", res["x-good"]
+    assert_equal "1", res["x-list"] # the element with a newline is dropped, the other kept
+    assert_match(/dropped response header "x-bad"/, server.log)
+    # still in sync afterwards
+    assert_equal 200, get("/cookies", sock: s)[0].status
+  ensure
+    s&.close
+  end
+
+  def test_app_hop_by_hop_fields_are_replaced_by_the_servers_own
+    res, s = get("/hop")
+    assert_equal "hop", res.body
+    assert_equal "3", res["content-length"]
+    assert_nil res["transfer-encoding"]
+    assert_nil res["keep-alive"]
+    assert_equal "close", res["connection"] # the app asked to close: honoured
+    assert HTTPClient.closed?(s)
+  ensure
+    s&.close
+  end
+
+  def test_bodyless_statuses_and_head
+    [[204, false], [304, false], [200, true], [100 + 3, false]].each do |code, head|
+      next if code == 103 # 1xx finals are not valid final responses
+
+      s = server.tcp
+      s.write("#{head ? 'HEAD' : 'GET'} /status?code=#{code} HTTP/1.1\r\nHost: t\r\n\r\n" \
+              "GET /cookies HTTP/1.1\r\nHost: t\r\n\r\n")
+      res = HTTPClient.read_response(s, head: true)
+      assert_equal code, res.status
+      assert_nil res["transfer-encoding"]
+      assert_nil res["content-length"] if code == 204
+      # the next response must start right after the head: no stray body bytes
+      nxt = HTTPClient.read_response(s)
+      assert_equal 200, nxt.status, "after #{code} head=#{head}"
+      assert_equal "c", nxt.body
+      s.close
+    end
+  end
+
+  def test_unknown_length_body_is_chunked_on_http11
+    res, s = get("/stream")
+    assert_equal "chunked", res["transfer-encoding"]
+    assert_equal "alphabetagamma", res.body
+    assert_equal 200, get("/cookies", sock: s)[0].status
+  ensure
+    s&.close
+  end
+
+  def test_unknown_length_body_is_close_delimited_on_http10
+    res, s = get("/stream", version: "1.0")
+    assert_nil res["transfer-encoding"]
+    assert_equal "close", res["connection"]
+    assert_equal "alphabetagamma", res.body
+  ensure
+    s&.close
+  end
+
+  def test_streamed_body_with_app_content_length
+    res, s = get("/stream-length")
+    assert_equal "9", res["content-length"]
+    assert_equal "abcdefghi", res.body
+    assert_equal 200, get("/cookies", sock: s)[0].status
+  ensure
+    s&.close
+  end
+
+  def test_body_shorter_than_its_content_length_closes_the_connection
+    s = server.tcp
+    s.write("GET /stream-short HTTP/1.1\r\nHost: t\r\n\r\n")
+    data = +""
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    while (c = HTTPClient.read_some(s, 4096, deadline))
+      data << c
+    end
+    assert data.end_with?("\r\n\r\nabc"), data
+  ensure
+    s&.close
+  end
+
+  def test_multiple_set_cookie
+    res, s = get("/cookies")
+    assert_equal ["a=1; path=/", "b=2"], res["set-cookie"]
+  ensure
+    s&.close
+  end
+
+  def test_rack_keys_are_not_sent
+    res, s = get("/rack-key")
+    assert_nil res["rack.internal"]
+    assert_equal "1", res["x-ok"]
+  ensure
+    s&.close
+  end
+
+  def test_app_exception_gives_500_and_the_worker_lives_on
+    pid = get("/pid")[0].body
+    res, s = get("/raise")
+    assert_equal 500, res.status
+    assert_match(/app raised: RuntimeError: app failure/, server.log)
+    assert_match(/responses\.ru:\d+/, server.log) # with its backtrace
+    assert_equal pid, get("/pid")[0].body
+  ensure
+    s&.close
+  end
+
+  def test_exception_mid_body_ends_the_connection
+    s = server.tcp
+    s.write("GET /raise-in-body HTTP/1.1\r\nHost: t\r\n\r\n")
+    res = begin
+      HTTPClient.read_response(s)
+    rescue EOFError
+      :truncated
+    end
+    # headers were already out: the only honest signal left is a close
+    # without the final chunk
+    assert_equal :truncated, res
+    assert HTTPClient.closed?(s)
+    assert_match(/response failed: RuntimeError: body failed/, server.log)
+  ensure
+    s&.close
+  end
+
+  def test_exception_before_anything_was_written_is_a_500
+    res, s = get("/raise-before-write")
+    assert_equal 500, res.status
+    assert_equal "close", res["connection"]
+    refute_includes res.body, "one"
+  ensure
+    s&.close
+  end
+
+  def test_invalid_status_is_a_500
+    res, s = get("/bad-status")
+    assert_equal 500, res.status
+  ensure
+    s&.close
+  end
+
+  def test_body_close_is_called_when_the_client_goes_away
+    marker = File.join(Dir.tmpdir, "oribi-close-#{Process.pid}-#{rand(1 << 30)}")
+    s = server.tcp
+    s.write("GET /close-marker?file=#{marker} HTTP/1.1\r\nHost: t\r\n\r\n")
+    s.readpartial(1024) # the response started
+    s.close # ...and the client is gone mid-body (130 MB left to send)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+    sleep 0.02 until File.exist?(marker) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    assert File.exist?(marker), "body.close was not called"
+    assert_equal 200, get("/cookies")[0].status
+  ensure
+    File.unlink(marker) if marker && File.exist?(marker)
+  end
+
+  def test_large_response_to_a_slow_reader_arrives_whole
+    s = server.tcp
+    s.write("GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+    # another client is served while this one has not read anything yet
+    res2, s2 = get("/cookies")
+    assert_equal 200, res2.status
+    res = HTTPClient.read_response(s, timeout: 20)
+    assert_equal 4 * 1024 * 1024, res.body.bytesize
+    assert_equal 200, get("/cookies", sock: s)[0].status
+  ensure
+    s&.close
+    s2&.close
+  end
+end
