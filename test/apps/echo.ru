@@ -10,16 +10,27 @@ KEYS = %w[REQUEST_METHOD SCRIPT_NAME PATH_INFO QUERY_STRING SERVER_NAME SERVER_P
 
 echo = lambda do |env|
   input = env["rack.input"]
+  env["rack.errors"].puts("served #{env['REQUEST_METHOD']} #{env['PATH_INFO']}")
+  env["rack.errors"].flush
   body = input ? input.read : ""
   lines = KEYS.filter_map { |k| "#{k}: #{env[k]}" if env.key?(k) }
   lines << "pid: #{Process.pid}"
-  lines << "input-class: #{input.class}"
+  lines << "input-class: #{env['test.input_class']}"
   lines << "body-bytes: #{body.bytesize}"
   lines << "body-md5: #{Digest::MD5.hexdigest(body)}"
-  lines << "body: #{body}" if body.bytesize <= 256
+  lines << "body: #{body}" if body.bytesize <= 256 && !body.include?("\n")
   [200, { "content-type" => "text/plain" }, [lines.join("\n") + "\n"]]
 end
 require "digest/md5"
 
+# records what the server passed before Lint wraps it
+use(Class.new do
+  def initialize(app) = @app = app
+
+  def call(env)
+    env["test.input_class"] = env["rack.input"].class.name
+    @app.call(env)
+  end
+end)
 use Rack::Lint
 run echo
