@@ -1,0 +1,119 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "open3"
+require "set"
+
+# exe/oribi as an operator meets it: options, listeners, process layout.
+class CLITest < Minitest::Test
+  OribiExe = File.join(ROOT, "exe/oribi")
+
+  def run_oribi(*args, chdir: ROOT)
+    Open3.capture3(RbConfig.ruby, OribiExe, *args, chdir: chdir)
+  end
+
+  def test_help_lists_the_options
+    out, _, st = run_oribi("--help")
+    assert st.success?
+    %w[--bind --workers --[no-]keepalive --env --help --keepalive-timeout --header-timeout --max-body].each do |flag|
+      assert_includes out, flag
+    end
+  end
+
+  def test_bad_option_is_one_line_and_nonzero
+    _, err, st = run_oribi("--frobnicate")
+    refute st.success?
+    assert_equal 1, err.lines.size
+    assert_match(/invalid option: --frobnicate/, err)
+  end
+
+  def test_bad_bind_uri
+    _, err, st = run_oribi("-b", "http://x", File.join(APPS, "env.ru"))
+    refute st.success?
+    assert_match(/cannot bind "http:\/\/x"/, err)
+  end
+
+  def test_missing_rackup_file
+    Dir.mktmpdir do |d|
+      _, err, st = run_oribi("-b", "unix://#{d}/s", chdir: d)
+      refute st.success?
+      assert_match(/no rackup file config.ru/, err)
+    end
+  end
+
+  def test_env_flag_and_single_process
+    srv = ServerProcess.new("env.ru", "-E", "staging", tcp: false)
+    res = HTTPClient.request(srv.unix, "/")
+    env, pid, multi = res.body.split
+    assert_equal "staging", env
+    assert_equal srv.pid, pid.to_i # -w 1: the server process serves itself
+    assert_equal "false", multi
+    assert srv.stop.success?
+  end
+
+  def test_unix_socket_stale_file_is_replaced_and_removed_on_exit
+    Dir.mktmpdir do |d|
+      path = File.join(d, "app.sock")
+      stale = UNIXServer.new(path)
+      stale.close # the file stays, nobody listens: a crashed server's leftover
+      assert File.socket?(path)
+      srv = ServerProcess.new(File.join(APPS, "env.ru"), "-b", "unix://#{path}", tcp: false, unix: false, sock: path)
+      assert_equal 200, HTTPClient.request(UNIXSocket.new(path), "/").status
+      assert srv.stop.success?
+      refute File.exist?(path), "socket file left behind"
+    end
+  end
+
+  def test_unix_socket_in_use_is_refused
+    Dir.mktmpdir do |d|
+      path = File.join(d, "app.sock")
+      live = UNIXServer.new(path)
+      _, err, st = run_oribi("-b", "unix://#{path}", File.join(APPS, "env.ru"))
+      refute st.success?
+      assert_match(/another server is listening/, err)
+      assert File.socket?(path), "a live socket must not be removed"
+    ensure
+      live&.close
+    end
+  end
+
+  def test_non_socket_file_is_not_replaced
+    Dir.mktmpdir do |d|
+      path = File.join(d, "file")
+      File.write(path, "data")
+      _, err, st = run_oribi("-b", "unix://#{path}", File.join(APPS, "env.ru"))
+      refute st.success?
+      assert_match(/not a socket/, err)
+      assert_equal "data", File.read(path)
+    end
+  end
+
+  def test_prefork_workers_share_the_listener
+    srv = ServerProcess.new("env.ru", workers: 2, unix: false)
+    pids = Set.new
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+    # connection per request until both workers have answered (bounded)
+    while pids.size < 2 && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      threads = 4.times.map { Thread.new { HTTPClient.request(srv.tcp, "/").body.split[1] } }
+      threads.each { |t| pids << t.value }
+    end
+    assert_equal 2, pids.size
+    refute_includes pids, srv.pid.to_s # the master does not serve
+    assert_includes HTTPClient.request(srv.tcp, "/").body, "true" # rack.multiprocess
+    assert srv.stop.success?
+  end
+
+  def test_default_rackup_is_config_ru
+    Dir.mktmpdir do |d|
+      FileUtils.cp(File.join(APPS, "env.ru"), File.join(d, "config.ru"))
+      sock = File.join(d, "s")
+      pid = Process.spawn(RbConfig.ruby, OribiExe, "-w", "1", "-b", "unix://#{sock}", chdir: d, err: File::NULL)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+      sleep 0.02 until File.socket?(sock) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      assert_equal 200, HTTPClient.request(UNIXSocket.new(sock), "/").status
+    ensure
+      Process.kill(:TERM, pid)
+      Process.wait(pid)
+    end
+  end
+end
