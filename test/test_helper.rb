@@ -31,6 +31,18 @@ class ServerProcess
 
   def log = File.read(@log_path)
 
+  # The log once it matches re (or as it is after timeout): what a worker
+  # logs can come just after the client saw the response.
+  def log_until(re, timeout: 5)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    loop do
+      text = log
+      return text if text.match?(re) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+      sleep 0.01
+    end
+  end
+
   def tcp = TCPSocket.new("127.0.0.1", @port)
   def unix = UNIXSocket.new(@sock)
 
