@@ -477,3 +477,97 @@ class ParserTest < Minitest::Test
     mine.zip(theirs, inputs).each { |a, b, s| assert_equal a, b, s.inspect }
   end
 end
+
+# test/corpus/requests.txt is replayed over sockets by the integration tests;
+# here each case goes through the parser and the chunked decoder the way a
+# connection would, so the corpus and the codec cannot drift apart.
+class CorpusTest < Minitest::Test
+  P = Oribi::Parser
+  CORPUS = File.expand_path("corpus/requests.txt", __dir__)
+  BODY_LIMIT = 1 << 30 # stands in for any configured body limit
+
+  def self.cases
+    File.read(CORPUS, mode: "rb").split(/^### /).drop(1).map do |chunk|
+      header, expect, *lines = chunk.lines(chomp: true)
+      [header, expect, lines.join]
+    end
+  end
+
+  def self.unescape(text)
+    text.gsub(/\\(?:x(\h\h)|(.))/m) do
+      next Regexp.last_match(1).hex.chr if Regexp.last_match(1)
+
+      { "r" => "\r", "n" => "\n", "t" => "\t", "0" => "\0", "\\" => "\\" }.fetch(Regexp.last_match(2)) do
+        raise ArgumentError, "unknown escape \\#{Regexp.last_match(2)}"
+      end
+    end.b
+  end
+
+  # What a connection answers to these bytes: statuses, then :close, :open
+  # or :timeout.
+  def self.replay(bytes)
+    out = []
+    loop do
+      return out << :open if bytes.empty?
+
+      r = P.parse(bytes)
+      return out << :timeout if r[:incomplete]
+      if r[:error]
+        out << r[:error]
+        return out << :close unless r[:error] == 417
+
+        bytes = bytes.byteslice(r[:consumed]..)
+        next
+      end
+      bytes = bytes.byteslice(r[:consumed]..)
+      if r[:chunked]
+        d = P.decode_chunked(bytes)
+        return out << 400 << :close if d[:error]
+        return out << :timeout if d[:incomplete]
+
+        bytes = d[:rest]
+      elsif (cl = r[:content_length])
+        return out << 413 << :close if cl > BODY_LIMIT
+        return out << :timeout if bytes.bytesize < cl
+
+        bytes = bytes.byteslice(cl..)
+      end
+      out << 200
+      return out << :close unless r[:keepalive]
+    end
+  end
+
+  def self.expected(line)
+    words = line.delete_prefix("expect: ").split
+    return [:timeout] if words == ["timeout"]
+
+    statuses = words.reject { |w| w == "close" }.map { |w| Integer(w, 10) }
+    statuses + [words.last == "close" ? :close : :open]
+  end
+
+  def test_format
+    cases = self.class.cases
+    assert_operator cases.size, :>=, 80
+    names = cases.map { |h, _, _| h[/\A[a-z0-9-]+(?=: )/] }
+    assert_equal [], cases.map(&:first).zip(names).reject { |_, n| n }.map(&:first), "name: description"
+    assert_equal names.uniq, names, "names must be unique"
+    cases.each do |h, e, text|
+      assert_match(/\Aexpect: (timeout|(\d{3} )*(\d{3})( close)?)\z/, e, h)
+      refute_empty text, h
+    end
+  end
+
+  def test_covers_every_reaction
+    got = self.class.cases.map { |_, e, _| e }.uniq
+    ["expect: 200", "expect: 200 close", "expect: 200 200", "expect: 400 close", "expect: 414 close",
+     "expect: 431 close", "expect: 501 close", "expect: 505 close", "expect: 417", "expect: 413 close",
+     "expect: timeout"].each { |e| assert_includes got, e }
+  end
+
+  def test_codec_agrees_with_every_case
+    self.class.cases.each do |h, e, text|
+      bytes = self.class.unescape(text)
+      assert_equal self.class.expected(e), self.class.replay(bytes), "#{h[0, 100]}\n#{bytes[0, 200].inspect}"
+    end
+  end
+end
