@@ -107,8 +107,11 @@ static ALWAYS_INLINE const char *scan(const char *p, const char *end, const unsi
                                       unsigned below, const char *ranges, int nranges, int simd)
 {
 #ifdef HAVE_SSE42_PATH
-    if (simd)
+    if (simd) {
         p = skip16(p, end, ranges, nranges);
+        if (end - p >= 16)
+            return p; /* PCMPESTRI is exact: this is the stop byte */
+    }
 #else
     (void)ranges, (void)nranges, (void)simd;
 #endif
@@ -255,6 +258,10 @@ static int parse_connection(const char *p, const char *end, struct sem *s)
             s->conn_upgrade = 1;
     }
 }
+
+/* Lengths of Host, Expect, Upgrade, Connection, Content-Length and
+ * Transfer-Encoding: the names semantic_field() looks at. */
+#define SEMANTIC_LENGTHS (1u << 4 | 1u << 6 | 1u << 7 | 1u << 10 | 1u << 14 | 1u << 17)
 
 /* Returns 0 or the status to fail with. */
 static int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen,
@@ -455,8 +462,11 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
         p += 2;
         req->headers[num].value = value;
         req->headers[num].value_len = (size_t)(vend - value);
-        st = semantic_field(name, req->headers[num].name_len, value, (size_t)(vend - value), &s);
-        if (unlikely(st))
+        /* only names as long as one we care about go through the compare */
+        if (req->headers[num].name_len < 32 &&
+            (SEMANTIC_LENGTHS >> req->headers[num].name_len & 1) &&
+            (st = semantic_field(name, req->headers[num].name_len, value,
+                                 (size_t)(vend - value), &s)) != 0)
             FAIL(st);
         num++;
     }

@@ -125,8 +125,12 @@ static VALUE parser_decode_chunked(VALUE self, VALUE input)
         }
         rb_str_cat(body, RSTRING_PTR(work), (long)n);
         if (r >= 0) {
+            /* the pieces not fed yet follow the body just as well */
+            VALUE rest = rb_str_new(RSTRING_PTR(work) + n, (long)r);
+            while (++i < RARRAY_LEN(pieces))
+                rb_str_append(rest, RARRAY_AREF(pieces, i));
             rb_hash_aset(h, sym("body"), body);
-            rb_hash_aset(h, sym("rest"), rb_str_new(RSTRING_PTR(work) + n, (long)r));
+            rb_hash_aset(h, sym("rest"), rest);
             return h;
         }
     }
