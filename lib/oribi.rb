@@ -1,7 +1,11 @@
 # frozen_string_literal: true
 
 require "oribi/version"
-require "oribi/oribi"
+begin
+  require "oribi/oribi"
+rescue LoadError => e
+  raise LoadError, "#{e.message}: the C extension is not built (run `bundle exec rake compile`)"
+end
 
 # Oribi: a prefork Rack 3 server whose HTTP engine (parsing, keep-alive,
 # slow clients, response writing) runs in a C event loop in each worker.
