@@ -27,6 +27,25 @@ class CLITest < Minitest::Test
     assert_match(/invalid option: --frobnicate/, err)
   end
 
+  def test_limits_from_the_command_line
+    srv = ServerProcess.new("env.ru", "--max-request-line", "64", "--max-headers", "3")
+    s = srv.tcp
+    s.write("GET /#{'a' * 100} HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert_equal 414, HTTPClient.read_response(s).status
+    s = srv.tcp
+    s.write("GET / HTTP/1.1\r\nHost: t\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n")
+    assert_equal 431, HTTPClient.read_response(s).status
+    assert_equal 200, HTTPClient.request(srv.tcp, "/").status
+  ensure
+    srv&.stop
+  end
+
+  def test_invalid_option_value_is_refused
+    _, err, st = run_oribi("--max-headers", "0", File.join(APPS, "env.ru"))
+    refute st.success?
+    assert_match(/invalid value for max_headers: 0/, err)
+  end
+
   def test_bad_bind_uri
     _, err, st = run_oribi("-b", "http://x", File.join(APPS, "env.ru"))
     refute st.success?

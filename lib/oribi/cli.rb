@@ -34,6 +34,9 @@ module Oribi
         o.on("--write-timeout SEC", Float, "drop a client that reads nothing for SEC (default 30)") { |v| values[:write_timeout] = v }
         o.on("--max-body BYTES", Integer, "413 for larger request bodies; 0 = no limit (default 0)") { |v| values[:max_body] = v }
         o.on("--body-buffer BYTES", Integer, "bodies larger than this go to a tmpfile (default 114688)") { |v| values[:body_buffer] = v }
+        o.on("--max-request-line BYTES", Integer, "414 for longer request lines (default 8192)") { |v| values[:max_request_line] = v }
+        o.on("--max-header-bytes BYTES", Integer, "431 for a larger header section (default 65536)") { |v| values[:max_header_bytes] = v }
+        o.on("--max-headers N", Integer, "431 for more header fields (default 100)") { |v| values[:max_headers] = v }
         o.on("--max-connections N", Integer, "open connections per worker (default 1024)") { |v| values[:max_connections] = v }
         o.on("--backlog N", Integer, "listen(2) backlog (default 1024)") { |v| values[:backlog] = v }
         o.on("--shutdown-timeout SEC", Float, "kill workers still busy this long after TERM (default 25)") { |v| values[:shutdown_timeout] = v }
