@@ -177,7 +177,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
 
 static void *run_nogvl(void *p)
 {
-    return (void *)(intptr_t)oribi_loop_run(p);
+    return (void *)(intptr_t)oribi_loop_run(p, 1);
 }
 
 static void wake_ubf(void *p)
@@ -209,8 +209,13 @@ static VALUE engine_next_request(VALUE self)
             VALUE token = ULL2NUM(oribi_conn_token(c));
             return oribi_env_build(&e->ctx, c, request_input(e, c), token);
         }
-        intptr_t r = LOOP_INTERRUPTED;
-        r = (intptr_t)rb_thread_call_without_gvl(run_nogvl, &e->loop, wake_ubf, &e->loop);
+        /* Under load the next request is often already there: look without
+         * giving up the GVL, which costs a futex handoff each way. */
+        intptr_t r = oribi_loop_run(&e->loop, 0);
+        if (r == LOOP_READY)
+            continue;
+        if (r == LOOP_IDLE)
+            r = (intptr_t)rb_thread_call_without_gvl(run_nogvl, &e->loop, wake_ubf, &e->loop);
         if (r == LOOP_STOPPED)
             return Qnil;
         if (r == LOOP_INTERRUPTED)

@@ -623,7 +623,7 @@ static void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_
     }
 }
 
-int oribi_loop_run(struct oribi_loop *loop)
+int oribi_loop_run(struct oribi_loop *loop, int block)
 {
     struct epoll_event events[64];
     for (;;) {
@@ -638,7 +638,7 @@ int oribi_loop_run(struct oribi_loop *loop)
         }
         if (loop->stopping && loop->nconns == 0)
             return LOOP_STOPPED;
-        int n = epoll_wait(loop->epfd, events, 64, next_timeout(loop));
+        int n = epoll_wait(loop->epfd, events, 64, block ? next_timeout(loop) : 0);
         loop->now = now_ms();
         if (n < 0) {
             if (errno == EINTR)
@@ -657,6 +657,8 @@ int oribi_loop_run(struct oribi_loop *loop)
             }
         }
         expire_timers(loop);
+        if (!block && !loop->ready_head)
+            return LOOP_IDLE;
     }
 }
 

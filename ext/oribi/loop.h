@@ -72,7 +72,7 @@ struct oribi_loop {
     uint64_t rejected;             /* requests answered with an error by the loop */
 };
 
-enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3 };
+enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };
 
 /* Sets up epoll and the wake fd. Returns 0 or -1 with errno. */
 int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
@@ -81,8 +81,10 @@ void oribi_loop_free(struct oribi_loop *loop);
 
 /* Runs until a request is complete (LOOP_READY: take it with
  * oribi_loop_take), the loop is woken (LOOP_INTERRUPTED), or a stopping loop
- * has no connections left (LOOP_STOPPED). */
-int oribi_loop_run(struct oribi_loop *loop);
+ * has no connections left (LOOP_STOPPED). With block == 0 it handles what
+ * is ready now and returns LOOP_IDLE instead of waiting: the caller can
+ * keep the GVL while there is work, and release it only to sleep. */
+int oribi_loop_run(struct oribi_loop *loop, int block);
 struct oribi_conn *oribi_loop_take(struct oribi_loop *loop);
 
 /* Thread- and signal-safe: makes oribi_loop_run return LOOP_INTERRUPTED. */
