@@ -638,6 +638,8 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
         }
         if (loop->stopping && loop->nconns == 0)
             return LOOP_STOPPED;
+        if (block)
+            loop->now = now_ms(); /* the app may have run long since the last wakeup */
         int n = epoll_wait(loop->epfd, events, 64, block ? next_timeout(loop) : 0);
         loop->now = now_ms();
         if (n < 0) {
