@@ -122,6 +122,33 @@ class CLITest < Minitest::Test
     assert srv.stop.success?
   end
 
+  def test_ipv6_listener_and_remote_addr
+    port = TCPServer.open("::1", 0) { |s| s.addr[1] }
+    srv = ServerProcess.new(File.join(APPS, "echo.ru"), "-b", "tcp://[::1]:#{port}", tcp: false)
+    res = HTTPClient.request(TCPSocket.new("::1", port), "/")
+    assert_match(/^REMOTE_ADDR: ::1$/, res.body)
+    assert_match(/^SERVER_NAME: test$/, res.body)
+    s = TCPSocket.new("::1", port)
+    s.write("GET / HTTP/1.0\r\n\r\n") # no Host: the listener's own address
+    assert_match(/^SERVER_NAME: \[::1\]$/, HTTPClient.read_response(s).body)
+  ensure
+    srv&.stop
+  end
+
+  def test_term_lets_the_request_in_flight_finish
+    srv = ServerProcess.new("slow.ru", tcp: false)
+    s = srv.unix
+    s.write("GET /?sleep=0.5 HTTP/1.1\r\nHost: t\r\n\r\n")
+    srv.log_until(/sleeping/) # the app has the request
+    Process.kill(:TERM, srv.pid)
+    res = HTTPClient.read_response(s)
+    assert_equal 200, res.status
+    assert_equal "close", res["connection"] # no keep-alive while draining
+    assert srv.stop.success?
+  ensure
+    srv&.stop
+  end
+
   def test_default_rackup_is_config_ru
     Dir.mktmpdir do |d|
       FileUtils.cp(File.join(APPS, "env.ru"), File.join(d, "config.ru"))

@@ -55,7 +55,11 @@ class ServerProcess
   def stop(signal = :TERM, timeout: 15)
     return @status if @status
 
-    Process.kill(signal, @pid)
+    begin
+      Process.kill(signal, @pid)
+    rescue Errno::ESRCH
+      nil # already gone: collect its status
+    end
     Timeout.timeout(timeout) { _, @status = Process.wait2(@pid) }
     @status
   rescue Timeout::Error

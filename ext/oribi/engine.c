@@ -563,7 +563,7 @@ static VALUE engine_respond(VALUE self, VALUE env, VALUE status, VALUE headers, 
         rb_raise(rb_eArgError, "no request in progress for this env");
 
     struct resp r = {.e = e, .c = c, .body = body, .to_close = body, .headers = headers,
-                     .app_length = -1, .keepalive = c->req.keepalive};
+                     .app_length = -1, .keepalive = c->req.keepalive && !e->loop.stopping};
     r.status = FIXNUM_P(status) ? FIX2INT(status) : 0;
     r.head_only = c->req.method_len == 4 && memcmp(c->req.method, "HEAD", 4) == 0;
     e->out_len = 0;
