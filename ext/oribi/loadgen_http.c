@@ -103,8 +103,14 @@ int oribi_lg_parse_response(const char *buf, size_t len, struct oribi_lg_respons
         return ORIBI_LG_ERROR;
 
     const char *end = memmem(buf, len, "\r\n\r\n", 4);
-    if (end == NULL)
+    if (end == NULL) {
+        /* A server ending lines with bare LF would never produce the empty
+         * line we wait for: say so now rather than at the timeout. */
+        for (const char *lf = buf; (lf = memchr(lf, '\n', len - (size_t)(lf - buf))); lf++)
+            if (lf == buf || lf[-1] != '\r')
+                return ORIBI_LG_ERROR;
         return ORIBI_LG_INCOMPLETE;
+    }
     size_t head_len = (size_t)(end - buf) + 4;
     const char *p = buf + 8, *last = end + 2; /* last: start of the final CRLF */
 
