@@ -249,9 +249,9 @@ static VALUE loadgen_histogram_percentiles(int argc, VALUE *argv, VALUE self)
     return out;
 }
 
-void Init_oribi_loadgen(VALUE mOribi)
+void Init_oribi_loadgen(VALUE parent)
 {
-    VALUE mLoadgen = rb_define_module_under(mOribi, "Loadgen");
+    VALUE mLoadgen = rb_define_module_under(parent, "Loadgen");
     /* Raised when a run cannot start: bad address, no threads. */
     eLoadgenError = rb_define_class_under(mLoadgen, "Error", rb_eStandardError);
     rb_define_const(mLoadgen, "HISTOGRAM_MAX", ULL2NUM(ORIBI_HIST_MAX));
