@@ -3,6 +3,7 @@
 require "minitest/autorun"
 require "oribi/oribi"
 require "socket"
+require "fileutils"
 require "timeout"
 require "tmpdir"
 
