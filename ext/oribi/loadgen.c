@@ -1,2 +1,232 @@
-#include "oribi.h"
-void Init_oribi_loadgen(VALUE m) { (void)m; }
+/*
+ * Load generator engine (see loadgen.h): sets a run up, starts one thread per
+ * slice of connections (loadgen_conn.c), and merges what they measured.
+ * Threads share nothing while running but the read-only request, the stop
+ * flag and, in request-count mode, an atomic counter of claimed requests.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "loadgen_internal.h"
+
+#define PROBE_MS 1000 /* per address when a name has several */
+
+static char *dupstr(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->request == NULL || cfg->request_len == 0 || cfg->connections == 0 ||
+        cfg->threads == 0 || !(cfg->timeout > 0) ||
+        (!(cfg->duration > 0) && cfg->requests == 0) ||
+        (cfg->unix_path == NULL && (cfg->host == NULL || cfg->port == NULL))) {
+        snprintf(err, errlen, "invalid load generator configuration");
+        return NULL;
+    }
+    struct oribi_lg *lg = calloc(1, sizeof(*lg));
+    if (lg == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    lg->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    lg->request = malloc(cfg->request_len);
+    if (cfg->unix_path) {
+        lg->unix_path = dupstr(cfg->unix_path);
+    } else {
+        lg->host = dupstr(cfg->host);
+        lg->port = dupstr(cfg->port);
+    }
+    if (lg->stopfd < 0 || lg->request == NULL ||
+        (cfg->unix_path ? lg->unix_path == NULL : (lg->host == NULL || lg->port == NULL))) {
+        snprintf(err, errlen, "cannot allocate the run: %s", strerror(errno));
+        oribi_lg_free(lg);
+        return NULL;
+    }
+    memcpy(lg->request, cfg->request, cfg->request_len);
+    lg->request_len = cfg->request_len;
+    lg->is_head = cfg->request_len >= 5 && memcmp(cfg->request, "HEAD ", 5) == 0;
+    lg->connections = cfg->connections;
+    lg->threads = cfg->threads < cfg->connections ? cfg->threads : cfg->connections;
+    lg->requests = cfg->requests;
+    lg->duration_ns = cfg->duration > 0 ? (uint64_t)(cfg->duration * 1e9) : 0;
+    lg->timeout_ns = (uint64_t)(cfg->timeout * 1e9);
+    if (lg->timeout_ns == 0)
+        lg->timeout_ns = 1;
+    lg->keepalive = cfg->keepalive;
+    return lg;
+}
+
+void oribi_lg_stop(struct oribi_lg *lg)
+{
+    uint64_t one = 1;
+    atomic_store(&lg->stop, 1);
+    /* Level-triggered in every worker's epoll set and never read: one
+     * write wakes all of them, now and in any later epoll_wait. */
+    ssize_t r = write(lg->stopfd, &one, sizeof(one));
+    (void)r; /* EAGAIN only if already written ~2^64 times */
+}
+
+void oribi_lg_free(struct oribi_lg *lg)
+{
+    if (lg == NULL)
+        return;
+    if (lg->stopfd >= 0)
+        close(lg->stopfd);
+    free(lg->host);
+    free(lg->port);
+    free(lg->unix_path);
+    free(lg->request);
+    free(lg);
+}
+
+/* Connects and closes at once: whether this address answers at all. */
+static int probe(const struct addrinfo *ai)
+{
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int ok = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+    if (!ok && errno == EINPROGRESS) {
+        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+        int err = 0;
+        socklen_t len = sizeof(err);
+        ok = poll(&pfd, 1, PROBE_MS) == 1 &&
+             getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
+    close(fd);
+    return ok;
+}
+
+static int resolve(struct oribi_lg *lg, char *err, size_t errlen)
+{
+    if (lg->unix_path) {
+        struct sockaddr_un *sun = (struct sockaddr_un *)&lg->addr;
+        size_t n = strlen(lg->unix_path);
+        if (n == 0 || n >= sizeof(sun->sun_path)) {
+            snprintf(err, errlen, "unix socket path empty or longer than %zu bytes",
+                     sizeof(sun->sun_path) - 1);
+            return -1;
+        }
+        sun->sun_family = AF_UNIX;
+        memcpy(sun->sun_path, lg->unix_path, n + 1);
+        lg->addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+        return 0;
+    }
+    /* "[::1]" is how IPv6 literals are written next to a port. */
+    char *host = lg->host;
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        host++;
+    }
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICSERV };
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host, lg->port, &hints, &res);
+    if (rc != 0 || res == NULL) {
+        snprintf(err, errlen, "cannot resolve %s port %s: %s", host, lg->port,
+                 rc ? gai_strerror(rc) : "no address");
+        return -1;
+    }
+    /* A name may give ::1 and 127.0.0.1 while the server listens on one:
+     * take the first that accepts, else the first (its errors will count). */
+    const struct addrinfo *pick = res;
+    if (res->ai_next)
+        for (const struct addrinfo *ai = res; ai; ai = ai->ai_next)
+            if (probe(ai)) {
+                pick = ai;
+                break;
+            }
+    memcpy(&lg->addr, pick->ai_addr, pick->ai_addrlen);
+    lg->addrlen = pick->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+static void merge(struct oribi_lg_result *res, const struct lg_worker *w)
+{
+    res->requests += w->requests;
+    for (int k = 0; k < ORIBI_LG_E_COUNT; k++)
+        res->errors[k] += w->errors[k];
+    for (int s = 0; s < 600; s++)
+        res->status[s] += w->status[s];
+    res->bytes_in += w->bytes_in;
+    res->bytes_out += w->bytes_out;
+    oribi_hist_merge(&res->latency, w->hist);
+}
+
+static void workers_free(struct lg_worker *ws, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        lg_worker_free(&ws[i]);
+    free(ws);
+}
+
+int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, size_t errlen)
+{
+    memset(res, 0, offsetof(struct oribi_lg_result, latency));
+    oribi_hist_init(&res->latency);
+    if (resolve(lg, err, errlen) < 0)
+        return -1;
+
+    unsigned nt = lg->threads;
+    struct lg_worker *ws = calloc(nt, sizeof(*ws));
+    if (ws == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (unsigned i = 0; i < nt; i++)
+        ws[i].ep = -1;
+    for (unsigned i = 0; i < nt; i++) {
+        unsigned share = lg->connections / nt + (i < lg->connections % nt);
+        if (lg_worker_init(lg, &ws[i], share) < 0) {
+            snprintf(err, errlen, "cannot set up thread %u: %s", i, strerror(errno));
+            workers_free(ws, nt);
+            return -1;
+        }
+    }
+
+    /* Signals stay with the Ruby threads: ours block them all, so Ctrl-C
+     * reaches Ruby, which calls oribi_lg_stop(). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    lg->start_ns = lg_now_ns();
+    lg->deadline_ns = lg->duration_ns ? lg->start_ns + lg->duration_ns : 0;
+    unsigned started = 0;
+    int rc = 0;
+    for (; started < nt; started++) {
+        rc = pthread_create(&ws[started].tid, NULL, lg_worker_main, &ws[started]);
+        if (rc != 0)
+            break;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (started < nt) {
+        oribi_lg_stop(lg);
+        snprintf(err, errlen, "cannot start thread: %s", strerror(rc));
+    }
+
+    uint64_t end = lg->start_ns;
+    for (unsigned i = 0; i < started; i++) {
+        pthread_join(ws[i].tid, NULL);
+        merge(res, &ws[i]);
+        if (ws[i].end_ns > end)
+            end = ws[i].end_ns;
+    }
+    if (lg->deadline_ns && end > lg->deadline_ns)
+        end = lg->deadline_ns; /* nothing after it was counted */
+    res->elapsed = (double)(end - lg->start_ns) / 1e9;
+    workers_free(ws, nt);
+    return started < nt ? -1 : 0;
+}

@@ -1,0 +1,474 @@
+/*
+ * One load generator thread (see loadgen_internal.h): a fixed slice of the
+ * connections and an epoll loop over them.
+ *
+ * A connection's cycle: claim a request, connect if it has no socket, send,
+ * read until the response is framed, record, then start the next cycle at
+ * once, on the same socket when both sides allow it. The next request is
+ * written straight after the response is read, without waiting for an
+ * EPOLLOUT round trip: keep-alive costs one send and one recv per request.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "loadgen_internal.h"
+
+#define RBUF_SIZE      65536         /* one read per readiness event, shared per thread */
+#define HEAD_MAX       65536         /* response heads beyond this are parse errors */
+#define MAX_EVENTS     256
+#define SWEEP_NS       10000000ull   /* timeouts and backoffs are checked this often */
+#define BACKOFF_NS     10000000ull   /* pause after a failed connect, so a dead server
+                                        is counted, not hammered in a busy loop */
+
+enum conn_state { C_IDLE, C_CONNECTING, C_ACTIVE, C_BACKOFF, C_DONE };
+enum body_mode { B_HEAD, B_LENGTH, B_CHUNKED, B_CLOSE, B_NONE };
+enum feed_result { FEED_MORE, FEED_DONE, FEED_ERROR };
+
+struct lg_conn {
+    int fd;                  /* -1 when closed */
+    uint8_t state;           /* enum conn_state */
+    uint8_t body;            /* enum body_mode: where the response stands */
+    uint8_t close_after;     /* socket cannot carry another request */
+    uint8_t queued;          /* on the worker's ready list */
+    uint32_t events;         /* epoll mask registered, 0 when not in the set */
+    int status;
+    size_t woff;             /* request bytes sent */
+    uint64_t start;          /* ns, when the request was claimed */
+    uint64_t wake;           /* ns, end of a connect backoff */
+    uint64_t left;           /* body bytes left (B_LENGTH) */
+    struct oribi_lg_chunked chunked;
+    char *head;              /* a response head split over reads, kept here */
+    size_t head_len, head_cap;
+    struct lg_conn *next_ready;
+};
+
+static int claim(struct lg_worker *w, uint64_t now)
+{
+    struct oribi_lg *lg = w->lg;
+    if (atomic_load_explicit(&lg->stop, memory_order_relaxed))
+        return 0;
+    if (lg->deadline_ns && now >= lg->deadline_ns)
+        return 0;
+    if (lg->requests)
+        return atomic_fetch_add_explicit(&lg->claimed, 1, memory_order_relaxed) < lg->requests;
+    return 1;
+}
+
+/* Results only count inside the run's window: after the deadline a
+ * response or an error belongs to nobody's measurement. */
+static inline int counting(const struct lg_worker *w, uint64_t now)
+{
+    return !w->lg->deadline_ns || now < w->lg->deadline_ns;
+}
+
+static int set_events(struct lg_worker *w, struct lg_conn *c, uint32_t mask)
+{
+    if (c->events == mask)
+        return 0;
+    struct epoll_event ev = { .events = mask, .data.ptr = c };
+    if (epoll_ctl(w->ep, c->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) < 0)
+        return -1;
+    c->events = mask;
+    return 0;
+}
+
+static void conn_close(struct lg_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd); /* also leaves the epoll set */
+    c->fd = -1;
+    c->events = 0;
+}
+
+static void push_ready(struct lg_worker *w, struct lg_conn *c)
+{
+    if (c->queued)
+        return;
+    c->queued = 1;
+    c->next_ready = w->ready;
+    w->ready = c;
+}
+
+static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t now)
+{
+    if (counting(w, now))
+        w->errors[kind]++;
+    conn_close(c);
+    if (kind == ORIBI_LG_E_CONNECT) {
+        c->state = C_BACKOFF;
+        c->wake = now + BACKOFF_NS;
+    } else {
+        c->state = C_IDLE;
+        push_ready(w, c);
+    }
+}
+
+/* 0 connected, 1 in progress, -1 failed. */
+static int conn_connect(struct lg_worker *w, struct lg_conn *c)
+{
+    const struct oribi_lg *lg = w->lg;
+    int fd = socket(lg->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (lg->addr.ss_family != AF_UNIX) {
+        /* The request goes out in one write and must not wait for an ACK. */
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    c->fd = fd;
+    if (connect(fd, (const struct sockaddr *)&lg->addr, lg->addrlen) == 0)
+        return 0;
+    if (errno == EINPROGRESS)
+        return 1;
+    /* Includes EAGAIN: a unix socket whose listen backlog is full. */
+    conn_close(c);
+    return -1;
+}
+
+static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
+{
+    const struct oribi_lg *lg = w->lg;
+    while (c->woff < lg->request_len) {
+        ssize_t n = send(c->fd, lg->request + c->woff, lg->request_len - c->woff,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->woff += (size_t)n;
+            if (counting(w, now))
+                w->bytes_out += (uint64_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            break;
+        } else {
+            conn_fail(w, c, ORIBI_LG_E_WRITE, now);
+            return;
+        }
+    }
+    uint32_t mask = EPOLLIN | (c->woff < lg->request_len ? EPOLLOUT : 0);
+    if (set_events(w, c, mask) < 0)
+        conn_fail(w, c, ORIBI_LG_E_WRITE, now);
+}
+
+static void conn_start(struct lg_worker *w, struct lg_conn *c, uint64_t now)
+{
+    if (!claim(w, now)) {
+        conn_close(c);
+        c->state = C_DONE;
+        w->live--;
+        return;
+    }
+    c->start = now;
+    c->body = B_HEAD;
+    c->head_len = 0;
+    c->close_after = 0;
+    c->woff = 0;
+    if (c->fd < 0) {
+        int r = conn_connect(w, c);
+        if (r < 0) {
+            conn_fail(w, c, ORIBI_LG_E_CONNECT, now);
+            return;
+        }
+        if (r > 0) {
+            c->state = C_CONNECTING;
+            if (set_events(w, c, EPOLLOUT) < 0)
+                conn_fail(w, c, ORIBI_LG_E_CONNECT, now);
+            return;
+        }
+    }
+    c->state = C_ACTIVE;
+    conn_send(w, c, now);
+}
+
+/* Keeps the unparsed bytes p[0..n) of a head, p possibly inside c->head. */
+static int head_keep(struct lg_conn *c, const char *p, size_t n)
+{
+    if (n == 0) { /* c->head may still be NULL */
+        c->head_len = 0;
+        return 0;
+    }
+    if (n > c->head_cap) {
+        /* Only reached when p is outside c->head (in the read buffer):
+         * bytes taken from c->head never outgrow it. */
+        size_t cap = n < 4096 ? 4096 : n;
+        char *h = realloc(c->head, cap);
+        if (h == NULL)
+            return -1;
+        c->head = h;
+        c->head_cap = cap;
+    }
+    memmove(c->head, p, n);
+    c->head_len = n;
+    return 0;
+}
+
+static int head_append(struct lg_conn *c, const char *p, size_t n)
+{
+    /* head_len <= HEAD_MAX and n <= RBUF_SIZE: bounded without a check. */
+    size_t need = c->head_len + n;
+    if (need > c->head_cap) {
+        char *h = realloc(c->head, need);
+        if (h == NULL)
+            return -1;
+        c->head = h;
+        c->head_cap = need;
+    }
+    memcpy(c->head + c->head_len, p, n);
+    c->head_len = need;
+    return 0;
+}
+
+/* Advances the response framing over p[0..n) freshly read. */
+static enum feed_result feed(struct lg_worker *w, struct lg_conn *c, const char *p, size_t n)
+{
+    if (c->body == B_HEAD && c->head_len) {
+        if (head_append(c, p, n) < 0)
+            return FEED_ERROR;
+        p = c->head;
+        n = c->head_len;
+        c->head_len = 0; /* the buffer is now input; head_keep re-fills it */
+    }
+    for (;;) {
+        switch (c->body) {
+        case B_HEAD: {
+            struct oribi_lg_response r;
+            int h = oribi_lg_parse_response(p, n, &r);
+            if (h == ORIBI_LG_INCOMPLETE) {
+                if (n > HEAD_MAX || head_keep(c, p, n) < 0)
+                    return FEED_ERROR;
+                return FEED_MORE;
+            }
+            if (h < 0)
+                return FEED_ERROR;
+            p += h;
+            n -= (size_t)h;
+            if (r.status < 200) {
+                /* 100/102/103 precede the real response; 101 would take the
+                 * connection out of HTTP, which no request of ours asks for. */
+                if (r.status == 101)
+                    return FEED_ERROR;
+                continue;
+            }
+            c->status = r.status;
+            c->close_after = (uint8_t)r.close;
+            if (w->lg->is_head || r.status == 204 || r.status == 304) {
+                c->body = B_NONE;
+            } else if (r.chunked) {
+                memset(&c->chunked, 0, sizeof(c->chunked));
+                c->body = B_CHUNKED;
+            } else if (r.content_length >= 0) {
+                c->left = (uint64_t)r.content_length;
+                c->body = c->left ? B_LENGTH : B_NONE;
+            } else {
+                c->body = B_CLOSE;
+                c->close_after = 1;
+            }
+            continue;
+        }
+        case B_LENGTH:
+            if (n < c->left) {
+                c->left -= n;
+                return FEED_MORE;
+            }
+            p += c->left;
+            n -= (size_t)c->left;
+            c->left = 0;
+            c->body = B_NONE;
+            continue;
+        case B_CHUNKED: {
+            ssize_t k = oribi_lg_skip_chunked(&c->chunked, p, n);
+            if (k == ORIBI_LG_INCOMPLETE)
+                return FEED_MORE;
+            if (k < 0)
+                return FEED_ERROR;
+            p += k;
+            n -= (size_t)k;
+            c->body = B_NONE;
+            continue;
+        }
+        case B_CLOSE:
+            return FEED_MORE; /* ends at EOF */
+        default: /* B_NONE */
+            /* One request in flight: bytes past its response are a server
+             * bug, and would be misread as the next response. */
+            return n ? FEED_ERROR : FEED_DONE;
+        }
+    }
+}
+
+static void conn_complete(struct lg_worker *w, struct lg_conn *c)
+{
+    const struct oribi_lg *lg = w->lg;
+    uint64_t now = lg_now_ns();
+    if (counting(w, now)) {
+        oribi_hist_record(w->hist, (now - c->start + 500) / 1000);
+        w->requests++;
+        w->status[c->status]++;
+    }
+    /* A response that came before the whole request was sent leaves the
+     * socket mid-request: it cannot be reused either. */
+    if (!lg->keepalive || c->close_after || c->woff < lg->request_len)
+        conn_close(c);
+    c->state = C_IDLE;
+    conn_start(w, c, now);
+}
+
+static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
+{
+    ssize_t n = recv(c->fd, w->rbuf, RBUF_SIZE, 0);
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            conn_fail(w, c, ORIBI_LG_E_READ, now);
+        return;
+    }
+    if (n == 0) {
+        if (c->body == B_CLOSE) {
+            c->close_after = 1;
+            conn_complete(w, c);
+        } else {
+            /* Includes a kept-alive socket the server closed without saying
+             * so: the request was lost and is counted, not silently resent. */
+            conn_fail(w, c, ORIBI_LG_E_READ, now);
+        }
+        return;
+    }
+    if (counting(w, now))
+        w->bytes_in += (uint64_t)n;
+    switch (feed(w, c, w->rbuf, (size_t)n)) {
+    case FEED_MORE:
+        break;
+    case FEED_DONE:
+        conn_complete(w, c);
+        break;
+    case FEED_ERROR:
+        conn_fail(w, c, ORIBI_LG_E_PARSE, now);
+        break;
+    }
+}
+
+static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, uint64_t now)
+{
+    if (c->state == C_CONNECTING) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
+            conn_fail(w, c, ORIBI_LG_E_CONNECT, now);
+            return;
+        }
+        c->state = C_ACTIVE;
+        conn_send(w, c, now);
+        return;
+    }
+    if (c->state != C_ACTIVE)
+        return;
+    if ((events & EPOLLOUT) && c->woff < w->lg->request_len) {
+        conn_send(w, c, now);
+        if (c->state != C_ACTIVE)
+            return;
+    }
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        conn_readable(w, c, now);
+}
+
+static void sweep(struct lg_worker *w, uint64_t now)
+{
+    for (unsigned i = 0; i < w->nconns; i++) {
+        struct lg_conn *c = &w->conns[i];
+        if ((c->state == C_CONNECTING || c->state == C_ACTIVE) &&
+            now - c->start >= w->lg->timeout_ns) {
+            conn_fail(w, c, ORIBI_LG_E_TIMEOUT, now);
+        } else if (c->state == C_BACKOFF && now >= c->wake) {
+            c->state = C_IDLE;
+            push_ready(w, c);
+        }
+    }
+}
+
+static void run_ready(struct lg_worker *w)
+{
+    while (w->ready) {
+        struct lg_conn *c = w->ready;
+        w->ready = c->next_ready;
+        c->queued = 0;
+        if (c->state == C_IDLE)
+            conn_start(w, c, lg_now_ns()); /* fresh clock: this may loop a while */
+    }
+}
+
+/* Milliseconds to wait for t, capped: only compared against the sweep. */
+static int ms_until(uint64_t now, uint64_t t)
+{
+    if (t <= now)
+        return 0;
+    uint64_t ms = (t - now + 999999) / 1000000;
+    return ms > 1000 ? 1000 : (int)ms;
+}
+
+void *lg_worker_main(void *arg)
+{
+    struct lg_worker *w = arg;
+    struct oribi_lg *lg = w->lg;
+    struct epoll_event ev[MAX_EVENTS];
+
+    for (unsigned i = 0; i < w->nconns; i++)
+        push_ready(w, &w->conns[i]);
+    uint64_t now = lg_now_ns(), next_sweep = now + SWEEP_NS;
+    for (;;) {
+        run_ready(w);
+        now = lg_now_ns();
+        if (atomic_load_explicit(&lg->stop, memory_order_relaxed) || w->live == 0 ||
+            (lg->deadline_ns && now >= lg->deadline_ns))
+            break;
+        if (now >= next_sweep) {
+            sweep(w, now);
+            next_sweep = now + SWEEP_NS;
+            continue;
+        }
+        int wait = ms_until(now, next_sweep);
+        if (lg->deadline_ns && ms_until(now, lg->deadline_ns) < wait)
+            wait = ms_until(now, lg->deadline_ns);
+        int k = epoll_wait(w->ep, ev, MAX_EVENTS, wait);
+        now = lg_now_ns();
+        for (int i = 0; i < k; i++)
+            if (ev[i].data.ptr != NULL) /* NULL: the stop eventfd */
+                conn_event(w, ev[i].data.ptr, ev[i].events, now);
+    }
+    w->end_ns = now;
+    for (unsigned i = 0; i < w->nconns; i++)
+        conn_close(&w->conns[i]);
+    return NULL;
+}
+
+void lg_worker_free(struct lg_worker *w)
+{
+    if (w->ep >= 0)
+        close(w->ep);
+    if (w->conns)
+        for (unsigned j = 0; j < w->nconns; j++)
+            free(w->conns[j].head);
+    free(w->conns);
+    free(w->rbuf);
+    free(w->hist);
+}
+
+int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns)
+{
+    w->lg = lg;
+    w->nconns = w->live = nconns;
+    w->ep = epoll_create1(EPOLL_CLOEXEC);
+    w->conns = calloc(nconns, sizeof(*w->conns));
+    w->rbuf = malloc(RBUF_SIZE);
+    w->hist = malloc(sizeof(*w->hist));
+    if (w->ep < 0 || !w->conns || !w->rbuf || !w->hist)
+        return -1;
+    oribi_hist_init(w->hist);
+    for (unsigned j = 0; j < nconns; j++)
+        w->conns[j].fd = -1;
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+    return epoll_ctl(w->ep, EPOLL_CTL_ADD, lg->stopfd, &ev);
+}

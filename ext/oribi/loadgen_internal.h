@@ -1,0 +1,62 @@
+/*
+ * Private to the load generator's two halves: loadgen.c sets a run up,
+ * starts the threads and merges their results; loadgen_conn.c is what each
+ * thread runs, its connections and its epoll loop.
+ */
+#ifndef ORIBI_LOADGEN_INTERNAL_H
+#define ORIBI_LOADGEN_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <time.h>
+#include "loadgen.h"
+
+struct oribi_lg {
+    char *host, *port, *unix_path, *request;
+    size_t request_len;
+    unsigned threads, connections;
+    uint64_t requests, duration_ns, timeout_ns;
+    int keepalive, is_head;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    int stopfd;                  /* eventfd, readable once stopped: wakes every loop */
+    atomic_int stop;
+    atomic_uint_fast64_t claimed;
+    uint64_t start_ns, deadline_ns; /* deadline 0: none */
+};
+
+struct lg_conn; /* loadgen_conn.c */
+
+/* One thread: its connections, its epoll set and its own statistics, so
+ * the hot path shares no cache line and takes no lock. */
+struct lg_worker {
+    struct oribi_lg *lg;
+    pthread_t tid;
+    int ep;
+    struct lg_conn *conns;
+    unsigned nconns, live;   /* live: connections not done */
+    struct lg_conn *ready;   /* to (re)start from the loop, not from deep calls */
+    char *rbuf;
+    uint64_t end_ns;
+    uint64_t requests, errors[ORIBI_LG_E_COUNT], bytes_in, bytes_out;
+    uint64_t status[600];
+    struct oribi_hist *hist;
+};
+
+static inline uint64_t lg_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Allocates w's connections and buffers; -1 with errno on failure (then
+ * lg_worker_free still applies). */
+int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns);
+void lg_worker_free(struct lg_worker *w);
+
+/* pthread entry: runs w's connections until time, count or stop. */
+void *lg_worker_main(void *w);
+
+#endif
