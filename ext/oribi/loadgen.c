@@ -4,7 +4,6 @@
  * Threads share nothing while running but the read-only request, the stop
  * flag and, in request-count mode, an atomic counter of claimed requests.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>

@@ -8,7 +8,6 @@
  * written straight after the response is read, without waiting for an
  * EPOLLOUT round trip: keep-alive costs one send and one recv per request.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

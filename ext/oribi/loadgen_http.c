@@ -4,7 +4,6 @@
  * length comes from the network, so each one is bounded before use; a
  * response we cannot frame with certainty is an error, never a guess.
  */
-#define _GNU_SOURCE /* memmem */
 #include <string.h>
 #include "loadgen.h"
 
