@@ -112,7 +112,9 @@ module Bench
 
         MODES.each do |mode, keepalive|
           load_run(addr, keepalive, @o.warmup) if @o.warmup.positive?
+          cpu = group_cpu(pid)
           result = load_run(addr, keepalive, @o.duration)
+          result[:server_cpu] = group_cpu(pid) - cpu
           @results << [name, mode, result]
           puts format("  %-8s %-10s %10.1f req/s", name, mode, rate(result))
         end
@@ -202,6 +204,25 @@ module Bench
       Process.clock_gettime(Process::CLOCK_MONOTONIC)
     end
 
+    TICKS = 100.0 # USER_HZ: /proc/PID/stat counts CPU time in 1/100 s
+
+    # CPU seconds used so far by the server's whole process group (master
+    # and workers): how much of the shared box each request cost the server.
+    def group_cpu(pgid)
+      Dir.glob("/proc/[0-9]*/stat").sum do |f|
+        fields = File.read(f).sub(/\A.*\) /, "").split # after "pid (comm) "
+        fields[2].to_i == pgid ? (fields[11].to_i + fields[12].to_i) / TICKS : 0
+      rescue SystemCallError
+        0
+      end
+    end
+
+    def cpu_us(result)
+      return "-" unless result[:server_cpu] && result[:requests].positive?
+
+      format("%.1f", result[:server_cpu] * 1e6 / result[:requests])
+    end
+
     def rate(result)
       result[:requests] / result[:elapsed]
     end
@@ -222,8 +243,8 @@ module Bench
 
     def print_table
       puts
-      header = format("%-10s %-8s %12s %10s %10s  %-8s  %s", "mode", "server", "req/s", "p50",
-                      "p99", "vs oribi", "errors")
+      header = format("%-10s %-8s %12s %10s %10s  %-8s %12s  %s", "mode", "server", "req/s", "p50",
+                      "p99", "vs oribi", "cpu us/req", "errors")
       puts header
       puts "-" * header.size
       MODES.each_key do |mode|
@@ -235,8 +256,8 @@ module Bench
             next
           end
           ratio = oribi && rate(oribi).positive? ? format("%.2fx", rate(r) / rate(oribi)) : "-"
-          puts format("%-10s %-8s %12.1f %10s %10s  %-8s  %s", mode, server, rate(r),
-                      ms(r[:latency][:p50]), ms(r[:latency][:p99]), ratio, failures(r))
+          puts format("%-10s %-8s %12.1f %10s %10s  %-8s %12s  %s", mode, server, rate(r),
+                      ms(r[:latency][:p50]), ms(r[:latency][:p99]), ratio, cpu_us(r), failures(r))
         end
       end
     end
