@@ -8,6 +8,13 @@
 
 #include "oribi.h"
 
+#if !defined(HAVE_RB_HASH_NEW_CAPA) && defined(HAVE_RB_HASH_NEW_WITH_SIZE)
+VALUE rb_hash_new_with_size(st_index_t size); /* exported, not declared, in Ruby 3.1 */
+#define rb_hash_new_capa(n) rb_hash_new_with_size(n)
+#elif !defined(HAVE_RB_HASH_NEW_CAPA)
+#define rb_hash_new_capa(n) rb_hash_new()
+#endif
+
 VALUE oribi_key_conn, oribi_key_input, oribi_key_request_method;
 static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server_name,
     k_server_port, k_server_protocol, k_server_software, k_remote_addr, k_content_length,
@@ -142,7 +149,9 @@ static VALUE remote_addr(const struct oribi_conn *c, int is_unix)
     } else {
         return v_localhost_ip;
     }
-    return rb_str_new_cstr(ip);
+    /* Interned: the same peer (a proxy, a load balancer) comes back again
+     * and again, and an interned string is a lookup, not an allocation. */
+    return rb_interned_str_cstr(ip);
 }
 
 /* SERVER_NAME and SERVER_PORT from a Host value: "name", "name:port",
@@ -169,27 +178,37 @@ static void split_host(VALUE env, const char *h, size_t len)
             port_len = len - name_end - 1;
         }
     }
-    rb_hash_aset(env, k_server_name, rb_str_new(h, (long)name_end));
-    rb_hash_aset(env, k_server_port, port_len ? rb_str_new(port, (long)port_len) : v_port80);
+    rb_hash_aset(env, k_server_name, rb_interned_str(h, (long)name_end));
+    rb_hash_aset(env, k_server_port, port_len ? rb_interned_str(port, (long)port_len) : v_port80);
 }
 
 VALUE oribi_env_build(const struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input, VALUE token)
 {
     const struct oribi_request *r = &c->req;
     const struct oribi_env_listener *l = &ctx->listeners[c->listener];
-    VALUE env = rb_hash_new();
-
-    rb_hash_aset(env, oribi_key_request_method, method_value(r->method, r->method_len));
-    rb_hash_aset(env, k_script_name, v_empty);
+    VALUE env = rb_hash_new_capa(32);
     const char *q = memchr(r->path, '?', r->path_len);
     size_t plen = q ? (size_t)(q - r->path) : r->path_len;
-    rb_hash_aset(env, k_path_info, rb_str_new(r->path, (long)plen));
-    rb_hash_aset(env, k_query_string,
-                 q ? rb_str_new(q + 1, (long)(r->path_len - plen - 1)) : v_empty);
-    rb_hash_aset(env, k_request_uri, rb_str_new(r->target, (long)r->target_len));
-    rb_hash_aset(env, k_server_protocol, r->minor_version ? v_http11 : v_http10);
-    rb_hash_aset(env, k_server_software, v_software);
-    rb_hash_aset(env, k_remote_addr, remote_addr(c, l->is_unix));
+    /* The keys every request has go in with one bulk insert. */
+    VALUE fixed[] = {
+        oribi_key_request_method, method_value(r->method, r->method_len),
+        k_script_name, v_empty,
+        k_path_info, rb_str_new(r->path, (long)plen),
+        k_query_string, q ? rb_str_new(q + 1, (long)(r->path_len - plen - 1)) : v_empty,
+        k_request_uri, rb_str_new(r->target, (long)r->target_len),
+        k_server_protocol, r->minor_version ? v_http11 : v_http10,
+        k_server_software, v_software,
+        k_remote_addr, remote_addr(c, l->is_unix),
+        oribi_key_input, input,
+        k_rack_errors, rb_stderr,
+        k_url_scheme, v_http,
+        k_multithread, ctx->multithread,
+        k_multiprocess, ctx->multiprocess,
+        k_run_once, Qfalse,
+        k_hijack_p, Qfalse,
+        oribi_key_conn, token,
+    };
+    rb_hash_bulk_insert((long)(sizeof(fixed) / sizeof(fixed[0])), fixed, env);
 
     for (size_t i = 0; i < r->num_headers; i++) {
         const struct oribi_header *h = &r->headers[i];
@@ -222,14 +241,5 @@ VALUE oribi_env_build(const struct oribi_env_ctx *ctx, struct oribi_conn *c, VAL
         rb_hash_aset(env, k_server_name, l->server_name);
         rb_hash_aset(env, k_server_port, l->server_port);
     }
-
-    rb_hash_aset(env, oribi_key_input, input);
-    rb_hash_aset(env, k_rack_errors, rb_stderr);
-    rb_hash_aset(env, k_url_scheme, v_http);
-    rb_hash_aset(env, k_multithread, ctx->multithread);
-    rb_hash_aset(env, k_multiprocess, ctx->multiprocess);
-    rb_hash_aset(env, k_run_once, Qfalse);
-    rb_hash_aset(env, k_hijack_p, Qfalse);
-    rb_hash_aset(env, oribi_key_conn, token);
     return env;
 }

@@ -12,5 +12,7 @@ end
 
 abort "oribi needs Linux epoll" unless have_header("sys/epoll.h")
 have_func("accept4", "sys/socket.h")
+# A Hash sized for a whole env at once (public from Ruby 3.2; exported before).
+have_func("rb_hash_new_capa", "ruby.h") || have_func("rb_hash_new_with_size")
 
 create_makefile("oribi/oribi")
