@@ -14,6 +14,7 @@
 # servers and the load generator, so keep the load modest and compare ratios,
 # not absolute numbers.
 require_relative "loadgen"
+require "etc"
 require "fileutils"
 require "json"
 require "optparse"
@@ -27,9 +28,14 @@ module Bench
     BOOT_TIMEOUT = 30 # seconds for a server to answer its first requests
     STOP_TIMEOUT = 10 # seconds after TERM before KILL
     MODES = { "keep-alive" => true, "close" => false }.freeze
+    # --pin: servers on the first CPU, the load generator on the others, so
+    # that a server's own cost decides its throughput (as when the client is
+    # another machine) instead of the two fighting over both cores.
+    SERVER_CPUS = "0"
+    LOADGEN_CPUS = "1-#{Etc.nprocessors - 1}"
 
     Options = Struct.new(:duration, :warmup, :threads, :connections, :timeout, :tcp,
-                         :servers, :oribi_root, :json, keyword_init: true)
+                         :servers, :oribi_root, :json, :pin, keyword_init: true)
 
     def initialize(opts)
       @o = opts
@@ -40,7 +46,8 @@ module Bench
     def run
       puts "loadgen: #{@o.threads} threads, #{@o.connections} connections, " \
            "#{@o.duration}s per mode (+#{@o.warmup}s warm-up), " \
-           "#{@o.tcp ? 'TCP 127.0.0.1' : 'unix socket'}"
+           "#{@o.tcp ? 'TCP 127.0.0.1' : 'unix socket'}" \
+           "#{@o.pin ? ", servers on CPU #{SERVER_CPUS}, loadgen on CPU #{LOADGEN_CPUS}" : ''}"
       interrupted = false
       begin
         @o.servers.each { |name| bench_server(name) }
@@ -104,6 +111,7 @@ module Bench
       chdir = name == "oribi" ? @o.oribi_root : ROOT
       env = { "RACK_ENV" => "production" }
       env["BUNDLE_GEMFILE"] = File.join(chdir, "Gemfile")
+      argv = ["taskset", "-c", SERVER_CPUS, *argv] if @o.pin
       pid = Process.spawn(env, *argv, chdir: chdir, pgroup: true, in: File::NULL,
                                       out: log, err: log)
       begin
@@ -264,6 +272,7 @@ module Bench
   end
 
   def self.compare_main(argv)
+    original = argv.dup
     o = Compare::Options.new(duration: 10.0, warmup: 1.0, threads: 2, connections: 50,
                              timeout: 10.0, tcp: false, servers: %w[oribi puma unicorn],
                              oribi_root: Compare::ROOT, json: nil)
@@ -280,7 +289,14 @@ module Bench
         o.oribi_root = File.expand_path(v)
       end
       p.on("--json FILE", "also write the raw results") { |v| o.json = v }
+      p.on("--pin", "servers on CPU 0, the load generator on the others (needs 2+ CPUs)") { o.pin = true }
     end.parse!(argv)
+    if o.pin && !ENV["ORIBI_BENCH_PINNED"]
+      abort "--pin needs at least 2 CPUs" if Etc.nprocessors < 2
+      # the load generator's threads inherit this process's CPU set
+      exec({ "ORIBI_BENCH_PINNED" => "1" }, "taskset", "-c", Compare::LOADGEN_CPUS,
+           RbConfig.ruby, __FILE__, *original)
+    end
     Compare.new(o).run
   end
 end
