@@ -13,10 +13,12 @@ module Oribi
       @stopping = false
     end
 
-    def run
+    # Serves app, or the app of the rackup file when none is given; returns
+    # the exit status.
+    def run(app = nil)
       ENV["RACK_ENV"] = @config[:environment]
       @listeners = Listeners.new(@config[:binds], backlog: @config[:backlog])
-      app = load_app
+      app ||= load_app
       banner
       if @config[:workers] <= 1
         Worker.new(app, @listeners, @config).run
