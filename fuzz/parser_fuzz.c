@@ -52,8 +52,8 @@ static long off(const char *p, const char *buf)
 {
     if (p == NULL)
         return -1;
-    if (p == (const char *)"/" || p < buf)
-        return -2; /* the static "/" of an absolute-form target without path */
+    if (p == root_path)
+        return -2;
     return (long)(p - buf);
 }
 

@@ -100,6 +100,8 @@ class ChunkedTest < Minitest::Test
     assert_rejected "5\r\nhello0\r\n\r\n"
     assert_rejected "5\r\nhello\n0\r\n\r\n"
     assert_rejected "5\r\nhello\r0\r\n\r\n"
+    assert_rejected "5\r\nhelloX\n0\r\n\r\n"
+    assert_rejected "5\r\nhello\n\n0\r\n\r\n"
   end
 
   def test_bad_extensions

@@ -341,6 +341,10 @@ class ParserTest < Minitest::Test
     assert_equal({ incomplete: true }, parse("GET /#{'a' * 40}", max_request_line: 50))
     assert_status 414, "GET /#{'a' * 9000}"
     assert_status 414, "GET /#{'a' * 9000} HTTP/1.1\r\nHost: a\r\n\r\n"
+    # the LF must sit within the limit: as many bytes without one is enough to refuse
+    assert_status 414, "GET /#{'a' * 45}", max_request_line: 50
+    assert_equal({ incomplete: true }, parse("GET /#{'a' * 44}", max_request_line: 50))
+    assert_status 414, "GET /#{'a' * 45}", 49, max_request_line: 50
     # leading empty lines are not part of the request line
     assert_ok("\r\n\r\n#{s}", max_request_line: line.bytesize)
   end
@@ -352,6 +356,10 @@ class ParserTest < Minitest::Test
     assert_status 431, s, max_header_bytes: hb - 1
     assert_status 431, "GET / HTTP/1.1\r\nHost: a\r\nX: #{'v' * 100}", max_header_bytes: 64
     assert_equal({ incomplete: true }, parse("GET / HTTP/1.1\r\nHost: a\r\nX: v", max_header_bytes: 64))
+    head = "GET / HTTP/1.1\r\n"
+    assert_status 431, "#{head}X: #{'v' * 61}", max_header_bytes: 64
+    assert_equal({ incomplete: true }, parse("#{head}X: #{'v' * 60}", max_header_bytes: 64))
+    assert_status 431, "#{head}X: #{'v' * 61}", 70, max_header_bytes: 64
     assert_status 431, req("X: #{'v' * 70_000}\r\n")
     assert_status 431, "GET / HTTP/1.1\r\nHost: a\r\nX: #{'v' * 70_000}"
   end

@@ -63,6 +63,9 @@ static const unsigned char hex_tbl[256] = {
 static const char target_stop_ranges[16] = "\x00\x20\x7f\x7f";
 static const char value_stop_ranges[16] = "\x00\x08\x0a\x1f\x7f\x7f";
 
+/* The path of an absolute-form target with none ("http://h"). */
+static const char root_path[] = "/";
+
 /* Which instantiation to run: set once by the load-time constructor. */
 static int use_sse42;
 
@@ -405,7 +408,7 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
         abs_host = a;
         abs_host_len = (size_t)(ae - a);
         if (ae == target_end) {
-            req->path = "/";
+            req->path = root_path;
             req->path_len = 1;
         } else {
             req->path = ae;

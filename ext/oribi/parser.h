@@ -79,7 +79,9 @@ struct oribi_request {
 int oribi_parse_request(const char *buf, size_t len, size_t last_len,
                         struct oribi_request *req, const struct oribi_limits *limits);
 
-/* 1 when the CPU path in use is SSE4.2, 0 for the portable one. */
+/* 1 when the CPU path in use is SSE4.2, 0 for the portable one. The path is
+ * chosen once at load time from the CPU; ORIBI_NO_SSE42=1 in the environment
+ * forces the portable one (to test or benchmark it). */
 int oribi_parser_simd(void);
 
 #endif
