@@ -79,7 +79,9 @@ class BodyTest < Minitest::Test
   def test_unknown_expectation_is_417
     s = server.tcp
     s.write("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nExpect: teapot\r\n\r\nx")
-    assert_equal 417, HTTPClient.read_response(s).status
+    res = HTTPClient.read_response(s)
+    assert_equal 417, res.status
+    assert_equal "close", res["connection"] # the body may or may not follow: framing is unsure
   end
 
   def test_eof_mid_body_never_reaches_the_app

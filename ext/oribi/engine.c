@@ -584,7 +584,7 @@ static VALUE engine_respond(VALUE self, VALUE env, VALUE status, VALUE headers, 
         r.keepalive = 0;
         if (!r.flushed && !r.gone) {
             char out[512];
-            size_t n = oribi_error_response(out, sizeof(out), 500, time(NULL));
+            size_t n = oribi_error_response(out, sizeof(out), 500, time(NULL), 0);
             struct iovec iov = {out, n};
             if (oribi_conn_write(c, &iov, 1) < 0)
                 r.gone = 1;

@@ -198,7 +198,7 @@ static void conn_linger(struct oribi_loop *loop, struct oribi_conn *c)
 static void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
 {
     char out[512];
-    size_t n = oribi_error_response(out, sizeof(out), status, time(NULL));
+    size_t n = oribi_error_response(out, sizeof(out), status, time(NULL), 0);
     struct iovec iov = {out, n};
     loop->rejected++;
     c->close_after = 1;
@@ -219,6 +219,26 @@ static void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int statu
 }
 
 static void conn_process(struct oribi_loop *loop, struct oribi_conn *c);
+
+/* An unmet Expect on a bodyless request: the head is valid and nothing
+ * follows it but the next request, so answer 417 and go on. */
+static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->req.chunked || c->req.content_length > 0 || !c->req.keepalive || !loop->opt.keepalive ||
+        loop->stopping || (loop->opt.keepalive_requests && c->requests + 1 >= loop->opt.keepalive_requests))
+        return 0;
+    char out[512];
+    size_t n = oribi_error_response(out, sizeof(out), 417, time(NULL), 1);
+    struct iovec iov = {out, n};
+    loop->rejected++;
+    if (oribi_conn_write(c, &iov, 1) < 0) {
+        conn_close(loop, c);
+        return 1;
+    }
+    c->head_len = c->rest_off = c->req.head_len;
+    oribi_loop_finish(loop, c, 1);
+    return 1;
+}
 
 /* A head is complete: check what the loop must answer itself, then read the body. */
 static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_len)
@@ -261,7 +281,7 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c)
             head_done(loop, c, r);
         else if (r == ORIBI_PARSE_INCOMPLETE)
             c->last_len = c->len;
-        else
+        else if (!(c->req.status == 417 && conn_refuse_expectation(loop, c)))
             conn_reject(loop, c, c->req.status);
     } else if (c->state == CONN_BODY) {
         int r = oribi_body_feed(loop, c);
@@ -339,14 +359,38 @@ static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
     c->rest_off = c->head_len = c->last_len = 0;
     c->state = CONN_HEAD;
     timer_arm(loop, c, c->len ? TIMER_HEAD : TIMER_IDLE);
-    if (c->len)
-        conn_process(loop, c);
-    if (c->state == CONN_HEAD || c->state == CONN_BODY) {
-        if (conn_watch(loop, c) < 0) {
+    /* Pipelined bytes and the socket are looked at from the loop, not from
+     * here: this runs inside a response, and a pipeline of answers the loop
+     * gives itself (417) must not recurse. */
+    if (loop->npending == loop->pending_cap) {
+        int cap = loop->pending_cap ? loop->pending_cap * 2 : 64;
+        struct oribi_pending *p = realloc(loop->pending, (size_t)cap * sizeof(*p));
+        if (!p) {
             conn_close(loop, c);
             return;
         }
-        conn_read(loop, c);
+        loop->pending = p;
+        loop->pending_cap = cap;
+    }
+    loop->pending[loop->npending++] = (struct oribi_pending){c, c->gen};
+}
+
+/* Connections whose response is out: next pipelined request, or read on. */
+static void drain_pending(struct oribi_loop *loop)
+{
+    while (loop->npending) {
+        struct oribi_pending p = loop->pending[--loop->npending];
+        struct oribi_conn *c = p.conn;
+        if (c->gen != p.gen || c->state != CONN_HEAD)
+            continue; /* closed (and maybe reused) since */
+        if (c->len)
+            conn_process(loop, c);
+        if (c->state == CONN_HEAD || c->state == CONN_BODY) {
+            if (conn_watch(loop, c) < 0)
+                conn_close(loop, c);
+            else
+                conn_read(loop, c);
+        }
     }
 }
 
@@ -567,6 +611,9 @@ void oribi_loop_free(struct oribi_loop *loop)
     }
     free(loop->by_fd);
     loop->by_fd = NULL;
+    free(loop->pending);
+    loop->pending = NULL;
+    loop->npending = loop->pending_cap = 0;
     if (loop->epfd >= 0)
         close(loop->epfd);
     if (loop->wakefd >= 0)
@@ -627,6 +674,7 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
 {
     struct epoll_event events[64];
     for (;;) {
+        drain_pending(loop);
         if (loop->ready_head)
             return LOOP_READY;
         if (loop->wake_pending) {

@@ -47,6 +47,11 @@ struct oribi_listener {
     int is_unix;
 };
 
+struct oribi_pending {
+    struct oribi_conn *conn;
+    uint32_t gen;
+};
+
 struct oribi_loop {
     int epfd;
     int wakefd;                    /* eventfd: interrupts epoll_wait from any thread */
@@ -66,6 +71,8 @@ struct oribi_loop {
     unsigned nconns;
     struct oribi_conn *ready_head, *ready_tail;
     struct oribi_conn *free_list;
+    struct oribi_pending *pending; /* responses done: look at the conn again */
+    int npending, pending_cap;
 
     int stopping;                  /* graceful drain: no accepts, no keep-alive */
     uint64_t requests;             /* requests handed to the app */

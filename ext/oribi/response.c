@@ -130,7 +130,7 @@ int oribi_hop_by_hop(const char *name, size_t len)
     return 0;
 }
 
-size_t oribi_error_response(char *out, size_t cap, int status, time_t now)
+size_t oribi_error_response(char *out, size_t cap, int status, time_t now, int keep)
 {
     size_t sl_len, date_len;
     const char *sl = oribi_status_line(status, &sl_len);
@@ -138,8 +138,9 @@ size_t oribi_error_response(char *out, size_t cap, int status, time_t now)
     const char *reason = oribi_reason(status);
     int n = snprintf(out, cap,
                      "%.*s%.*scontent-type: text/plain\r\ncontent-length: %zu\r\n"
-                     "connection: close\r\n\r\n%s\n",
-                     (int)sl_len, sl, (int)date_len, date, strlen(reason) + 1, reason);
+                     "%s\r\n%s\n",
+                     (int)sl_len, sl, (int)date_len, date, strlen(reason) + 1,
+                     keep ? "" : "connection: close\r\n", reason);
     return (n < 0 || (size_t)n >= cap) ? 0 : (size_t)n;
 }
 

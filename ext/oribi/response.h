@@ -34,9 +34,10 @@ enum {
 };
 int oribi_hop_by_hop(const char *name, size_t len);
 
-/* Formats a complete error response (status line, date, connection: close,
- * short text body) into out. Returns its length, or 0 when cap is too small. */
-size_t oribi_error_response(char *out, size_t cap, int status, time_t now);
+/* Formats a complete error response (status line, date, short text body,
+ * and connection: close unless keep) into out. Returns its length, or 0
+ * when cap is too small. */
+size_t oribi_error_response(char *out, size_t cap, int status, time_t now, int keep);
 
 /* Writes "<hex size>\r\n" for a chunk of n bytes; returns its length (<= 18). */
 size_t oribi_chunk_prefix(char *out, size_t n);
