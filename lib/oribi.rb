@@ -16,4 +16,7 @@ module Oribi
   autoload :Server, "oribi/server"
   autoload :Worker, "oribi/worker"
   autoload :Log, "oribi/log"
+  autoload :Master, "oribi/master"
+  autoload :Signals, "oribi/signals"
+  autoload :AccessLog, "oribi/access_log"
 end

@@ -65,7 +65,7 @@ class CLITest < Minitest::Test
     res = HTTPClient.request(srv.unix, "/")
     env, pid, multi = res.body.split
     assert_equal "staging", env
-    assert_equal srv.pid, pid.to_i # -w 1: the server process serves itself
+    assert_equal srv.pid, pid.to_i # -w 0: the server process serves itself
     assert_equal "false", multi
     assert srv.stop.success?
   end

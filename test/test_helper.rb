@@ -15,7 +15,7 @@ APPS = File.join(__dir__, "apps")
 class ServerProcess
   attr_reader :port, :sock, :pid, :log_path
 
-  def initialize(app, *args, workers: 1, tcp: true, unix: true, env: {}, sock: nil)
+  def initialize(app, *args, workers: 0, tcp: true, unix: true, env: {}, sock: nil)
     @dir = Dir.mktmpdir("oribi-test")
     @sock = sock || File.join(@dir, "s.sock")
     @log_path = File.join(@dir, "log")

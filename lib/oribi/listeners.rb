@@ -16,8 +16,10 @@ module Oribi
 
     attr_reader :all
 
-    def initialize(binds, backlog: 1024)
+    def initialize(binds, backlog: 1024, reuse_port: false, unix_mode: nil)
       @backlog = backlog
+      @reuse_port = reuse_port
+      @unix_mode = unix_mode
       @all = []
       @owner = Process.pid
       binds.each { |b| @all << bind(b) }
@@ -27,6 +29,11 @@ module Oribi
     end
 
     def fds = @all.map(&:fileno)
+
+    # Closes this process's copies only (a worker that stops accepting).
+    def close_sockets
+      @all.each { |l| l.socket.close unless l.socket.closed? }
+    end
 
     def close
       @all.each do |l|
@@ -61,6 +68,7 @@ module Oribi
       addr = Addrinfo.tcp(host, port)
       sock = Socket.new(addr.afamily, :STREAM, 0)
       sock.setsockopt(:SOCKET, :REUSEADDR, true)
+      sock.setsockopt(:SOCKET, :REUSEPORT, true) if @reuse_port
       sock.setsockopt(:IPV6, :V6ONLY, true) if addr.ipv6?
       # Accepted sockets inherit these: no per-connection setsockopt.
       sock.setsockopt(:TCP, :NODELAY, true)
@@ -88,6 +96,7 @@ module Oribi
       end
       sock = Socket.new(:UNIX, :STREAM, 0)
       sock.bind(Socket.sockaddr_un(path))
+      File.chmod(@unix_mode, path) if @unix_mode
       sock.listen(@backlog)
       sock.close_on_exec = true
       Listener.new(uri: uri, socket: sock, path: path)

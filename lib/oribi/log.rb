@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 module Oribi
-  # Error and lifecycle messages, one line each, to stderr.
+  # Error and lifecycle messages, one line each, to stderr (or stderr_path).
   module Log
     module_function
 
@@ -16,6 +16,17 @@ module Oribi
         (exc.backtrace || []).each { |l| line << "\n    " << l }
       end
       $stderr.write(line << "\n")
+    end
+
+    # Points stdout/stderr at their configured files (again, after a log
+    # rotation: USR1).
+    def reopen(config)
+      { $stdout => config[:stdout_path], $stderr => config[:stderr_path] }.each do |io, path|
+        next unless path
+
+        io.reopen(path, "a")
+        io.sync = true
+      end
     end
   end
 end

@@ -1,35 +1,96 @@
 # frozen_string_literal: true
 
 module Oribi
-  # One worker process: the C engine owns the sockets and hands over
-  # complete requests; this loop calls the app and gives back the response.
+  # One worker: the C engine owns the sockets and hands over complete
+  # requests; this loop calls the app and gives back the response. It runs
+  # in a forked child of the master, or in the server process itself with
+  # `workers 0`.
   class Worker
     ERROR_HEADERS = { "content-type" => "text/plain" }.freeze
     ERROR_BODY = ["Internal Server Error\n"].freeze
+    TITLE_EVERY = 256 # requests between process-title updates
 
-    attr_reader :engine
+    attr_reader :index, :served
 
-    def initialize(app, listeners, config, index: 0)
+    # ready: an IO the master reads "index pid" lines from, nil standalone.
+    def initialize(server, app, index: 0, ready: nil)
+      @server = server
+      @config = server.config
       @app = app
       @index = index
-      @engine = Engine.new(listeners.fds, config.engine_options.merge(multiprocess: config[:workers] > 1))
+      @ready = ready
+      @served = 0
+      @limit = request_limit
+      @standalone = ready.nil?
     end
 
-    # TERM, INT and QUIT drain: finish in-flight requests, then return.
     def run
-      %w[TERM INT QUIT].each { |sig| trap(sig) { @engine.stop } }
+      @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: !@standalone))
+      @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
+      trap_signals
+      @config.hook(:after_worker_boot, @server, @index)
+      title
+      @ready&.write("#{@index} #{Process.pid}\n")
+      @ready&.close
       while (env = @engine.next_request)
+        @served += 1
+        retire if @served == @limit # before the response, so that it says connection: close
         serve(env)
+        title if (@served % TITLE_EVERY).zero?
       end
     ensure
-      @engine.close
+      @config.hook(:before_worker_exit, @server, @index) if @engine
+      @engine&.close
+    end
+
+    # Graceful: no new connections, in-flight requests finish. Connections
+    # the kernel already queued on the listeners count as in flight: they
+    # are accepted and served first (BRIEF 5).
+    def stop(drain_backlog: true)
+      return exit!(0) if @stopping # a second TERM: no more waiting
+
+      @stopping = true
+      @engine.stop(drain_backlog)
+      @server.listeners.close_sockets
     end
 
     private
 
+    def trap_signals
+      %w[TERM INT QUIT].each { |sig| trap(sig) { stop } }
+      trap("USR1") do
+        Log.reopen(@config)
+        @access_log&.reopen
+      end
+    end
+
+    # max_requests, or a draw between min_requests and max_requests so that
+    # workers started together do not all recycle at once.
+    def request_limit
+      max = @config[:max_requests]
+      return nil if max.zero?
+
+      min = @config[:min_requests]
+      min.positive? ? rand(min..max) : max
+    end
+
+    # max_requests reached: the other workers go on, so the backlog is theirs.
+    def retire
+      Log.info("worker[#{@index}] served #{@served} requests (limit #{@limit}): recycling")
+      @stopping = true
+      @engine.stop(false)
+      @server.listeners.close_sockets
+    end
+
+    def title
+      Process.setproctitle("oribi worker[#{@index}] served=#{@served}")
+    end
+
     def serve(env)
+      started = Process.clock_gettime(Process::CLOCK_REALTIME) if @access_log
       status, headers, body = call_app(env)
       @engine.respond(env, status, headers, body)
+      @access_log&.log(env, status, headers, Time.at(started))
     rescue SystemExit, SignalException
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException
