@@ -29,7 +29,7 @@ class ServerProcess
     wait_ready
   end
 
-  def log = File.read(@log_path)
+  def log = @final_log || File.read(@log_path)
 
   # The log once it matches re (or as it is after timeout): what a worker
   # logs can come just after the client saw the response.
@@ -41,6 +41,16 @@ class ServerProcess
 
       sleep 0.01
     end
+  end
+
+  # pids of the master's live children (the workers)
+  def worker_pids
+    Dir.glob("/proc/[0-9]*/stat").filter_map do |f|
+      fields = File.read(f).sub(/\A.*\) /, "").split
+      File.basename(File.dirname(f)).to_i if fields[1].to_i == @pid && fields[0] != "Z"
+    rescue SystemCallError
+      nil
+    end.sort
   end
 
   def tcp = TCPSocket.new("127.0.0.1", @port)
@@ -74,7 +84,10 @@ class ServerProcess
     rescue Errno::ESRCH, Errno::EPERM
       nil
     end
-    FileUtils.rm_rf(@dir) if @status
+    if @status && !@final_log
+      @final_log = File.read(@log_path)
+      FileUtils.rm_rf(@dir)
+    end
   end
 
   private
@@ -102,6 +115,17 @@ class ServerProcess
 
       sleep 0.02 # polling for a condition (the socket accepting), bounded above
     end
+  end
+end
+
+# Polls a condition until it holds or timeout passes; returns its last value.
+def wait_until(timeout: 5, interval: 0.01)
+  deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+  loop do
+    v = yield
+    return v if v || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+    sleep interval
   end
 end
 

@@ -1,0 +1,174 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# The master and its workers under the operator's signals (SIGNALS.md).
+class SignalsTest < Minitest::Test
+  def get_pid(srv)
+    HTTPClient.request(srv.tcp, "/", headers: { "Connection" => "close" }).body.split[1].to_i
+  end
+
+  def test_term_drains_in_flight_requests_then_refuses_connections
+    srv = ServerProcess.new("slow.ru", workers: 2)
+    clients = 4.times.map do
+      s = srv.tcp
+      s.write("GET /?sleep=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+      s
+    end
+    # both workers are inside the app; the other two requests wait in the backlog
+    assert wait_until { srv.log.scan("sleeping").size >= 2 }, srv.log
+    Process.kill(:TERM, srv.pid)
+    statuses = clients.map { |s| HTTPClient.read_response(s, timeout: 10)&.status }
+    assert_equal [200, 200, 200, 200], statuses
+    status = srv.stop
+    assert status.success?, "exit status #{status.inspect}"
+    assert_raises(Errno::ECONNREFUSED) { srv.tcp }
+  ensure
+    srv&.stop
+  end
+
+  def test_second_term_stops_at_once
+    srv = ServerProcess.new("slow.ru", workers: 1)
+    s = srv.tcp
+    s.write("GET /?sleep=30 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { srv.log.include?("sleeping") }
+    t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    Process.kill(:TERM, srv.pid)
+    assert wait_until { srv.log.include?("draining") }
+    Process.kill(:TERM, srv.pid)
+    srv.stop(timeout: 10)
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t, :<, 5
+  ensure
+    srv&.stop
+  end
+
+  def test_shutdown_timeout_kills_stragglers
+    srv = ServerProcess.new("slow.ru", "--shutdown-timeout", "1", workers: 1)
+    s = srv.tcp
+    s.write("GET /?sleep=30 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { srv.log.include?("sleeping") }
+    Process.kill(:TERM, srv.pid)
+    srv.stop(timeout: 10)
+    assert_match(/shutdown_timeout: killing worker\[0\]/, srv.log)
+  ensure
+    srv&.stop
+  end
+
+  def test_ttin_and_ttou_change_the_worker_count
+    srv = ServerProcess.new("env.ru", workers: 2)
+    assert wait_until { srv.worker_pids.size == 2 }
+    Process.kill(:TTIN, srv.pid)
+    assert wait_until { srv.worker_pids.size == 3 }, "TTIN did not add a worker"
+    # one at a time: the kernel merges a signal sent again before it is handled
+    Process.kill(:TTOU, srv.pid)
+    assert wait_until { srv.worker_pids.size == 2 }, "TTOU did not remove a worker"
+    Process.kill(:TTOU, srv.pid)
+    assert wait_until { srv.worker_pids.size == 1 }, "TTOU did not remove a worker"
+    Process.kill(:TTOU, srv.pid) # never below one
+    assert_equal 200, HTTPClient.request(srv.tcp, "/").status
+    assert_equal 1, srv.worker_pids.size
+    assert srv.stop.success?
+  ensure
+    srv&.stop
+  end
+
+  def test_killed_worker_is_replaced_within_a_second_under_load
+    srv = ServerProcess.new("env.ru", workers: 2)
+    assert wait_until { srv.worker_pids.size == 2 }
+    stop = false
+    errors = Queue.new
+    served = Queue.new
+    load = 4.times.map do
+      Thread.new do
+        until stop
+          begin
+            served << get_pid(srv)
+          rescue StandardError => e
+            errors << e
+          end
+        end
+      end
+    end
+    assert wait_until { served.size > 50 }
+    victim = srv.worker_pids.first
+    Process.kill(:KILL, victim)
+    t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    assert wait_until(timeout: 3) { (pids = srv.worker_pids).size == 2 && !pids.include?(victim) }
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t, :<, 1.0, "replacement took too long"
+    count = served.size
+    assert wait_until { served.size > count + 50 }, "load stopped after the kill"
+    stop = true
+    load.each(&:join)
+    # only requests the killed worker held at the moment can fail: one per client at most
+    assert_operator errors.size, :<=, 4, errors.size.times.map { errors.pop.inspect }.join(", ")
+    assert_match(/worker\[\d\] pid #{victim} killed by SIGKILL/, srv.log)
+  ensure
+    stop = true
+    srv&.stop
+  end
+
+  def test_max_requests_recycles_workers_without_failing_a_request
+    srv = ServerProcess.new("env.ru", "--max-requests", "15", workers: 2)
+    pids = []
+    s = srv.tcp
+    120.times do |i|
+      # keep-alive while the server keeps the connection, a new one when it says close
+      s.write("GET /#{i} HTTP/1.1\r\nHost: t\r\n\r\n")
+      res = HTTPClient.read_response(s)
+      refute_nil res, "request #{i} got no response"
+      assert_equal 200, res.status
+      pids << res.body.split[1].to_i
+      if res["connection"] == "close"
+        s.close
+        s = srv.tcp
+      end
+    end
+    assert_operator pids.uniq.size, :>=, 4, "workers were not recycled: #{pids.uniq}"
+    assert_match(/served 15 requests \(limit 15\): recycling/, srv.log)
+    refute_match(/exited with status|killed by/, srv.log)
+  ensure
+    srv&.stop
+  end
+
+  def test_workers_that_cannot_boot_make_the_master_give_up
+    Dir.mktmpdir do |d|
+      File.write(File.join(d, "boom.ru"), "raise 'cannot boot'\n")
+      pid = Process.spawn(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--no-preload", "-w", "2",
+                          "-b", "unix://#{d}/s", File.join(d, "boom.ru"), out: File::NULL, err: "#{d}/log")
+      status = nil
+      assert wait_until(timeout: 20) { status = Process.wait2(pid, Process::WNOHANG)&.last }, "master kept forking"
+      refute status.success?
+      log = File.read("#{d}/log")
+      assert_match(/cannot boot/, log)
+      assert_match(/workers died while booting 3 times in a row/, log)
+    ensure
+      begin
+        Process.kill(:KILL, pid)
+        Process.wait(pid)
+      rescue Errno::ESRCH, Errno::ECHILD
+        nil
+      end
+    end
+  end
+
+  def test_usr1_reopens_log_files
+    Dir.mktmpdir do |d|
+      log = File.join(d, "err.log")
+      access = File.join(d, "access.log")
+      srv = ServerProcess.new("env.ru", "--stderr", log, "--access-log", access, workers: 1)
+      assert_equal 200, HTTPClient.request(srv.tcp, "/before").status
+      assert wait_until { File.exist?(access) && File.read(access).include?("/before") }
+      File.rename(log, "#{log}.1")
+      File.rename(access, "#{access}.1")
+      Process.kill(:USR1, srv.pid)
+      assert wait_until { File.exist?(access) }, "access log not reopened"
+      assert_equal 200, HTTPClient.request(srv.tcp, "/after").status
+      assert wait_until { File.read(access).include?("/after") }
+      refute_includes File.read("#{access}.1"), "/after"
+      Process.kill(:TERM, srv.pid)
+      assert wait_until { File.exist?(log) && File.read(log).include?("draining") }, "stderr not reopened"
+    ensure
+      srv&.stop
+    end
+  end
+end
