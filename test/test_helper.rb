@@ -24,7 +24,7 @@ class ServerProcess
     binds += ["-b", "tcp://127.0.0.1:#{@port}"] if tcp
     binds += ["-b", "unix://#{@sock}"] if unix
     app = File.join(APPS, app) unless app.start_with?("/")
-    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", workers.to_s, *binds, *args, app]
+    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), *(["-w", workers.to_s] if workers), *binds, *args, app]
     @pid = Process.spawn(env, *cmd, out: @log_path, err: @log_path, pgroup: true)
     wait_ready
   end

@@ -143,22 +143,23 @@ module Oribi
     #   workers 4
     #   bind "unix:///run/app.sock"
     #   after_fork { |server, worker| DB.reconnect }
-    class DSL < BasicObject
+    # (An Object, not a BasicObject: config files call File, ENV, Etc.)
+    class DSL
       def self.load(config, path)
-        raise Error, "config file #{path} not found" unless ::File.file?(path)
+        raise Error, "config file #{path} not found" unless File.file?(path)
 
         dsl = new(config, path)
-        dsl.instance_eval(::File.read(path), path, 1)
+        dsl.instance_eval(File.read(path), path, 1)
         dsl.__finish
       rescue Error => e
         raise Error, "#{path}:#{error_line(e, path)}#{e.message}"
-      rescue ::SyntaxError, ::NameError, ::ArgumentError, ::TypeError => e
+      rescue SyntaxError, NameError, ArgumentError, TypeError => e
         raise Error, "#{path}:#{error_line(e, path)}#{e.message.lines.first.chomp}"
       end
 
       def self.error_line(error, path)
         line = error.backtrace_locations&.find { |l| l.path == path }&.lineno
-        line ||= error.message[/#{::Regexp.escape(path)}:(\d+)/, 1] if error.is_a?(::SyntaxError)
+        line ||= error.message[/#{Regexp.escape(path)}:(\d+)/, 1] if error.is_a?(SyntaxError)
         line ? "#{line}: " : " "
       end
 
@@ -182,8 +183,10 @@ module Oribi
         end
       end
 
-      def method_missing(name, *_args)
-        ::Kernel.raise Error, "unknown option `#{name}'"
+      def method_missing(name, *args)
+        return super if name.start_with?("to_") # conversions probed by Ruby itself
+
+        raise Error, "unknown option `#{name}'"
       end
 
       def respond_to_missing?(*) = false
