@@ -1,0 +1,78 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "json"
+
+# What the server writes about itself: the banner, the access log in each
+# format, process titles.
+class LoggingTest < Minitest::Test
+  def test_banner_names_version_listeners_workers_and_pid
+    srv = ServerProcess.new("env.ru", workers: 2)
+    log = srv.log_until(/listening on unix/)
+    assert_match(/Oribi #{Regexp.escape(Oribi::VERSION)} .*pid #{srv.pid}, 2 workers/, log)
+    assert_match(%r{listening on tcp://127\.0\.0\.1:#{srv.port}}, log)
+    assert_match(%r{listening on unix://}, log)
+  ensure
+    srv&.stop
+  end
+
+  def test_access_log_is_off_by_default
+    srv = ServerProcess.new("env.ru")
+    HTTPClient.request(srv.tcp, "/quiet")
+    srv.stop
+    refute_match(%r{/quiet}, srv.log)
+  end
+
+  def access_line(format)
+    Dir.mktmpdir do |d|
+      path = File.join(d, "access.log")
+      srv = ServerProcess.new("env.ru", "--access-log", path, "--access-log-format", format)
+      HTTPClient.request(srv.tcp, "/logged?q=1", headers: { "User-Agent" => "tester\"x", "Referer" => "http://r/" })
+      assert wait_until { File.exist?(path) && File.size(path).positive? }
+      srv.stop
+      File.read(path).lines.last
+    end
+  end
+
+  def test_combined_format
+    line = access_line("combined")
+    assert_match(%r{\A127\.0\.0\.1 - - \[\d{2}/\w{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "GET /logged\?q=1 HTTP/1\.1" 200 - "http://r/" "tester\\x22x"\n\z}, line)
+  end
+
+  def test_ltsv_format
+    fields = access_line("ltsv").chomp.split("\t").to_h { |f| f.split(":", 2) }
+    assert_equal "GET", fields["method"]
+    assert_equal "/logged?q=1", fields["uri"]
+    assert_equal "200", fields["status"]
+    assert_match(/\A\d+\.\d{6}\z/, fields["reqtime"])
+  end
+
+  def test_json_format
+    entry = JSON.parse(access_line("json"))
+    assert_equal "GET", entry["method"]
+    assert_equal 200, entry["status"]
+    assert_equal "tester\"x", entry["ua"]
+    assert_kind_of Float, entry["duration"]
+  end
+
+  def test_process_titles
+    srv = ServerProcess.new("env.ru", workers: 1)
+    assert wait_until { srv.worker_pids.size == 1 }
+    worker = srv.worker_pids.first
+    assert wait_until { File.read("/proc/#{worker}/cmdline").start_with?("oribi worker[0] served=") }
+    assert_match(/\Aoribi master /, File.read("/proc/#{srv.pid}/cmdline"))
+  ensure
+    srv&.stop
+  end
+
+  def test_unix_socket_mode
+    Dir.mktmpdir do |d|
+      path = File.join(d, "m.sock")
+      srv = ServerProcess.new("env.ru", "-b", "unix://#{path}", "--unix-mode", "0600",
+                              tcp: false, unix: false, sock: path)
+      assert_equal 0o600, File.stat(path).mode & 0o777
+    ensure
+      srv&.stop
+    end
+  end
+end
