@@ -15,6 +15,7 @@ class BodyTest < Minitest::Test
     res = HTTPClient.request(server.tcp, "/", method: "POST", body: "x" * 1000)
     assert_equal "StringIO", fields(res)["input-class"]
     assert_equal "1000", fields(res)["body-bytes"]
+    assert_equal "true", fields(res)["rewind-ok"]
   end
 
   def test_large_body_spills_to_a_tmpfile_and_arrives_intact
@@ -25,6 +26,7 @@ class BodyTest < Minitest::Test
       assert_equal "File", f["input-class"], name
       assert_equal body.bytesize.to_s, f["body-bytes"]
       assert_equal Digest::MD5.hexdigest(body), f["body-md5"]
+      assert_equal "true", f["rewind-ok"] # rack.input can be read again
     end
   end
 

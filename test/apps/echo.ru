@@ -13,10 +13,12 @@ echo = lambda do |env|
   env["rack.errors"].puts("served #{env['REQUEST_METHOD']} #{env['PATH_INFO']}")
   env["rack.errors"].flush
   body = input ? input.read : ""
+  rewound = input.respond_to?(:rewind) && (input.rewind || true) && input.read == body
   lines = KEYS.filter_map { |k| "#{k}: #{env[k]}" if env.key?(k) }
   lines << "pid: #{Process.pid}"
   lines << "input-class: #{env['test.input_class']}"
   lines << "body-bytes: #{body.bytesize}"
+  lines << "rewind-ok: #{rewound}"
   lines << "body-md5: #{Digest::MD5.hexdigest(body)}"
   lines << "body: #{body}" if body.bytesize <= 256 && !body.include?("\n")
   [200, { "content-type" => "text/plain" }, [lines.join("\n") + "\n"]]
