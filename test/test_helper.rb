@@ -26,7 +26,12 @@ class ServerProcess
     app = File.join(APPS, app) unless app.start_with?("/")
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), *(["-w", workers.to_s] if workers), *binds, *args, app]
     @pid = Process.spawn(env, *cmd, out: @log_path, err: @log_path, pgroup: true)
-    wait_ready
+    begin
+      wait_ready
+    rescue StandardError
+      stop(:KILL) # a server that never got ready must not outlive the test
+      raise
+    end
   end
 
   def log = @final_log || File.read(@log_path)
