@@ -32,11 +32,16 @@ class RackHandlerTest < Minitest::Test
   end
 
   def test_a_name_binds_every_address_it_resolves_to
-    expected = Addrinfo.getaddrinfo("localhost", 80, nil, :STREAM).map(&:ip_address).uniq
+    local = Socket.ip_address_list.map(&:ip_address)
+    expected = Addrinfo.getaddrinfo("localhost", 80, nil, :STREAM).map(&:ip_address).uniq & local
     binds = config(Host: "localhost", Port: 8080)[:binds]
     assert_equal expected.size, binds.size
     assert_includes binds, "tcp://127.0.0.1:8080" if expected.include?("127.0.0.1")
     assert_equal 1, config(Host: "localhost", Port: 0)[:binds].size, "port 0 would differ per listener"
+  end
+
+  def test_an_address_this_machine_lacks_is_left_to_bind_to_refuse
+    assert_equal ["tcp://192.0.2.1:8080"], config(Host: "192.0.2.1", Port: 8080)[:binds]
   end
 
   def test_a_path_or_a_uri_as_host

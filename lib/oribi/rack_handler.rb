@@ -114,17 +114,23 @@ module Oribi
       tcp_binds(host.nil? || host.empty? ? "0.0.0.0" : host, port)
     end
 
-    # A name listens on every address it resolves to: "localhost" is
-    # 127.0.0.1 and, where the resolver says so, ::1, as browsers expect.
-    # With port 0 each listener would get a different port, so only one.
+    # A name listens on every address it resolves to that this machine has:
+    # "localhost" (rackup's, Sinatra's and Rails' development default) is
+    # 127.0.0.1 and, where the resolver says so and IPv6 is up, ::1, as
+    # browsers expect. With port 0 each listener would get a different port,
+    # so only one.
     def tcp_binds(host, port)
-      ips = begin
-        Addrinfo.getaddrinfo(host.delete("[]"), port, nil, :STREAM).map(&:ip_address).uniq
+      host = host.delete("[]")
+      addrs = begin
+        Addrinfo.getaddrinfo(host, port, nil, :STREAM).uniq(&:ip_address)
       rescue SocketError
-        [host.delete("[]")] # Listeners reports the failure with the URI
+        return ["tcp://#{host}:#{port}"] # Listeners reports the failure with the URI
       end
-      ips = ips.first(1) if port.zero?
-      ips.map { |ip| ip.include?(":") ? "tcp://[#{ip}]:#{port}" : "tcp://#{ip}:#{port}" }
+      local = Socket.ip_address_list.map(&:ip_address) + ["0.0.0.0", "::"]
+      usable = addrs.select { |a| local.include?(a.ip_address) }
+      addrs = usable unless usable.empty? # none: let bind(2) say why
+      addrs = addrs.first(1) if port.zero?
+      addrs.map { |a| a.ipv6? ? "tcp://[#{a.ip_address}]:#{port}" : "tcp://#{a.ip_address}:#{port}" }
     end
 
     # What a handler's block receives, as WEBrick's and Puma's handlers pass
