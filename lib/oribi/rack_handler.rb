@@ -48,7 +48,8 @@ module Oribi
       @launcher.run(app)
     end
 
-    # rackup calls this from its INT trap, Sinatra through the Launcher.
+    # rackup's INT trap calls this (until Oribi's own traps replace it);
+    # Sinatra stops through the Launcher instead.
     def shutdown
       @launcher&.stop
     end
