@@ -1,0 +1,176 @@
+# frozen_string_literal: true
+
+require "socket"
+require "oribi"
+
+module Oribi
+  # The Rack handler contract, which is how frameworks start a server by
+  # name: `rackup -s oribi`, Sinatra's `set :server, :oribi`, `rails server
+  # -u oribi`. lib/rackup/handler/oribi.rb (rackup, for Rack 3) and
+  # lib/rack/handler/oribi.rb (Rack 2) each extend a module with this one.
+  #
+  # Options come in one hash that mixes the caller's own settings (rackup's
+  # :config, :pid, :daemonize; Rails' :caching) with server options, which by
+  # convention are CamelCase (:Host, :Port, and `-O Name=value`). So only
+  # CamelCase keys are read here: a future Oribi option named like one of
+  # rackup's (say `pid`) cannot be set by accident.
+  module RackHandler
+    # Config options a handler does not take: the app is already built, the
+    # listeners come from Host/Port or Bind, the environment from :environment.
+    NOT_OPTIONS = %i[rackup binds environment].freeze
+
+    # CamelCase keys that callers pass to every server, meant for WEBrick
+    # (AccessLog, DoNotReverseLookup): no warning for ignoring those.
+    FOREIGN = %i[Host Port Bind AccessLog DoNotReverseLookup].freeze
+
+    DESCRIBED = {
+      "Host=HOST" => "address or name to listen on; a /path is a unix socket (default: 0.0.0.0)",
+      "Port=PORT" => "TCP port (default: $PORT or 9292)",
+      "Bind=URI[,URI...]" => "tcp://HOST:PORT, tcp://[V6]:PORT or unix:///PATH; replaces Host and Port",
+      "Workers=N" => "worker processes; 0 or 1 serve in one process (default: $WEB_CONCURRENCY or CPU count)",
+      "Keepalive=true|false" => "keep connections open between requests (default: true)",
+    }.freeze
+
+    # What `rackup -s oribi -h` shows: the options above, then every other
+    # Config option under its CamelCase name.
+    def valid_options
+      named = DESCRIBED.keys.map { |k| k[/\A\w+/] }
+      others = option_names.reject { |camel, _| named.include?(camel) }
+      DESCRIBED.merge(others.to_h { |camel, name| ["#{camel}=VALUE", "#{name} in docs/CONFIGURATION.md"] })
+    end
+
+    # Serves app until TERM/INT/QUIT (or #shutdown); returns the exit status.
+    # A block gets the Launcher before the listeners are bound: Sinatra keeps
+    # it to call #stop when it quits.
+    def run(app, **options)
+      @launcher = Launcher.new(config(options))
+      yield @launcher if block_given?
+      @launcher.run(app)
+    end
+
+    # rackup's INT trap calls this (until Oribi's own traps replace it);
+    # Sinatra stops through the Launcher instead.
+    def shutdown
+      @launcher&.stop
+    end
+
+    # The Oribi::Config that options describe (public so it can be checked
+    # without starting a server). Raises Config::Error for a bad value.
+    def config(options)
+      values = {}
+      binds = binds(options)
+      values[:binds] = binds if binds
+      values[:environment] = options[:environment].to_s if options[:environment]
+      names = option_names
+      options.each do |key, value|
+        next unless key.is_a?(Symbol) && key.match?(/\A[A-Z]/)
+
+        if (name = names[key.to_s])
+          values[name] = coerce(value)
+        elsif !FOREIGN.include?(key)
+          Log.info("ignoring unknown server option #{key} (`rackup -s oribi -h` lists them)")
+        end
+      end
+      Config.new(values)
+    end
+
+    private
+
+    # "KeepaliveTimeout" => :keepalive_timeout, for every option -O can set.
+    def option_names
+      (Config::OPTIONS.keys - NOT_OPTIONS).to_h do |name|
+        [name.to_s.split("_").map(&:capitalize).join, name]
+      end
+    end
+
+    # Values from the command line (`-O Workers=2`) arrive as strings; the
+    # Config checks the type, so a wrong one is reported, not guessed at.
+    def coerce(value)
+      return value unless value.is_a?(String)
+
+      case value
+      when /\A(?:true|yes|on)\z/i then true
+      when /\A(?:false|no|off)\z/i then false
+      when /\A[+-]?\d+\z/ then Integer(value, 10)
+      when /\A[+-]?\d*\.\d+\z/ then Float(value)
+      else value
+      end
+    end
+
+    # nil (the Config default) when the caller names no listener. rackup and
+    # Rails always pass Host and Port, their defaults included.
+    def binds(options)
+      if (bind = options[:Bind])
+        return Array(bind).flat_map { |b| b.to_s.split(",") }.map(&:strip).reject(&:empty?)
+      end
+
+      host = options[:Host]&.to_s
+      return nil if host.nil? && options[:Port].nil?
+      return [host] if host&.match?(%r{\A(?:tcp|unix)://})
+      return ["unix://#{host}"] if host&.start_with?("/")
+
+      port = Integer((options[:Port] || ENV.fetch("PORT", 9292)).to_s, 10, exception: false)
+      raise Config::Error, "invalid port #{options[:Port].inspect}" unless port&.between?(0, 65_535)
+
+      tcp_binds(host.nil? || host.empty? ? "0.0.0.0" : host, port)
+    end
+
+    # A name listens on every address it resolves to that this machine has:
+    # "localhost" (rackup's, Sinatra's and Rails' development default) is
+    # 127.0.0.1 and, where the resolver says so and IPv6 is up, ::1, as
+    # browsers expect. With port 0 each listener would get a different port,
+    # so only one.
+    def tcp_binds(host, port)
+      host = host.delete("[]")
+      addrs = begin
+        Addrinfo.getaddrinfo(host, port, nil, :STREAM).uniq(&:ip_address)
+      rescue SocketError
+        return ["tcp://#{host}:#{port}"] # Listeners reports the failure with the URI
+      end
+      local = Socket.ip_address_list.map(&:ip_address) + ["0.0.0.0", "::"]
+      usable = addrs.select { |a| local.include?(a.ip_address) }
+      addrs = usable unless usable.empty? # none: let bind(2) say why
+      addrs = addrs.first(1) if port.zero?
+      addrs.map { |a| a.ipv6? ? "tcp://[#{a.ip_address}]:#{port}" : "tcp://#{a.ip_address}:#{port}" }
+    end
+
+    # What a handler's block receives, as WEBrick's and Puma's handlers pass
+    # their server: something to stop. Oribi::Server has no stop method; its
+    # signal traps are the way in, and TERM to the process that runs it
+    # drains in-flight requests whether that is a lone worker or the master
+    # (a worker's app code calling #stop stops them all).
+    class Launcher
+      attr_reader :config, :server
+
+      def initialize(config)
+        @config = config
+        @server = Server.new(config)
+        @state = :new
+      end
+
+      def run(app)
+        return 0 if @state == :stopped # stopped from the handler's block
+
+        @pid = Process.pid
+        @state = :running
+        @server.run(app)
+      ensure
+        @state = :stopped
+      end
+
+      # Idempotent: Sinatra calls it again (at_exit, ensure) after the
+      # server has returned.
+      def stop
+        case @state
+        when :new then @state = :stopped
+        when :running then Process.kill(:TERM, @pid)
+        end
+        nil
+      rescue Errno::ESRCH
+        nil
+      end
+
+      alias shutdown stop
+    end
+  end
+end

@@ -1,0 +1,65 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# A server started by a framework's own command (rackup, a Sinatra script,
+# `rails server`) instead of exe/oribi: the same readiness wait on the TCP
+# port and the same TERM-then-KILL stop as ServerProcess.
+class FrameworkProcess < ServerProcess
+  # The block is given a free port and returns the command; the bundle of
+  # this repo is used whatever the working directory. ready: false for a
+  # process that may be gone before a readiness probe would see it.
+  def initialize(env: {}, chdir: ROOT, ready: true)
+    @dir = Dir.mktmpdir("oribi-test")
+    @sock = File.join(@dir, "none") # each_transport: no unix socket here
+    @log_path = File.join(@dir, "log")
+    @port = free_port
+    cmd = yield(@port)
+    env = { "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile") }.merge(env)
+    # One open file for both: frameworks write to stdout too, and two opens
+    # of the same path would overwrite each other's lines.
+    @pid = Process.spawn(env, *cmd, %i[out err] => [@log_path, "a"], pgroup: true, chdir: chdir)
+    return unless ready
+
+    begin
+      wait_ready
+    rescue StandardError
+      stop(:KILL) # the error carries the log; no server outlives its test
+      raise
+    end
+  end
+
+  # The exit status once the process ends by itself, nil after timeout.
+  def wait_exit(timeout)
+    Timeout.timeout(timeout) { _, @status = Process.wait2(@pid) }
+    @status
+  rescue Timeout::Error
+    nil
+  end
+
+  # A command that should exit by itself (a help text, a refused option):
+  # its combined output and status, or a failure if it is still running
+  # after timeout (it may have started a server after all).
+  def self.capture(*cmd, timeout: 20, chdir: ROOT)
+    Dir.mktmpdir("oribi-test") do |dir|
+      out = File.join(dir, "out")
+      pid = Process.spawn({ "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile") }, *cmd,
+                          %i[out err] => [out, "a"], pgroup: true, chdir: chdir)
+      begin
+        status = Timeout.timeout(timeout) { Process.wait2(pid)[1] }
+      rescue Timeout::Error
+        Process.kill(:KILL, -pid)
+        Process.wait(pid)
+        raise Minitest::Assertion, "still running after #{timeout} s:\n#{File.read(out)}"
+      end
+      [File.read(out), status]
+    end
+  end
+
+  # Skips the test when the bundle was installed without the :ecosystem group.
+  def self.require_gem(test, name)
+    Gem::Specification.find_by_name(name)
+  rescue Gem::MissingSpecError
+    test.skip("#{name} is not in the bundle (bundle config without ecosystem?)")
+  end
+end

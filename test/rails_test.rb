@@ -1,0 +1,55 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "framework_process"
+require "fileutils"
+
+# `rails server -u oribi` on the app in test/apps/rails (ActionController
+# only, no database), copied to a temporary directory because Rails writes
+# tmp/ and log/ under its root.
+class RailsTest < Minitest::Test
+  def setup
+    FrameworkProcess.require_gem(self, "railties")
+    @root = Dir.mktmpdir("oribi-rails")
+    FileUtils.cp_r(File.join(APPS, "rails", "."), @root)
+  end
+
+  def teardown
+    FileUtils.rm_rf(@root) if @root
+  end
+
+  def rails_server(env)
+    FrameworkProcess.new(env: env, chdir: @root) do |port|
+      [RbConfig.ruby, "bin/rails", "server", "-u", "oribi", "-p", port.to_s, "-b", "127.0.0.1"]
+    end
+  end
+
+  # `rails server` has no workers flag: WEB_CONCURRENCY sets Oribi's default.
+  def check_serves_and_stops(workers)
+    srv = rails_server("WEB_CONCURRENCY" => workers.to_s, "RAILS_ENV" => "development")
+    res = HTTPClient.request(srv.tcp, "/hello")
+    assert_equal 200, res.status, res.body
+    assert_match(/\ARails 7\.\d+\.\d+ on Oribi: multiprocess=#{workers > 1}\z/, res.body)
+    res = HTTPClient.request(srv.tcp, "/echo", method: "POST", body: "msg=from+a+form",
+                                               headers: { "Content-Type" => "application/x-www-form-urlencoded" })
+    assert_equal "from a form", res.body
+    assert_equal 404, HTTPClient.request(srv.tcp, "/nowhere").status
+    log = srv.log
+    assert_match(/=> Booting Oribi/, log)
+    assert_match(/#{workers} worker\(s\), env development/, log)
+    assert_match(/listening on tcp:\/\/127\.0\.0\.1:#{srv.port}$/, log)
+    st = srv.stop
+    assert st.success?, "TERM gave #{st.inspect}:\n#{log}"
+    refute File.exist?(File.join(@root, "tmp/pids/server.pid")), "rackup removes the pid file on exit"
+  ensure
+    srv&.stop
+  end
+
+  def test_prefork
+    check_serves_and_stops(2)
+  end
+
+  def test_single_process
+    check_serves_and_stops(1)
+  end
+end
