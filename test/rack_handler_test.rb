@@ -171,9 +171,8 @@ class RackHandlerTest < Minitest::Test
   end
 
   def test_the_yielded_server_stops_a_single_process_server_from_a_thread
-    skip "engine: with workers <= 1, a signal that arrives while the loop blocks in epoll_wait is " \
-         "retried on EINTR instead of returning to Ruby; once another Ruby thread has lived, no " \
-         "helper wakes the loop, so TERM waits for the next connection (see the handlers report)"
+    # (A signal arriving while the loop sleeps in epoll_wait must bring it
+    # back to Ruby even after another Ruby thread has come and gone.)
     srv = FrameworkProcess.new(ready: false) { |port| stopper(1, "thread").map { |a| a == "PORT" ? port.to_s : a } }
     assert srv.wait_exit(20)&.success?, "did not stop:\n#{srv.log}"
   ensure

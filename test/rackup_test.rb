@@ -31,7 +31,7 @@ class RackupTest < Minitest::Test
     res = HTTPClient.request(srv.tcp, "/echo", method: "POST", body: "payload")
     assert_match(/POST \/echo payload\z/, res.body)
     log = srv.log_until(/127\.0\.0\.1 - - .*POST \/echo/) # rackup's CommonLogger
-    assert_match(/2 worker\(s\), env development/, log)
+    assert_match(/2 workers, env development/, log)
     assert_match(/listening on tcp:\/\/127\.0\.0\.1:#{srv.port}$/, log)
     assert_stops(srv)
   ensure

@@ -36,7 +36,7 @@ class RailsTest < Minitest::Test
     assert_equal 404, HTTPClient.request(srv.tcp, "/nowhere").status
     log = srv.log
     assert_match(/=> Booting Oribi/, log)
-    assert_match(/#{workers} worker\(s\), env development/, log)
+    assert_match(/#{workers} workers?, env development/, log)
     assert_match(/listening on tcp:\/\/127\.0\.0\.1:#{srv.port}$/, log)
     st = srv.stop
     assert st.success?, "TERM gave #{st.inspect}:\n#{log}"

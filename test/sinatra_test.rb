@@ -32,7 +32,7 @@ class SinatraTest < Minitest::Test
     assert_equal "hello there", res.body
     log = srv.log
     assert_match(/has taken the stage on #{srv.port} for development with backup from Oribi/, log)
-    assert_match(/#{workers} worker\(s\)/, log)
+    assert_match(/#{workers} workers?/, log)
     st = srv.stop
     assert st.success?, "TERM gave #{st.inspect}:\n#{log}"
   ensure

@@ -25,7 +25,7 @@ class ServerProcess
     binds += ["-b", "unix://#{@sock}"] if unix
     app = File.join(APPS, app) unless app.start_with?("/")
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), *(["-w", workers.to_s] if workers), *binds, *args, app]
-    @pid = Process.spawn(env, *cmd, out: @log_path, err: @log_path, pgroup: true)
+    @pid = Process.spawn(env, *cmd, %i[out err] => @log_path, pgroup: true)
     begin
       wait_ready
     rescue StandardError

@@ -691,7 +691,9 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
         int n = epoll_wait(loop->epfd, events, 64, block ? next_timeout(loop) : 0);
         loop->now = now_ms();
         if (n < 0) {
-            if (errno == EINTR)
+            /* A signal while sleeping: go back to Ruby so its handler runs
+             * (Ruby does not always route the wakeup through our ubf). */
+            if (errno == EINTR && !block)
                 continue;
             return LOOP_INTERRUPTED;
         }

@@ -107,6 +107,8 @@ module Oribi
         @config.hook(:after_fork, @server, index)
         app = @app || @server.load_app
         Worker.new(@server, app, index: index, ready: @ready_w).run
+        $stdout.flush # exit! skips at_exit and buffered output
+        $stderr.flush
         exit!(0)
       rescue Exception => e # rubocop:disable Lint/RescueException
         Log.error("worker[#{index}] failed", e) unless e.is_a?(SystemExit)

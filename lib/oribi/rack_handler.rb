@@ -65,7 +65,8 @@ module Oribi
       options.each do |key, value|
         next unless key.is_a?(Symbol) && key.match?(/\A[A-Z]/)
 
-        if (name = names[key.to_s])
+        # WEBrick's AccessLog is an Array of loggers; Oribi's is a path.
+        if (name = names[key.to_s]) && !(FOREIGN.include?(key) && value.is_a?(Array))
           values[name] = coerce(value)
         elsif !FOREIGN.include?(key)
           Log.info("ignoring unknown server option #{key} (`rackup -s oribi -h` lists them)")

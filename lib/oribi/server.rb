@@ -54,7 +54,8 @@ module Oribi
     end
 
     def banner
-      workers = @config[:workers].zero? ? "single process" : "#{@config[:workers]} workers"
+      n = @config[:workers]
+      workers = n.zero? ? "single process" : "#{n} worker#{'s' if n > 1}"
       Log.info("Oribi #{VERSION} (Ruby #{RUBY_VERSION}, rack #{Rack.release}), pid #{Process.pid}, " \
                "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}")
       @listeners.all.each { |l| Log.info("listening on #{l}") }

@@ -25,7 +25,8 @@ module Oribi
     end
 
     def run
-      @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: !@standalone))
+      # rack.multiprocess: whether another process may run the app at the same time
+      @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: @config[:workers] > 1))
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
       trap_signals
       @config.hook(:after_worker_boot, @server, @index)
