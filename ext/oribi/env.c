@@ -19,7 +19,7 @@ VALUE oribi_key_conn, oribi_key_input, oribi_key_request_method;
 static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server_name,
     k_server_port, k_server_protocol, k_server_software, k_remote_addr, k_content_length,
     k_content_type, k_rack_errors, k_url_scheme, k_multithread, k_multiprocess, k_run_once,
-    k_hijack_p, k_http_host;
+    k_hijack_p, k_http_host, k_hijack, k_early_hints, k_response_finished, k_protocol;
 static VALUE v_empty, v_http, v_http10, v_http11, v_software, v_localhost_ip, v_port80;
 
 static VALUE fstr(const char *s)
@@ -81,6 +81,10 @@ void oribi_env_init(void)
     k_multiprocess = fstr("rack.multiprocess");
     k_run_once = fstr("rack.run_once");
     k_hijack_p = fstr("rack.hijack?");
+    k_hijack = fstr("rack.hijack");
+    k_early_hints = fstr("rack.early_hints");
+    k_response_finished = fstr("rack.response_finished");
+    k_protocol = fstr("rack.protocol");
     k_http_host = fstr("HTTP_HOST");
     v_empty = fstr("");
     v_http = fstr("http");
@@ -182,6 +186,28 @@ static void split_host(VALUE env, const char *h, size_t len)
     rb_hash_aset(env, k_server_port, port_len ? rb_interned_str(port, (long)port_len) : v_port80);
 }
 
+/* The protocols of the Upgrade field(s), in order: "websocket", "h2c". */
+static VALUE upgrade_protocols(const struct oribi_request *r)
+{
+    VALUE list = rb_ary_new();
+    for (size_t i = 0; i < r->num_headers; i++) {
+        const struct oribi_header *h = &r->headers[i];
+        if (h->name_len != 7 || strncasecmp(h->name, "upgrade", 7) != 0)
+            continue;
+        size_t j = 0;
+        while (j < h->value_len) {
+            while (j < h->value_len && (h->value[j] == ',' || h->value[j] == ' ' || h->value[j] == '\t'))
+                j++;
+            size_t start = j;
+            while (j < h->value_len && h->value[j] != ',' && h->value[j] != ' ' && h->value[j] != '\t')
+                j++;
+            if (j > start)
+                rb_ary_push(list, rb_str_new(h->value + start, (long)(j - start)));
+        }
+    }
+    return list;
+}
+
 VALUE oribi_env_build(const struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input, VALUE token)
 {
     const struct oribi_request *r = &c->req;
@@ -205,10 +231,14 @@ VALUE oribi_env_build(const struct oribi_env_ctx *ctx, struct oribi_conn *c, VAL
         k_multithread, ctx->multithread,
         k_multiprocess, ctx->multiprocess,
         k_run_once, Qfalse,
-        k_hijack_p, Qfalse,
+        k_hijack_p, Qtrue,
+        k_hijack, ctx->hijack,
+        k_response_finished, rb_ary_new(),
         oribi_key_conn, token,
+        k_early_hints, ctx->early_hints, /* last: HTTP/1.0 has no 1xx (RFC 9110 15.2) */
     };
-    rb_hash_bulk_insert((long)(sizeof(fixed) / sizeof(fixed[0])), fixed, env);
+    long nfixed = (long)(sizeof(fixed) / sizeof(fixed[0])) - (r->minor_version == 1 ? 0 : 2);
+    rb_hash_bulk_insert(nfixed, fixed, env);
 
     for (size_t i = 0; i < r->num_headers; i++) {
         const struct oribi_header *h = &r->headers[i];
@@ -237,6 +267,8 @@ VALUE oribi_env_build(const struct oribi_env_ctx *ctx, struct oribi_conn *c, VAL
         if (r->target[0] != '/' && r->target[0] != '*') /* absolute-form: its authority wins */
             rb_hash_aset(env, k_http_host, rb_str_new(r->host, (long)r->host_len));
     }
+    if (r->upgrade && r->minor_version == 1)
+        rb_hash_aset(env, k_protocol, upgrade_protocols(r));
     if (NIL_P(rb_hash_lookup(env, k_server_name))) {
         rb_hash_aset(env, k_server_name, l->server_name);
         rb_hash_aset(env, k_server_port, l->server_port);

@@ -1,7 +1,7 @@
 /*
  * Builds the Rack 3 env Hash from a parsed request (with the GVL held):
  * interned frozen keys, header fields as HTTP_*, REMOTE_ADDR for IPv4,
- * IPv6 and unix peers.
+ * IPv6 and unix peers, rack.protocol from an Upgrade request.
  */
 #ifndef ORIBI_ENV_H
 #define ORIBI_ENV_H
@@ -20,6 +20,8 @@ struct oribi_env_ctx {
     struct oribi_env_listener *listeners;
     VALUE multiprocess;
     VALUE multithread;
+    VALUE hijack;      /* env["rack.hijack"], shared by all requests */
+    VALUE early_hints; /* env["rack.early_hints"] (HTTP/1.1 requests), shared */
 };
 
 void oribi_env_init(void);

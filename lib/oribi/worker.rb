@@ -28,8 +28,8 @@ module Oribi
     private
 
     def serve(env)
-      status, headers, body = call_app(env)
-      @engine.respond(env, status, headers, body)
+      status, headers, body, error = call_app(env)
+      @engine.respond(env, status, headers, body, error)
     rescue SystemExit, SignalException
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException
@@ -43,7 +43,7 @@ module Oribi
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: app raised", e)
-      [500, ERROR_HEADERS.dup, ERROR_BODY]
+      [500, ERROR_HEADERS.dup, ERROR_BODY, e] # e goes to rack.response_finished
     end
   end
 end
