@@ -39,6 +39,8 @@ static void engine_mark(void *p)
     rb_gc_mark(e->tmpdir);
     rb_gc_mark(e->ctx.hijack);
     rb_gc_mark(e->ctx.early_hints);
+    rb_gc_mark(e->ctx.tmpl);
+    rb_gc_mark(e->cur_env);
     rb_gc_mark(e->cur_io);
     rb_gc_mark(e->cur_stream);
 }
@@ -59,7 +61,8 @@ static VALUE engine_alloc(VALUE klass)
 {
     struct engine *e = ZALLOC(struct engine);
     e->empty_input = e->spilled_input = e->tmpdir = Qnil;
-    e->ctx.hijack = e->ctx.early_hints = e->cur_io = e->cur_stream = Qnil;
+    e->ctx.hijack = e->ctx.early_hints = e->ctx.tmpl = e->ctx.tmpl_errors = Qnil;
+    e->cur_env = e->cur_io = e->cur_stream = Qnil;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
 
@@ -205,7 +208,8 @@ static VALUE engine_next_request(VALUE self)
             e->cur_token = oribi_conn_token(c);
             e->cur_phase = PHASE_APP;
             e->cur_io = e->cur_stream = Qnil;
-            return oribi_env_build(&e->ctx, c, request_input(e, c), ULL2NUM(e->cur_token));
+            e->cur_env = oribi_env_build(&e->ctx, c, request_input(e, c));
+            return e->cur_env;
         }
         /* Under load the next request is often already there: look without
          * giving up the GVL, which costs a futex handoff each way. */
@@ -258,6 +262,7 @@ static void end_request(struct engine *e)
         rb_io_close(io);
     }
     e->cur_token = 0;
+    e->cur_env = Qnil;
     e->cur_phase = PHASE_NONE;
     e->cur_resp = NULL;
     e->cur_io = e->cur_stream = Qnil;
@@ -339,8 +344,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     VALUE env, status, headers, body, error;
     rb_scan_args(argc, argv, "41", &env, &status, &headers, &body, &error);
     struct engine *e = oribi_engine_get(self);
-    VALUE token = rb_hash_lookup(env, oribi_key_conn);
-    if (NIL_P(token) || NUM2ULL(token) != e->cur_token || e->cur_phase == PHASE_NONE)
+    if (env != e->cur_env || e->cur_phase == PHASE_NONE)
         rb_raise(rb_eArgError, "no request in progress for this env");
     if (!rb_obj_is_kind_of(error, rb_eException))
         error = Qnil;

@@ -36,6 +36,7 @@ struct engine {
 
     /* the current request */
     uint64_t cur_token;  /* its conn's token; 0 when there is none */
+    VALUE cur_env;       /* its env: respond must be given this one */
     int cur_phase;
     struct resp *cur_resp; /* while PHASE_RESPONDING */
     VALUE cur_io;        /* the socket handed to the app (hijack), else nil */
