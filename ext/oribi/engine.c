@@ -243,10 +243,17 @@ int oribi_engine_wait(int fd, int events, int64_t timeout_ms)
 
 int oribi_engine_drain(struct engine *e, struct oribi_conn *c)
 {
+    uint64_t token = oribi_conn_token(c);
     while (c->wlen > c->woff) {
         if (oribi_conn_flush(c) < 0)
             return -1;
-        if (c->wlen > c->woff && !oribi_engine_wait(c->fd, RB_WAITFD_OUT, e->loop.opt.write_timeout_ms))
+        if (c->wlen == c->woff)
+            break;
+        if (!oribi_engine_wait(c->fd, RB_WAITFD_OUT, e->loop.opt.write_timeout_ms))
+            return -1;
+        /* Other threads ran while we waited (one writing to a stream, say):
+         * if the response ended meanwhile, c may be another client's now. */
+        if (!e->ready || oribi_loop_conn(&e->loop, token) != c || c->state != CONN_APP)
             return -1;
     }
     return 0;
@@ -388,7 +395,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     }
     if (r.gone)
         r.keepalive = 0;
-    if (!r.detached)
+    if (e->cur_phase != PHASE_HIJACKED) /* else the app has the socket and c is recycled */
         oribi_loop_finish(&e->loop, c, r.keepalive);
     end_request(e);
     /* A stream write to a gone client raised so that the body stops; that

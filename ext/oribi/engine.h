@@ -61,7 +61,6 @@ struct resp {
     int keepalive;
     int head_only;
     int gone;           /* the peer went away: stop producing */
-    int detached;       /* the socket went to the app: c is not ours anymore */
     int file_fd;        /* BODY_FILE: the open file, else -1 */
     int64_t app_length; /* content-length the app gave, -1 none */
     int64_t sent;       /* body bytes sent (BODY_LENGTH) */

@@ -473,7 +473,6 @@ static void write_hijack(struct resp *r)
     if (r->gone)
         return;
     VALUE io = oribi_hijack_io(r->e, r->c);
-    r->detached = 1;
     r->c = NULL;
     rb_funcall(r->hijack, id_call, 1, io);
 }
