@@ -101,8 +101,26 @@ class HijackTest < Minitest::Test
   def test_hijacked_io_is_a_socket_of_the_transport
     { tcp: "TCPSocket", unix: "UNIXSocket" }.each do |transport, cls|
       res = HTTPClient.request(server.public_send(transport), "/hijack-class")
-      assert_equal cls, res.body
+      assert_equal "#{cls} same", res.body, "a second call returns the same IO"
     end
+  end
+
+  def test_partial_hijack_without_upgrade
+    s = server.tcp
+    res = HTTPClient.request(s, "/partial-200")
+    assert_equal 200, res.status
+    assert_equal "close", res["connection"]
+    assert_nil res["content-length"]
+    assert_nil res["transfer-encoding"]
+    assert_equal "text/plain", res["content-type"]
+    assert_equal "raw body", res.body
+  ensure
+    s&.close
+  end
+
+  def test_full_hijack_once_the_response_started_is_refused
+    res = HTTPClient.request(server.tcp, "/late-hijack")
+    assert_equal "refused: IOError", res.body
   end
 
   def test_hijacked_connections_are_not_kept_by_the_server

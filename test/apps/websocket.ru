@@ -33,9 +33,21 @@ app = lambda do |env|
     [200, {}, [env["rack.protocol"].inspect]]
   when "/hijack-class"
     io = env["rack.hijack"].call
-    io.write("HTTP/1.1 200 OK\r\nContent-Length: #{io.class.name.bytesize}\r\nConnection: close\r\n\r\n#{io.class.name}")
+    body = "#{io.class.name} #{io.equal?(env['rack.hijack'].call) ? 'same' : 'another'}"
+    io.write("HTTP/1.1 200 OK\r\nContent-Length: #{body.bytesize}\r\nConnection: close\r\n\r\n#{body}")
     io.close
     [200, {}, []]
+  when "/partial-200" # partial hijack without an upgrade: the app writes the body and closes
+    [200, { "content-type" => "text/plain", "rack.hijack" => ->(io) { io.write("raw body"); io.close } }, []]
+  when "/late-hijack" # too late once the head is out
+    [200, {}, lambda { |stream|
+      begin
+        env["rack.hijack"].call
+        stream.write("hijacked")
+      rescue IOError => e
+        stream.write("refused: #{e.class}")
+      end
+    }]
   when "/ping"
     [200, {}, ["pong #{Process.pid}"]]
   else
