@@ -250,7 +250,7 @@ int oribi_engine_drain(struct engine *e, struct oribi_conn *c)
         if (c->wlen == c->woff)
             break;
         if (!oribi_engine_wait(c->fd, RB_WAITFD_OUT, e->loop.opt.write_timeout_ms))
-            return -1;
+            return -2;
         /* Other threads ran while we waited (one writing to a stream, say):
          * if the response ended meanwhile, c may be another client's now. */
         if (!e->ready || oribi_loop_conn(&e->loop, token) != c || c->state != CONN_APP)

@@ -77,7 +77,8 @@ struct oribi_conn *oribi_engine_current(struct engine *e);
  * for up to timeout_ms, running Ruby's interrupts meanwhile; 1 ready, 0 not. */
 int oribi_engine_wait(int fd, int events, int64_t timeout_ms);
 /* Sends every kept byte of c, waiting up to the write timeout each time the
- * socket is full; 0, or -1 when the peer is gone or stuck. */
+ * socket is full; 0, -1 when the peer is gone (or the response ended while
+ * we waited), -2 when it took nothing for the write timeout. */
 int oribi_engine_drain(struct engine *e, struct oribi_conn *c);
 
 /* respond.c */

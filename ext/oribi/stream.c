@@ -216,9 +216,10 @@ static void write_all(VALUE self, VALUE str)
         struct iovec iov = {RSTRING_PTR(str) + off, (size_t)n};
         if (oribi_conn_write(c, &iov, 1) < 0)
             stream_gone(e, EPIPE);
-        if (oribi_engine_drain(e, c) < 0) {
-            c = stream_conn(self, &e, 1); /* IOError if the response ended meanwhile */
-            stream_gone(e, c->wlen > c->woff ? ETIMEDOUT : EPIPE);
+        int d = oribi_engine_drain(e, c);
+        if (d < 0) {
+            stream_conn(self, &e, 1); /* IOError if the response ended meanwhile */
+            stream_gone(e, d == -2 ? ETIMEDOUT : EPIPE);
         }
         off += n;
     }
