@@ -15,11 +15,11 @@ VALUE rb_hash_new_with_size(st_index_t size); /* exported, not declared, in Ruby
 #define rb_hash_new_capa(n) rb_hash_new()
 #endif
 
-VALUE oribi_key_conn, oribi_key_input, oribi_key_request_method;
+VALUE oribi_key_input, oribi_key_request_method;
 static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server_name,
     k_server_port, k_server_protocol, k_server_software, k_remote_addr, k_content_length,
     k_content_type, k_rack_errors, k_url_scheme, k_multithread, k_multiprocess, k_run_once,
-    k_hijack_p, k_http_host;
+    k_hijack_p, k_http_host, k_hijack, k_early_hints, k_response_finished, k_protocol;
 static VALUE v_empty, v_http, v_http10, v_http11, v_software, v_localhost_ip, v_port80;
 
 static VALUE fstr(const char *s)
@@ -61,7 +61,6 @@ static size_t field_key(char *out, const char *name, size_t len)
 
 void oribi_env_init(void)
 {
-    oribi_key_conn = fstr("oribi.conn");
     oribi_key_input = fstr("rack.input");
     oribi_key_request_method = fstr("REQUEST_METHOD");
     k_script_name = fstr("SCRIPT_NAME");
@@ -81,6 +80,10 @@ void oribi_env_init(void)
     k_multiprocess = fstr("rack.multiprocess");
     k_run_once = fstr("rack.run_once");
     k_hijack_p = fstr("rack.hijack?");
+    k_hijack = fstr("rack.hijack");
+    k_early_hints = fstr("rack.early_hints");
+    k_response_finished = fstr("rack.response_finished");
+    k_protocol = fstr("rack.protocol");
     k_http_host = fstr("HTTP_HOST");
     v_empty = fstr("");
     v_http = fstr("http");
@@ -182,54 +185,113 @@ static void split_host(VALUE env, const char *h, size_t len)
     rb_hash_aset(env, k_server_port, port_len ? rb_interned_str(port, (long)port_len) : v_port80);
 }
 
-VALUE oribi_env_build(const struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input, VALUE token)
+/* The protocols of the Upgrade field(s), in order: "websocket", "h2c". */
+static VALUE upgrade_protocols(const struct oribi_request *r)
 {
-    const struct oribi_request *r = &c->req;
-    const struct oribi_env_listener *l = &ctx->listeners[c->listener];
-    VALUE env = rb_hash_new_capa(32);
-    const char *q = memchr(r->path, '?', r->path_len);
-    size_t plen = q ? (size_t)(q - r->path) : r->path_len;
-    /* The keys every request has go in with one bulk insert. */
-    VALUE fixed[] = {
-        oribi_key_request_method, method_value(r->method, r->method_len),
+    VALUE list = rb_ary_new();
+    for (size_t i = 0; i < r->num_headers; i++) {
+        const struct oribi_header *h = &r->headers[i];
+        if (h->name_len != 7 || strncasecmp(h->name, "upgrade", 7) != 0)
+            continue;
+        size_t j = 0;
+        while (j < h->value_len) {
+            while (j < h->value_len && (h->value[j] == ',' || h->value[j] == ' ' || h->value[j] == '\t'))
+                j++;
+            size_t start = j;
+            while (j < h->value_len && h->value[j] != ',' && h->value[j] != ' ' && h->value[j] != '\t')
+                j++;
+            if (j > start)
+                rb_ary_push(list, rb_str_new(h->value + start, (long)(j - start)));
+        }
+    }
+    return list;
+}
+
+/* The pairs that are the same in every env of an engine, hashed once:
+ * rb_hash_dup copies the table with its stored hashes, so a request pays
+ * only for the keys whose values are its own. */
+static void build_template(struct oribi_env_ctx *ctx)
+{
+    VALUE t = rb_hash_new_capa(32); /* a copy keeps this capacity: room for the headers */
+    VALUE same[] = {
         k_script_name, v_empty,
-        k_path_info, rb_str_new(r->path, (long)plen),
-        k_query_string, q ? rb_str_new(q + 1, (long)(r->path_len - plen - 1)) : v_empty,
-        k_request_uri, rb_str_new(r->target, (long)r->target_len),
-        k_server_protocol, r->minor_version ? v_http11 : v_http10,
+        k_query_string, v_empty,         /* replaced when there is a query */
+        k_server_protocol, v_http11,     /* replaced for HTTP/1.0 */
         k_server_software, v_software,
-        k_remote_addr, remote_addr(c, l->is_unix),
-        oribi_key_input, input,
         k_rack_errors, rb_stderr,
         k_url_scheme, v_http,
         k_multithread, ctx->multithread,
         k_multiprocess, ctx->multiprocess,
         k_run_once, Qfalse,
-        k_hijack_p, Qfalse,
-        oribi_key_conn, token,
+        k_hijack_p, Qtrue,
+        k_hijack, ctx->hijack,
+        k_early_hints, ctx->early_hints, /* removed for HTTP/1.0: no 1xx there (RFC 9110 15.2) */
     };
-    rb_hash_bulk_insert((long)(sizeof(fixed) / sizeof(fixed[0])), fixed, env);
+    rb_hash_bulk_insert((long)(sizeof(same) / sizeof(same[0])), same, t);
+    ctx->tmpl = t;
+    ctx->tmpl_errors = rb_stderr;
+}
+
+/* The first header with the same name as headers[i] (i itself when none):
+ * same name, same env key, since names with '_' never get one. */
+static size_t first_of_name(const struct oribi_request *r, size_t i)
+{
+    const struct oribi_header *h = &r->headers[i];
+    for (size_t j = 0; j < i; j++)
+        if (r->headers[j].name_len == h->name_len && strncasecmp(r->headers[j].name, h->name, h->name_len) == 0)
+            return j;
+    return i;
+}
+
+VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input)
+{
+    const struct oribi_request *r = &c->req;
+    const struct oribi_env_listener *l = &ctx->listeners[c->listener];
+    if (ctx->tmpl_errors != rb_stderr) /* $stderr was replaced: rack.errors follows */
+        build_template(ctx);
+    VALUE env = rb_hash_dup(ctx->tmpl);
+    const char *q = memchr(r->path, '?', r->path_len);
+    size_t plen = q ? (size_t)(q - r->path) : r->path_len;
+    VALUE own[16] = {
+        oribi_key_request_method, method_value(r->method, r->method_len),
+        k_path_info, rb_str_new(r->path, (long)plen),
+        k_request_uri, rb_str_new(r->target, (long)r->target_len),
+        k_remote_addr, remote_addr(c, l->is_unix),
+        oribi_key_input, input,
+        k_response_finished, rb_ary_new(),
+    };
+    long n = 12;
+    if (q) {
+        own[n++] = k_query_string;
+        own[n++] = rb_str_new(q + 1, (long)(r->path_len - plen - 1));
+    }
+    if (r->minor_version != 1) {
+        own[n++] = k_server_protocol;
+        own[n++] = v_http10;
+        rb_hash_delete(env, k_early_hints);
+    }
+    rb_hash_bulk_insert(n, own, env);
 
     for (size_t i = 0; i < r->num_headers; i++) {
         const struct oribi_header *h = &r->headers[i];
         VALUE key = header_key(h->name, h->name_len);
         if (NIL_P(key))
             continue;
-        VALUE prev = rb_hash_lookup2(env, key, Qundef);
-        if (prev == Qundef) {
+        if (first_of_name(r, i) == i) {
             rb_hash_aset(env, key, rb_str_new(h->value, (long)h->value_len));
         } else if (key != k_content_length) { /* duplicates were checked equal */
             /* RFC 9110 5.3: repeated fields combine with commas; cookies with
              * "; " (RFC 6265 5.4). */
+            VALUE prev = rb_hash_lookup(env, key);
             int cookie = h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0;
             rb_str_cat(prev, cookie ? "; " : ", ", 2);
             rb_str_cat(prev, h->value, (long)h->value_len);
         }
     }
     if (r->chunked) {
-        char n[24];
-        snprintf(n, sizeof(n), "%lld", (long long)c->body_total);
-        rb_hash_aset(env, k_content_length, rb_str_new_cstr(n));
+        char cl[24];
+        snprintf(cl, sizeof(cl), "%lld", (long long)c->body_total);
+        rb_hash_aset(env, k_content_length, rb_str_new_cstr(cl));
     }
     if (r->host) {
         if (r->host_len)
@@ -237,9 +299,11 @@ VALUE oribi_env_build(const struct oribi_env_ctx *ctx, struct oribi_conn *c, VAL
         if (r->target[0] != '/' && r->target[0] != '*') /* absolute-form: its authority wins */
             rb_hash_aset(env, k_http_host, rb_str_new(r->host, (long)r->host_len));
     }
-    if (NIL_P(rb_hash_lookup(env, k_server_name))) {
+    if (!r->host || !r->host_len) {
         rb_hash_aset(env, k_server_name, l->server_name);
         rb_hash_aset(env, k_server_port, l->server_port);
     }
+    if (r->upgrade && r->minor_version == 1)
+        rb_hash_aset(env, k_protocol, upgrade_protocols(r));
     return env;
 }

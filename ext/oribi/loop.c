@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -128,13 +127,16 @@ static struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
 
 static void resume_accepting(struct oribi_loop *loop);
 
-static void conn_close(struct oribi_loop *loop, struct oribi_conn *c)
+/* Puts the conn back on the free list; its fd is closed unless it was
+ * handed to the app. */
+static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int close_fd)
 {
     timer_unlink(loop, c);
     if (c->body_fd >= 0)
         close(c->body_fd);
     c->body_fd = -1;
-    close(c->fd);
+    if (close_fd)
+        close(c->fd);
     loop->by_fd[c->fd] = NULL;
     c->fd = -1;
     c->state = CONN_CLOSED;
@@ -154,6 +156,23 @@ static void conn_close(struct oribi_loop *loop, struct oribi_conn *c)
     loop->nconns--;
     if (!loop->accepting && !loop->stopping && !loop->accept_resume_at)
         resume_accepting(loop);
+}
+
+static void conn_close(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    conn_release(loop, c, 1);
+}
+
+int oribi_loop_detach(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    int fd = c->fd;
+    /* The fd lives on in the app: its events must not reach this loop,
+     * whose pointer to the conn is about to be recycled. */
+    if (c->in_epoll)
+        epoll_ctl(loop->epfd, EPOLL_CTL_DEL, fd, NULL);
+    c->in_epoll = 0;
+    conn_release(loop, c, 0);
+    return fd;
 }
 
 static int conn_watch(struct oribi_loop *loop, struct oribi_conn *c)
@@ -413,95 +432,6 @@ void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepal
         return;
     }
     conn_after_response(loop, c);
-}
-
-/* ---- output ---- */
-
-int oribi_conn_flush(struct oribi_conn *c)
-{
-    while (c->woff < c->wlen) {
-        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
-        if (n > 0) {
-            c->woff += (size_t)n;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else if (n < 0 && errno == EAGAIN) {
-            return c->wlen - c->woff > ORIBI_WRITE_BACKLOG ? 1 : 0;
-        } else {
-            return -1;
-        }
-    }
-    c->woff = c->wlen = 0;
-    return 0;
-}
-
-static int wbuf_append(struct oribi_conn *c, const char *p, size_t n)
-{
-    if (c->woff && c->woff == c->wlen)
-        c->woff = c->wlen = 0;
-    if (c->wcap - c->wlen < n) {
-        if (c->woff) { /* reclaim the flushed front first */
-            memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
-            c->wlen -= c->woff;
-            c->woff = 0;
-        }
-        if (c->wcap - c->wlen < n) {
-            size_t cap = c->wcap ? c->wcap : 16384;
-            while (cap - c->wlen < n)
-                cap *= 2;
-            char *w = realloc(c->wbuf, cap);
-            if (!w)
-                return -1;
-            c->wbuf = w;
-            c->wcap = cap;
-        }
-    }
-    memcpy(c->wbuf + c->wlen, p, n);
-    c->wlen += n;
-    return 0;
-}
-
-int oribi_conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
-{
-    size_t skip = 0;
-    if (c->wlen == c->woff) {
-        /* The common case: the socket takes everything in one writev. */
-        ssize_t n;
-        /* sendmsg for MSG_NOSIGNAL: a gone peer is EPIPE, never SIGPIPE. */
-        struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt > 1024 ? 1024 : iovcnt};
-        do {
-            n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
-        } while (n < 0 && errno == EINTR);
-        if (n < 0) {
-            if (errno != EAGAIN)
-                return -1;
-            n = 0;
-        }
-        skip = (size_t)n;
-    }
-    for (int i = 0; i < iovcnt; i++) {
-        size_t len = iov[i].iov_len;
-        if (skip >= len) {
-            skip -= len;
-            continue;
-        }
-        if (wbuf_append(c, (const char *)iov[i].iov_base + skip, len - skip) < 0)
-            return -1;
-        skip = 0;
-    }
-    if (c->wlen > c->woff)
-        return oribi_conn_flush(c);
-    return 0;
-}
-
-int oribi_conn_wait_writable(struct oribi_conn *c, int64_t timeout_ms)
-{
-    struct pollfd p = {.fd = c->fd, .events = POLLOUT};
-    int r;
-    do {
-        r = poll(&p, 1, (int)timeout_ms);
-    } while (r < 0 && errno == EINTR);
-    return r == 1 && !(p.revents & (POLLERR | POLLNVAL)) ? 0 : -1;
 }
 
 int oribi_conn_take_body_fd(struct oribi_conn *c)

@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include "conn.h"
+#include "output.h"
 #include "parser.h"
 
 #define ORIBI_MAX_LISTENERS 64
@@ -108,17 +109,13 @@ static inline uint64_t oribi_conn_token(const struct oribi_conn *c)
     return ((uint64_t)c->gen << 32) | (uint32_t)c->fd;
 }
 
-/* Writes iov; bytes the socket does not take now are kept and flushed by
- * the loop. Returns 0, 1 when the kept backlog is over ORIBI_WRITE_BACKLOG
- * (wait with oribi_conn_wait_writable, then oribi_conn_flush), or -1 when
- * the peer is gone. Called with the GVL (it never blocks). */
-int oribi_conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt);
-int oribi_conn_flush(struct oribi_conn *c);
-/* Blocks up to timeout_ms for the socket to drain; 0 ok, -1 timeout/error. */
-int oribi_conn_wait_writable(struct oribi_conn *c, int64_t timeout_ms);
-
 /* The app is done with the conn: keep it alive or close it, and read on. */
 void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepalive);
+
+/* The app took the connection (hijack): the loop forgets it without
+ * closing its fd, which is returned. Kept output must be flushed first;
+ * unread input at c->buf + c->rest_off is the caller's to hand over first. */
+int oribi_loop_detach(struct oribi_loop *loop, struct oribi_conn *c);
 
 /* Hands the body tmpfile to the caller (it closes it); -1 when in memory. */
 int oribi_conn_take_body_fd(struct oribi_conn *c);

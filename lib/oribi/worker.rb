@@ -89,8 +89,8 @@ module Oribi
 
     def serve(env)
       started = Process.clock_gettime(Process::CLOCK_REALTIME) if @access_log
-      status, headers, body = call_app(env)
-      @engine.respond(env, status, headers, body)
+      status, headers, body, error = call_app(env)
+      @engine.respond(env, status, headers, body, error)
       @access_log&.log(env, status, headers, Time.at(started))
     rescue SystemExit, SignalException
       raise
@@ -105,7 +105,7 @@ module Oribi
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: app raised", e)
-      [500, ERROR_HEADERS.dup, ERROR_BODY]
+      [500, ERROR_HEADERS.dup, ERROR_BODY, e] # e goes to rack.response_finished
     end
   end
 end

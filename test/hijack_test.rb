@@ -1,0 +1,173 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require_relative "support/websocket"
+
+# Handing the connection to the app: full hijack, partial hijack and the
+# rack.protocol upgrade, each carrying a WebSocket echo. The first frame is
+# sent in the same write as the upgrade request, so it sits in the server's
+# read-ahead buffer when the app takes over and must not be lost.
+class HijackTest < Minitest::Test
+  include SharedServer
+  server "websocket.ru"
+
+  KEY = "dGhlIHNhbXBsZSBub25jZQ=="
+  ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" # RFC 6455 section 1.3
+
+  # WebSocket.decode reads with read(n); this one gives up at a deadline.
+  Reader = Struct.new(:sock, :deadline) do
+    def read(n) = HTTPClient.read_bytes(sock, n, deadline)
+  end
+
+  def upgrade_request(path, extra = "")
+    "GET #{path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" \
+      "Sec-WebSocket-Key: #{KEY}\r\nSec-WebSocket-Version: 13\r\n#{extra}\r\n"
+  end
+
+  # The handshake head, read up to its blank line and not a byte further.
+  def read_head(sock)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+    lines = []
+    while (line = HTTPClient.read_line(sock, deadline)) && line != "\r\n"
+      lines << line.chomp
+    end
+    status = lines.shift
+    [status, lines.to_h { |l| k, v = l.split(":", 2); [k.downcase, v.strip] }]
+  end
+
+  def frame(text, opcode: WebSocket::TEXT) = WebSocket.encode(text, opcode: opcode, mask: "k3y!")
+
+  def read_frame(sock) = WebSocket.decode(Reader.new(sock, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10))
+
+  # The whole conversation; returns the handshake headers.
+  def echo_session(sock, path)
+    sock.write(upgrade_request(path) + frame("first"))
+    status, headers = read_head(sock)
+    assert_equal "HTTP/1.1 101 Switching Protocols", status, path
+    assert_equal ACCEPT, headers["sec-websocket-accept"]
+    assert_equal "websocket", headers["upgrade"]&.downcase
+    assert_equal "upgrade", headers["connection"]&.downcase
+    assert_equal [WebSocket::TEXT, "echo: first"], read_frame(sock), "#{path}: the frame sent with the request"
+    sock.write(frame("second"))
+    assert_equal [WebSocket::TEXT, "echo: second"], read_frame(sock), "#{path}: a frame sent later"
+    sock.write(frame("bye", opcode: WebSocket::CLOSE))
+    assert_equal [WebSocket::CLOSE, "bye"], read_frame(sock)
+    assert HTTPClient.closed?(sock), "#{path}: the app closes the connection"
+    headers
+  end
+
+  def test_full_hijack_websocket_echo_on_both_transports
+    server.each_transport do |name, open|
+      s = open.call
+      headers = echo_session(s, "/full")
+      assert_nil headers["date"], "#{name}: only the app wrote to the socket" # the server's heads have a date
+      s.close
+    end
+    assert_match(/pong/, HTTPClient.request(server.tcp, "/ping").body)
+  end
+
+  def test_partial_hijack_websocket_echo
+    server.each_transport do |_, open|
+      s = open.call
+      headers = echo_session(s, "/partial")
+      refute_nil headers["date"], "the server wrote the head"
+      assert_nil headers["content-length"]
+      s.close
+    end
+  end
+
+  def test_rack_protocol_upgrade_with_a_streaming_body
+    server.each_transport do |_, open|
+      s = open.call
+      headers = echo_session(s, "/protocol")
+      assert_nil headers["content-length"]
+      assert_nil headers["transfer-encoding"]
+      s.close
+    end
+  end
+
+  def test_many_frames_already_buffered_when_the_app_takes_over
+    s = server.tcp
+    frames = (1..20).map { |i| frame("m#{i}" * 50) }.join
+    s.write(upgrade_request("/full") + frames)
+    read_head(s)
+    (1..20).each { |i| assert_equal "echo: #{"m#{i}" * 50}", read_frame(s)[1] }
+    s.write(frame("", opcode: WebSocket::CLOSE))
+    assert_equal WebSocket::CLOSE, read_frame(s)[0]
+  ensure
+    s&.close
+  end
+
+  def test_hijacked_io_is_a_socket_of_the_transport
+    { tcp: "TCPSocket", unix: "UNIXSocket" }.each do |transport, cls|
+      res = HTTPClient.request(server.public_send(transport), "/hijack-class")
+      assert_equal "#{cls} same", res.body, "a second call returns the same IO"
+    end
+  end
+
+  def test_partial_hijack_without_upgrade
+    s = server.tcp
+    res = HTTPClient.request(s, "/partial-200")
+    assert_equal 200, res.status
+    assert_equal "close", res["connection"]
+    assert_nil res["content-length"]
+    assert_nil res["transfer-encoding"]
+    assert_equal "text/plain", res["content-type"]
+    assert_equal "raw body", res.body
+  ensure
+    s&.close
+  end
+
+  def test_full_hijack_once_the_response_started_is_refused
+    res = HTTPClient.request(server.tcp, "/late-hijack")
+    assert_equal "refused: IOError", res.body
+  end
+
+  def test_hijacked_connections_are_not_kept_by_the_server
+    pid = HTTPClient.request(server.tcp, "/ping").body[/\d+/].to_i
+    before = fd_count(pid)
+    10.times do
+      s = server.unix
+      s.write(upgrade_request("/partial"))
+      read_head(s)
+      s.write(frame("", opcode: WebSocket::CLOSE))
+      read_frame(s)
+      s.close
+    end
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    sleep 0.02 until fd_count(pid) <= before || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    assert_operator fd_count(pid), :<=, before
+  end
+
+  def test_rack_protocol_lists_the_offered_protocols
+    s = server.tcp
+    s.write("GET /protocols HTTP/1.1\r\nHost: t\r\nUpgrade: h2c, websocket\r\nConnection: keep-alive, Upgrade\r\n\r\n")
+    assert_equal '["h2c", "websocket"]', HTTPClient.read_response(s).body
+    s.write("GET /protocols HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n\r\n")
+    assert_equal "nil", HTTPClient.read_response(s).body, "no Connection: upgrade, no upgrade asked"
+    s.write("GET /protocols HTTP/1.0\r\nUpgrade: websocket\r\nConnection: upgrade, keep-alive\r\n\r\n")
+    assert_equal "nil", HTTPClient.read_response(s).body, "HTTP/1.0 cannot upgrade (RFC 9110 7.8)"
+  ensure
+    s&.close
+  end
+
+  def test_rack_protocol_the_request_did_not_offer_is_dropped
+    s = server.tcp
+    s.write("GET /nolint/x HTTP/1.1\r\nHost: t\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
+    res = HTTPClient.read_response(s)
+    assert_equal 200, res.status
+    assert_nil res["upgrade"]
+    assert_equal 'not upgraded ["h2c"]', res.body
+    assert_match(/dropped response header "rack.protocol": not one of the protocols/, server.log_until(/rack.protocol/))
+    # and without any upgrade asked
+    s.write("GET /nolint/y HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert_equal 200, HTTPClient.read_response(s).status
+    assert_match(/"rack.protocol": the request asked for no upgrade/, server.log_until(/asked for no upgrade/))
+  ensure
+    s&.close
+  end
+
+  private
+
+  def fd_count(pid) = Dir.children("/proc/#{pid}/fd").size
+end

@@ -1,0 +1,117 @@
+# frozen_string_literal: true
+
+require "rack3_helper"
+
+# Bodies that respond to to_path go out with sendfile(2); their each must
+# not be called (the test app's raises).
+class SendfileTest < Minitest::Test
+  include SharedServer
+  server "rack3.ru", env: Rack3Files.server_env
+
+  def get(sock, path, method: "GET")
+    sock.write("#{method} #{path} HTTP/1.1\r\nHost: t\r\n\r\n")
+    HTTPClient.read_response(sock, timeout: 20, head: method == "HEAD")
+  end
+
+  def test_file_bodies_arrive_whole_with_their_length_on_both_transports
+    server.each_transport do |name, open|
+      s = open.call
+      { "small.bin" => Rack3Files::SMALL, "large.bin" => Rack3Files::LARGE, "empty.bin" => "" }.each do |file, data|
+        res = get(s, "/file?name=#{file}")
+        assert_equal 200, res.status, "#{name} #{file}"
+        assert_equal data.bytesize.to_s, res["content-length"]
+        assert_nil res["transfer-encoding"]
+        assert_equal Digest::MD5.hexdigest(data), Digest::MD5.hexdigest(res.body), "#{name} #{file}"
+      end
+      assert_equal 200, get(s, "/pid").status, "#{name}: keep-alive after files"
+      s.close
+    end
+    refute_match(/each called/, server.log)
+  end
+
+  def test_head_gives_the_file_length_and_no_body
+    s = server.tcp
+    res = get(s, "/file?name=large.bin", method: "HEAD")
+    assert_equal Rack3Files::LARGE.bytesize.to_s, res["content-length"]
+    assert_equal "", res.body
+    assert_equal 200, get(s, "/pid").status, "the next response starts right after the head"
+  ensure
+    s&.close
+  end
+
+  def test_the_apps_shorter_content_length_cuts_the_file
+    s = server.tcp
+    res = get(s, "/file-length?name=small.bin&len=100")
+    assert_equal "100", res["content-length"]
+    assert_equal Rack3Files::SMALL[0, 100], res.body
+    assert_equal 200, get(s, "/pid").status
+  ensure
+    s&.close
+  end
+
+  def test_the_apps_longer_content_length_closes_the_connection
+    s = server.tcp
+    s.write("GET /file-length?name=small.bin&len=6000 HTTP/1.1\r\nHost: t\r\n\r\n")
+    data = +""
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+    while (c = HTTPClient.read_some(s, 65_536, deadline))
+      data << c
+    end
+    assert_match(/content-length: 6000\r\n/, data)
+    assert data.end_with?("\r\n\r\n" + Rack3Files::SMALL), "the file, then the close"
+  ensure
+    s&.close
+  end
+
+  def test_body_is_closed_and_no_descriptor_leaks
+    pid = get(server.tcp, "/pid").body.to_i
+    before = Dir.children("/proc/#{pid}/fd").size
+    s = server.unix
+    20.times { assert_equal 200, get(s, "/file?name=small.bin").status }
+    s.close
+    assert_match(/file body closed small.bin/, server.log_until(/file body closed/))
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    sleep 0.02 until Dir.children("/proc/#{pid}/fd").size <= before ||
+                     Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    assert_operator Dir.children("/proc/#{pid}/fd").size, :<=, before
+  end
+
+  def test_rack_files_under_lint
+    s = server.tcp
+    res = get(s, "/files/large.bin")
+    assert_equal 200, res.status, res.body[0, 200]
+    assert_equal Digest::MD5.hexdigest(Rack3Files::LARGE), Digest::MD5.hexdigest(res.body)
+    ranged = HTTPClient.request(s, "/files/small.bin", headers: { "Range" => "bytes=10-19" })
+    assert_equal 206, ranged.status # Rack::Files' range body has no to_path
+    assert_equal Rack3Files::SMALL[10, 10], ranged.body
+  ensure
+    s&.close
+  end
+
+  def test_to_path_naming_no_file_falls_back_to_each
+    res = get(server.tcp, "/nolint/file-missing")
+    assert_equal "from each", res.body
+  end
+
+  def test_a_client_that_stops_reading_is_dropped_after_the_write_timeout
+    srv = ServerProcess.new("rack3.ru", "--write-timeout", "1", env: Rack3Files.server_env, unix: false)
+    stuck = srv.tcp
+    stuck.write("GET /file?name=huge.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+    stuck.readpartial(100) # the response started; now it stalls
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    other = HTTPClient.request(srv.tcp, "/pid") # waits for the one worker
+    assert_equal 200, other.status
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :<, 10
+    # what the kernel had queued arrives, then the close: not the whole file
+    received = 0
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+    while (c = HTTPClient.read_some(stuck, 1 << 20, deadline))
+      received += c.bytesize
+    end
+    assert_operator received, :<, 256 * 1024 * 1024
+    assert_match(/file body closed huge.bin/, srv.log_until(/huge.bin/))
+  ensure
+    stuck&.close
+    srv&.stop
+  end
+end
