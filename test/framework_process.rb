@@ -30,13 +30,6 @@ class FrameworkProcess < ServerProcess
   end
 
   # The exit status once the process ends by itself, nil after timeout.
-  def wait_exit(timeout)
-    Timeout.timeout(timeout) { _, @status = Process.wait2(@pid) }
-    @status
-  rescue Timeout::Error
-    nil
-  end
-
   # A command that should exit by itself (a help text, a refused option):
   # its combined output and status, or a failure if it is still running
   # after timeout (it may have started a server after all).

@@ -20,8 +20,8 @@ class SignalsTest < Minitest::Test
     Process.kill(:TERM, srv.pid)
     statuses = clients.map { |s| HTTPClient.read_response(s, timeout: 10)&.status }
     assert_equal [200, 200, 200, 200], statuses
-    status = srv.stop
-    assert status.success?, "exit status #{status.inspect}"
+    status = srv.wait_exit(10)
+    assert status&.success?, "exit status #{status.inspect}"
     assert_raises(Errno::ECONNREFUSED) { srv.tcp }
   ensure
     srv&.stop
@@ -36,7 +36,7 @@ class SignalsTest < Minitest::Test
     Process.kill(:TERM, srv.pid)
     assert wait_until { srv.log.include?("draining") }
     Process.kill(:TERM, srv.pid)
-    srv.stop(timeout: 10)
+    assert srv.wait_exit(10), "the master did not exit"
     assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t, :<, 5
   ensure
     srv&.stop
@@ -48,7 +48,7 @@ class SignalsTest < Minitest::Test
     s.write("GET /?sleep=30 HTTP/1.1\r\nHost: t\r\n\r\n")
     assert wait_until { srv.log.include?("sleeping") }
     Process.kill(:TERM, srv.pid)
-    srv.stop(timeout: 10)
+    assert srv.wait_exit(10), "the master did not exit"
     assert_match(/shutdown_timeout: killing worker\[0\]/, srv.log)
   ensure
     srv&.stop

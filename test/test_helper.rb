@@ -67,6 +67,15 @@ class ServerProcess
     yield(:unix, method(:unix)) if File.socket?(@sock)
   end
 
+  # The exit status once the server ends by itself (nil after timeout):
+  # for a test that already sent the signal and must not send another.
+  def wait_exit(timeout)
+    Timeout.timeout(timeout) { _, @status = Process.wait2(@pid) }
+    @status
+  rescue Timeout::Error
+    nil
+  end
+
   def stop(signal = :TERM, timeout: 15)
     return @status if @status
 
