@@ -475,5 +475,4 @@ void Init_oribi_engine(VALUE mOribi)
     /* The targets of env["rack.hijack"] and env["rack.early_hints"]. */
     rb_define_private_method(cEngine, "rack_hijack", oribi_full_hijack, 0);
     rb_define_private_method(cEngine, "rack_early_hints", oribi_early_hints, 1);
-    rb_define_const(cEngine, "PARSER_SIMD", Qnil);
 }
