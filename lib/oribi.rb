@@ -19,4 +19,5 @@ module Oribi
   autoload :Master, "oribi/master"
   autoload :Signals, "oribi/signals"
   autoload :AccessLog, "oribi/access_log"
+  autoload :Systemd, "oribi/systemd"
 end

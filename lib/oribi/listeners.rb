@@ -4,28 +4,59 @@ require "socket"
 require "uri"
 
 module Oribi
-  # Binds the sockets named by --bind URIs: tcp://HOST:PORT (IPv4, [IPv6]) and
-  # unix:///PATH. Unix socket paths are checked for a live owner before a
-  # stale file is replaced, and removed on exit by the process that made them.
+  # The listening sockets. Either inherited, ready-made, from a supervisor
+  # (start_server's SERVER_STARTER_PORT, systemd's LISTEN_FDS: every one is
+  # used, none is bound anew, and they are never unlinked or shut down, so a
+  # next generation keeps receiving on them), or bound from --bind URIs:
+  # tcp://HOST:PORT (IPv4, [IPv6]) and unix:///PATH. A unix socket path is
+  # checked for a live owner before a stale file is replaced, and removed on
+  # exit by the process that made it.
   class Listeners
-    Listener = Struct.new(:uri, :socket, :path, keyword_init: true) do
+    Listener = Struct.new(:uri, :socket, :path, :inherited, keyword_init: true) do
       def fileno = socket.fileno
       def unix? = !path.nil?
       def to_s = uri
     end
 
-    attr_reader :all
+    attr_reader :all, :supervisor
 
-    def initialize(binds, backlog: 1024, reuse_port: false, unix_mode: nil)
+    def initialize(binds, backlog: 1024, reuse_port: false, unix_mode: nil, env: ENV)
       @backlog = backlog
       @reuse_port = reuse_port
       @unix_mode = unix_mode
       @all = []
       @owner = Process.pid
-      binds.each { |b| @all << bind(b) }
+      inherited = self.class.inherited(env)
+      if inherited
+        @supervisor, specs = inherited
+        specs.each { |spec, fd| @all << adopt(spec, fd) }
+      else
+        binds.each { |b| @all << bind(b) }
+      end
     rescue StandardError
       close
       raise
+    end
+
+    # [supervisor, [[spec, fd], ...]] when the environment hands us
+    # listeners, else nil. start_server: "SPEC=FD;SPEC=FD" where SPEC is
+    # port, host:port, [v6]:port or a unix socket path. systemd: LISTEN_FDS
+    # sockets from fd 3, meant for us only when LISTEN_PID is our pid.
+    def self.inherited(env = ENV)
+      if (ports = env["SERVER_STARTER_PORT"]) && !ports.empty?
+        specs = ports.split(";").map do |entry|
+          spec, fd = entry.rpartition("=").values_at(0, 2)
+          raise ArgumentError, "SERVER_STARTER_PORT entry #{entry.inspect} is not SPEC=FD" if spec.empty? || fd !~ /\A\d+\z/
+
+          [spec, Integer(fd, 10)]
+        end
+        return [:start_server, specs]
+      end
+      n = env["LISTEN_FDS"].to_i
+      return nil unless n.positive? && env["LISTEN_PID"].to_i == Process.pid
+
+      names = env["LISTEN_FDNAMES"].to_s.split(":")
+      [:systemd, (0...n).map { |i| [names[i] || "fd#{3 + i}", 3 + i] }]
     end
 
     def fds = @all.map(&:fileno)
@@ -38,7 +69,7 @@ module Oribi
     def close
       @all.each do |l|
         l.socket.close unless l.socket.closed?
-        File.unlink(l.path) if l.path && Process.pid == @owner && File.socket?(l.path)
+        File.unlink(l.path) if l.path && !l.inherited && Process.pid == @owner && File.socket?(l.path)
       rescue SystemCallError
         nil
       end
@@ -58,6 +89,27 @@ module Oribi
     end
 
     private
+
+    # A socket a supervisor bound for us: described, tuned like ours, and
+    # otherwise left alone.
+    def adopt(spec, fd)
+      sock = Socket.for_fd(fd)
+      sock.autoclose = true
+      sock.close_on_exec = true
+      addr = sock.local_address
+      raise ArgumentError, "inherited fd #{fd} (#{spec}) is not a listening stream socket" unless sock.getsockopt(:SOCKET, :ACCEPTCONN).bool
+
+      if addr.unix?
+        Listener.new(uri: "unix://#{addr.unix_path} (inherited fd #{fd})", socket: sock, path: addr.unix_path, inherited: true)
+      else
+        sock.setsockopt(:TCP, :NODELAY, true)
+        sock.setsockopt(:TCP, :DEFER_ACCEPT, 1) if defined?(Socket::TCP_DEFER_ACCEPT)
+        host = addr.ipv6? ? "[#{addr.ip_address}]" : addr.ip_address
+        Listener.new(uri: "tcp://#{host}:#{addr.ip_port} (inherited fd #{fd})", socket: sock, inherited: true)
+      end
+    rescue Errno::EBADF, Errno::ENOTSOCK
+      raise ArgumentError, "inherited fd #{fd} (#{spec}) is not open as a socket"
+    end
 
     def bind(uri)
       kind, *rest = self.class.parse(uri)

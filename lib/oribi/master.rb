@@ -31,13 +31,16 @@ module Oribi
       @ready_r, @ready_w = IO.pipe
       @ready_r.close_on_exec = true
       @status = 0
+      @watchdog_interval = Systemd.watchdog_interval
+      @next_watchdog = now
       Process.setproctitle("oribi master #{@server.listeners.all.map(&:uri).join(' ')}")
       loop do
         spawn_missing unless @stopping
-        @signals.wait(wait_time).each { |sig| handle(sig) }
+        @signals.wait(wait_time, [@ready_r]).each { |sig| handle(sig) }
         read_ready
         reap
         enforce_deadline
+        supervise
         break if @stopping && @slots.empty?
       end
       @status
@@ -47,8 +50,23 @@ module Oribi
 
     def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
+    # Tells systemd (when it listens) that the service is up once every
+    # worker booted, and keeps its watchdog fed.
+    def supervise
+      if !@notified_ready && !@stopping && @slots.size == @count && @slots.values.all?(&:booted)
+        @notified_ready = true
+        Systemd.notify("READY=1\nMAINPID=#{Process.pid}\nSTATUS=#{@count} workers")
+      end
+      return unless (interval = @watchdog_interval)
+
+      return unless now >= @next_watchdog
+
+      Systemd.notify("WATCHDOG=1")
+      @next_watchdog = now + interval
+    end
+
     def wait_time
-      times = [@deadline, (@respawn_at if @respawn_at > now)].compact
+      times = [@deadline, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval)].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
 
@@ -72,6 +90,7 @@ module Oribi
       Log.info("#{sig}: draining #{@slots.size} worker(s), #{@config[:shutdown_timeout]} s at most")
       @stopping = true
       @deadline = now + @config[:shutdown_timeout]
+      Systemd.notify("STOPPING=1")
       signal_all(:TERM)
       # The workers keep their copies until their backlog is served; once
       # the last is closed new connections are refused.

@@ -33,6 +33,7 @@ module Oribi
       title
       @ready&.write("#{@index} #{Process.pid}\n")
       @ready&.close
+      Systemd.notify("READY=1\nMAINPID=#{Process.pid}") if @standalone
       while (env = @engine.next_request)
         @served += 1
         retire if @served == @limit # before the response, so that it says connection: close
@@ -46,8 +47,10 @@ module Oribi
 
     # Graceful: no new connections, in-flight requests finish. Connections
     # the kernel already queued on the listeners count as in flight: they
-    # are accepted and served first (BRIEF 5).
-    def stop(drain_backlog: true)
+    # are accepted and served first (BRIEF 5) — unless a supervisor
+    # (start_server, systemd) holds the listeners for the next generation,
+    # which will serve them.
+    def stop(drain_backlog: @server.listeners.supervisor.nil?)
       return exit!(0) if @stopping # a second TERM: no more waiting
 
       @stopping = true

@@ -1,0 +1,110 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# Listeners handed over by a supervisor: start_server (Server::Starter) and
+# systemd socket activation, plus sd_notify.
+class InheritTest < Minitest::Test
+  ORIBI = File.join(ROOT, "exe/oribi")
+
+  def free_port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+
+  def pid_of(res) = res.body.split[1].to_i
+
+  def get(port)
+    HTTPClient.request(TCPSocket.new("127.0.0.1", port), "/", headers: { "Connection" => "close" })
+  end
+
+  def test_start_server_every_fd_and_hup_restarts_without_failures
+    skip "start_server not installed (Debian libserver-starter-perl)" unless system("which start_server > /dev/null")
+    Dir.mktmpdir do |d|
+      port = free_port
+      sock = File.join(d, "app.sock")
+      log = File.join(d, "log")
+      pid = Process.spawn("start_server", "--port=127.0.0.1:#{port}", "--path=#{sock}", "--interval=1",
+                          "--", RbConfig.ruby, ORIBI, "-w", "2", File.join(APPS, "env.ru"),
+                          %i[out err] => log, pgroup: true)
+      assert wait_until(timeout: 20) { (get(port) rescue nil)&.status == 200 }, File.read(log)
+      assert File.socket?(sock)
+      assert_equal 200, HTTPClient.request(UNIXSocket.new(sock), "/").status # the second fd is used too
+      text = File.read(log)
+      assert_match(/listening on tcp:\/\/127\.0\.0\.1:#{port} \(inherited fd \d+\)/, text)
+      assert_match(/listening on unix:\/\/#{Regexp.escape(sock)} \(inherited fd \d+\)/, text)
+
+      old = pid_of(get(port))
+      old_master = File.read("/proc/#{old}/stat").split[3].to_i
+      Process.kill(:HUP, pid)
+      failures = 0
+      seen_new = false
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+      until seen_new || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        res = begin
+          get(port)
+        rescue SystemCallError, EOFError
+          nil
+        end
+        failures += 1 unless res&.status == 200
+        next unless res&.status == 200
+
+        w = pid_of(res)
+        seen_new = (File.read("/proc/#{w}/stat").split[3].to_i != old_master rescue false)
+      end
+      assert seen_new, "no new generation served:\n#{File.read(log)}"
+      assert_equal 0, failures, File.read(log)
+      # the old generation drained and exited
+      assert wait_until(timeout: 10) { !File.exist?("/proc/#{old_master}") || File.read("/proc/#{old_master}/stat").split[2] == "Z" }
+      assert File.socket?(sock), "the inherited unix socket must not be removed"
+      Process.kill(:TERM, pid)
+      _, status = Process.wait2(pid)
+      assert status.success?, File.read(log)
+    ensure
+      begin
+        Process.kill(:KILL, -pid) if pid
+      rescue Errno::ESRCH
+        nil
+      end
+    end
+  end
+
+  def test_systemd_socket_activation_and_notify
+    Dir.mktmpdir do |d|
+      notify_path = File.join(d, "notify")
+      notify = Socket.new(:UNIX, :DGRAM, 0)
+      notify.bind(Socket.pack_sockaddr_un(notify_path))
+      listener = TCPServer.new("127.0.0.1", 0)
+      port = listener.addr[1]
+      log = File.join(d, "log")
+      # what systemd does: the socket at fd 3, LISTEN_PID set in the child
+      pid = fork do
+        ENV["LISTEN_FDS"] = "1"
+        ENV["LISTEN_PID"] = Process.pid.to_s
+        ENV["NOTIFY_SOCKET"] = notify_path
+        exec(RbConfig.ruby, ORIBI, "-w", "1", "-b", "tcp://127.0.0.1:1", File.join(APPS, "env.ru"),
+             3 => listener, %i[out err] => log)
+      end
+      listener.close # the server has its own copy now
+      assert notify.wait_readable(20), "no notification:\n#{File.read(log)}"
+      assert_match(/READY=1/, notify.recv(4096))
+      assert_equal 200, get(port).status
+      assert_match(/inherited fd 3/, File.read(log))
+      refute_match(/:1\b/, File.read(log)[/listening on .*/]) # --bind is ignored when sockets are handed over
+      Process.kill(:TERM, pid)
+      assert notify.wait_readable(10)
+      assert_match(/STOPPING=1/, notify.recv(4096))
+      _, status = Process.wait2(pid)
+      assert status.success?
+    ensure
+      notify&.close
+    end
+  end
+
+  def test_inherited_specs_are_parsed
+    env = { "SERVER_STARTER_PORT" => "0.0.0.0:80=3;[::1]:8080=4;/tmp/app.sock=5;9000=6" }
+    assert_equal [:start_server, [["0.0.0.0:80", 3], ["[::1]:8080", 4], ["/tmp/app.sock", 5], ["9000", 6]]],
+                 Oribi::Listeners.inherited(env)
+    assert_nil Oribi::Listeners.inherited("LISTEN_FDS" => "2", "LISTEN_PID" => "1")
+    assert_equal [:systemd, [["web", 3], ["fd4", 4]]],
+                 Oribi::Listeners.inherited("LISTEN_FDS" => "2", "LISTEN_PID" => Process.pid.to_s, "LISTEN_FDNAMES" => "web")
+    assert_raises(ArgumentError) { Oribi::Listeners.inherited("SERVER_STARTER_PORT" => "80") }
+  end
+end
