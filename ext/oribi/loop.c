@@ -691,9 +691,15 @@ void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog)
     set_accepting(loop, 0);
     loop->stopping = 1;
     loop->accept_resume_at = 0;
+    /* Idle keep-alive connections are not cut at once: a client may be
+     * sending its next request right now, and a close racing it is a failed
+     * request. For a short grace each one's next request is still answered
+     * (with connection: close); the ones that stay silent are closed then. */
+    if (loop->timeout_ms[TIMER_IDLE] > ORIBI_DRAIN_IDLE_MS)
+        loop->timeout_ms[TIMER_IDLE] = ORIBI_DRAIN_IDLE_MS;
     for (int fd = 0; fd < loop->by_fd_cap; fd++) {
         struct oribi_conn *c = loop->by_fd[fd];
         if (c && c->state == CONN_HEAD && c->len == 0)
-            conn_close(loop, c);
+            timer_arm(loop, c, TIMER_IDLE);
     }
 }

@@ -26,6 +26,7 @@
 #define ORIBI_DEFAULT_BODY_BUFFER          (112 * 1024)
 #define ORIBI_DEFAULT_MAX_CONNECTIONS      1024
 #define ORIBI_LINGER_MS                    2000
+#define ORIBI_DRAIN_IDLE_MS                1000 /* idle keep-alive grace when draining */
 #define ORIBI_BODY_PROGRESS                8192 /* bytes that re-arm the body timer */
 #define ORIBI_WRITE_BACKLOG                (1024 * 1024)
 

@@ -10,4 +10,5 @@ __attribute__((visibility("default"))) void Init_oribi(void)
     Init_oribi_parser(mOribi);
     Init_oribi_engine(mOribi);
     Init_oribi_loadgen(mOribi);
+    Init_oribi_scoreboard(mOribi);
 }

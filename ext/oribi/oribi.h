@@ -7,4 +7,5 @@ extern VALUE mOribi;
 void Init_oribi_parser(VALUE mOribi);  /* parser_ruby.c: Oribi::Parser (tests, fuzz seeds) */
 void Init_oribi_engine(VALUE mOribi);  /* engine.c: Oribi::Engine (the worker's C loop) */
 void Init_oribi_loadgen(VALUE mOribi); /* loadgen.c: Oribi::Loadgen (oribi bench) */
+void Init_oribi_scoreboard(VALUE mOribi); /* scoreboard.c: Oribi::Scoreboard (worker states) */
 #endif

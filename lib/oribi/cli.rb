@@ -51,6 +51,9 @@ module Oribi
         o.on("--[no-]reuse-port", "SO_REUSEPORT on TCP listeners (default off)") { |x| v[:reuse_port] = x }
         o.on("--unix-mode MODE", OCTAL, "permissions of unix sockets, octal (default: per umask)") { |x| v[:unix_mode] = x.to_i(8) }
         o.on("--umask MODE", OCTAL, "process umask, octal (default: inherited)") { |x| v[:umask] = x.to_i(8) }
+        o.on("--worker-timeout SEC", Float, "kill a worker busy in one request longer; 0 = never (default 60)") { |x| v[:worker_timeout] = x }
+        o.on("--rolling-interval SEC", Float, "pause between workers in a rolling restart (default 1)") { |x| v[:rolling_interval] = x }
+        o.on("--oob-gc N", Integer, "run GC between requests every N requests; 0 = off (default 0)") { |x| v[:oob_gc] = x }
         o.on("--shutdown-timeout SEC", Float, "kill workers still busy this long after TERM (default 25)") { |x| v[:shutdown_timeout] = x }
         o.on("--access-log [FILE]", "log each request to FILE (default: stderr); off unless given") { |x| v[:access_log] = x || "-" }
         o.on("--access-log-format FMT", %w[combined ltsv json], "combined, ltsv or json (default combined)") { |x| v[:access_log_format] = x }

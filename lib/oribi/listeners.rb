@@ -28,8 +28,10 @@ module Oribi
       @owner = Process.pid
       inherited = self.class.inherited(env)
       if inherited
-        @supervisor, specs = inherited
-        specs.each { |spec, fd| @all << adopt(spec, fd) }
+        source, specs = inherited
+        # After a USR2 handover this process owns the sockets like ones it bound.
+        @supervisor = source unless source == :oribi
+        specs.each { |spec, fd| @all << adopt(spec, fd, owned: source == :oribi) }
       else
         binds.each { |b| @all << bind(b) }
       end
@@ -43,6 +45,9 @@ module Oribi
     # port, host:port, [v6]:port or a unix socket path. systemd: LISTEN_FDS
     # sockets from fd 3, meant for us only when LISTEN_PID is our pid.
     def self.inherited(env = ENV)
+      if (own = env["ORIBI_INHERIT"]) && !own.empty? # from our own previous generation (USR2)
+        return [:oribi, own.split(";").map { |e| e.rpartition("=").then { |spec, _, fd| [spec, Integer(fd, 10)] } }]
+      end
       if (ports = env["SERVER_STARTER_PORT"]) && !ports.empty?
         specs = ports.split(";").map do |entry|
           spec, fd = entry.rpartition("=").values_at(0, 2)
@@ -60,6 +65,17 @@ module Oribi
     end
 
     def fds = @all.map(&:fileno)
+
+    # A next generation took the sockets over (USR2): closing ours must not
+    # remove the unix socket files it now serves on.
+    def handed_over!
+      @all.each { |l| l.inherited = true }
+    end
+
+    # The previous generation handed over to us: the files are ours to remove.
+    def take_ownership!
+      @all.each { |l| l.inherited = false } if @supervisor.nil?
+    end
 
     # Closes this process's copies only (a worker that stops accepting).
     def close_sockets
@@ -92,12 +108,16 @@ module Oribi
 
     # A socket a supervisor bound for us: described, tuned like ours, and
     # otherwise left alone.
-    def adopt(spec, fd)
+    def adopt(spec, fd, owned: false)
       sock = Socket.for_fd(fd)
       sock.autoclose = true
       sock.close_on_exec = true
       addr = sock.local_address
       raise ArgumentError, "inherited fd #{fd} (#{spec}) is not a listening stream socket" unless sock.getsockopt(:SOCKET, :ACCEPTCONN).bool
+
+      # Ours once we serve in its place (take_ownership!); until then a failed
+      # start must leave the files to the generation that still serves.
+      return Listener.new(uri: spec, socket: sock, path: (addr.unix_path if addr.unix?), inherited: true) if owned
 
       if addr.unix?
         Listener.new(uri: "unix://#{addr.unix_path} (inherited fd #{fd})", socket: sock, path: addr.unix_path, inherited: true)

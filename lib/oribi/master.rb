@@ -2,15 +2,19 @@
 
 module Oribi
   # The prefork master: forks the workers, notices at once when one dies
-  # and replaces it (throttled when they keep crashing), and acts on the
-  # operator's signals (SIGNALS.md). It never serves a request itself.
+  # and replaces it (throttled when they keep crashing), kills one stuck in
+  # a request past worker_timeout, and acts on the operator's signals
+  # (docs/SIGNALS.md): graceful stop, more or fewer workers, log reopening,
+  # rolling restart (HUP) and hot restart of the whole server (USR2). It
+  # never serves a request itself.
   class Master
-    SIGNALS = %w[TERM INT QUIT TTIN TTOU USR1 HUP CHLD].freeze
+    SIGNALS = %w[TERM INT QUIT TTIN TTOU USR1 USR2 HUP CHLD].freeze
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
     QUICK_CRASH = 5.0     # a worker that dies sooner than this after boot crashed "quickly"
     KILL_WAIT = 5.0       # after SIGKILL, how long to wait for the last reaps
+    SCOREBOARD_SLOTS = 1024
 
-    Slot = Struct.new(:index, :pid, :started, :booted, :retiring, keyword_init: true)
+    Slot = Struct.new(:index, :pid, :started, :booted, :retiring, :sb, keyword_init: true)
 
     def initialize(server, app)
       @server = server
@@ -23,6 +27,8 @@ module Oribi
       @respawn_at = 0.0
       @stopping = false
       @deadline = nil
+      @rolling = []        # pids still to replace in a rolling restart
+      @heir = nil          # [pid, ready pipe] of a new generation being born (USR2)
     end
 
     # Returns the exit status: 0 after a graceful stop.
@@ -30,15 +36,20 @@ module Oribi
       @signals = Signals.new(SIGNALS)
       @ready_r, @ready_w = IO.pipe
       @ready_r.close_on_exec = true
+      @scoreboard = Scoreboard.new(SCOREBOARD_SLOTS)
+      @free_sb = (0...SCOREBOARD_SLOTS).to_a
       @status = 0
       @watchdog_interval = Systemd.watchdog_interval
       @next_watchdog = now
       Process.setproctitle("oribi master #{@server.listeners.all.map(&:uri).join(' ')}")
       loop do
         spawn_missing unless @stopping
-        @signals.wait(wait_time, [@ready_r]).each { |sig| handle(sig) }
+        @signals.wait(wait_time, [@ready_r, @heir&.last].compact).each { |sig| handle(sig) }
         read_ready
+        watch_heir
         reap
+        roll
+        enforce_timeouts
         enforce_deadline
         supervise
         break if @stopping && @slots.empty?
@@ -50,23 +61,9 @@ module Oribi
 
     def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
-    # Tells systemd (when it listens) that the service is up once every
-    # worker booted, and keeps its watchdog fed.
-    def supervise
-      if !@notified_ready && !@stopping && @slots.size == @count && @slots.values.all?(&:booted)
-        @notified_ready = true
-        Systemd.notify("READY=1\nMAINPID=#{Process.pid}\nSTATUS=#{@count} workers")
-      end
-      return unless (interval = @watchdog_interval)
-
-      return unless now >= @next_watchdog
-
-      Systemd.notify("WATCHDOG=1")
-      @next_watchdog = now + interval
-    end
-
     def wait_time
-      times = [@deadline, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval)].compact
+      times = [@deadline, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
+               (@roll_next_at if @rolling.any?), (now + 1 if @config[:worker_timeout].positive?)].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
 
@@ -81,28 +78,39 @@ module Oribi
       when "USR1"
         Log.reopen(@config)
         signal_all(:USR1)
-      when "HUP"
-        Log.info("HUP ignored: rolling restarts are not available yet")
+      when "HUP" then rolling_restart
+      when "USR2" then hot_restart
       end
     end
 
-    def shutdown(sig)
-      Log.info("#{sig}: draining #{@slots.size} worker(s), #{@config[:shutdown_timeout]} s at most")
+    # drain_backlog: false when a next generation shares the listeners
+    # (USR2, or start_server/systemd holding them): queued connections are
+    # its to serve.
+    def shutdown(why, drain_backlog: @server.listeners.supervisor.nil?)
+      return if @stopping
+
+      Log.info("#{why}: draining #{@slots.size} worker(s), #{@config[:shutdown_timeout]} s at most")
       @stopping = true
+      @rolling.clear
       @deadline = now + @config[:shutdown_timeout]
       Systemd.notify("STOPPING=1")
-      signal_all(:TERM)
-      # The workers keep their copies until their backlog is served; once
-      # the last is closed new connections are refused.
-      @server.listeners.close
+      signal_all(drain_backlog ? :TERM : :USR2)
+      # The workers keep their copies until they stop accepting; once the
+      # last is closed new connections are refused (or go to the heir).
+      drain_backlog ? @server.listeners.close : @server.listeners.close_sockets
     end
 
     def retire_one
       slot = @slots.values.reject(&:retiring).max_by(&:index) or return
       @count -= 1
-      slot.retiring = true
       Log.info("TTOU: #{@count} workers (stopping worker[#{slot.index}])")
-      signal(slot.pid, :TERM)
+      retire(slot)
+    end
+
+    # Stops one worker while the others go on: the backlog is theirs.
+    def retire(slot)
+      slot.retiring = true
+      signal(slot.pid, :USR2)
     end
 
     def spawn_missing
@@ -118,14 +126,16 @@ module Oribi
     end
 
     def spawn(index)
+      sb = @free_sb.shift
       @config.hook(:before_fork, @server, index)
       pid = fork do
         @signals.reset
         @ready_r.close
+        @heir&.last&.close
         Process.setproctitle("oribi worker[#{index}] booting")
         @config.hook(:after_fork, @server, index)
         app = @app || @server.load_app
-        Worker.new(@server, app, index: index, ready: @ready_w).run
+        Worker.new(@server, app, index: index, ready: @ready_w, scoreboard: [@scoreboard, sb]).run
         $stdout.flush # exit! skips at_exit and buffered output
         $stderr.flush
         exit!(0)
@@ -133,7 +143,8 @@ module Oribi
         Log.error("worker[#{index}] failed", e) unless e.is_a?(SystemExit)
         exit!(1)
       end
-      @slots[pid] = Slot.new(index: index, pid: pid, started: now, booted: false)
+      @scoreboard.clear(sb, pid)
+      @slots[pid] = Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb)
     end
 
     def read_ready
@@ -156,7 +167,12 @@ module Oribi
         pid, status = Process.wait2(-1, Process::WNOHANG)
         break unless pid
 
+        if @heir && pid == @heir.first
+          heir_failed("exited (#{describe(status)}) before it was ready")
+          next
+        end
         slot = @slots.delete(pid) or next
+        @free_sb << slot.sb
         read_ready # a worker may have booted and died between two looks
         died(slot, status)
       end
@@ -194,6 +210,138 @@ module Oribi
 
     def describe(status)
       status.signaled? ? "killed by SIG#{Signal.signame(status.termsig)}" : "exited with status #{status.exitstatus}"
+    end
+
+    # ---- rolling restart (HUP): one worker at a time, a new one booted
+    # before the old one stops, rolling_interval seconds apart ----
+
+    def rolling_restart
+      return Log.info("HUP ignored: stopping") if @stopping
+      return Log.info("HUP ignored: a rolling restart is under way") if @rolling.any?
+
+      @rolling = @slots.values.reject(&:retiring).sort_by(&:index).map(&:pid)
+      @roll_next_at = now
+      @roll_new = nil
+      Log.info("HUP: rolling restart of #{@rolling.size} worker(s)#{', reloading the app' unless @app}")
+    end
+
+    def roll
+      return if @rolling.empty? || @stopping
+
+      if @roll_new
+        new = @slots[@roll_new]
+        return abort_roll("the new worker died before it booted") unless new
+        return unless new.booted
+
+        old = @slots[@rolling.shift]
+        retire(old) if old
+        @roll_new = nil
+        @roll_next_at = now + @config[:rolling_interval]
+        Log.info("rolling restart done") if @rolling.empty?
+      elsif now >= @roll_next_at
+        old = @slots[@rolling.first]
+        return @rolling.shift unless old # gone meanwhile: its replacement is already there
+
+        @roll_new = spawn(old.index).pid
+      end
+    end
+
+    def abort_roll(why)
+      Log.error("rolling restart stopped: #{why}")
+      @rolling.clear
+      @roll_new = nil
+    end
+
+    # ---- hot restart (USR2): a new master from the same command line,
+    # handed the listening sockets; the old one drains once the new one's
+    # workers all serve, and keeps serving if the new one fails ----
+
+    def hot_restart
+      return Log.info("USR2 ignored: stopping") if @stopping
+      return Log.info("USR2 ignored: a new generation is already booting") if @heir
+
+      r, w = IO.pipe
+      inherit = @server.listeners.all.map { |l| "#{l.uri.split(' ').first}=#{l.fileno}" }.join(";")
+      argv, dir = @server.launch
+      pid = fork do
+        @signals.reset
+        r.close
+        fds = @server.listeners.all.to_h { |l| [l.fileno, l.fileno] }
+        fds[w.fileno] = w.fileno
+        env = { "ORIBI_INHERIT" => inherit, "ORIBI_READY_FD" => w.fileno.to_s,
+                "SERVER_STARTER_PORT" => nil, "LISTEN_FDS" => nil, "LISTEN_PID" => nil }
+        Dir.chdir(dir)
+        exec(env, RbConfig.ruby, *argv, fds)
+      rescue Exception => e # rubocop:disable Lint/RescueException
+        Log.error("USR2: exec failed", e)
+        exit!(1)
+      end
+      w.close
+      @heir = [pid, r]
+      Log.info("USR2: starting a new generation, pid #{pid}")
+    end
+
+    def watch_heir
+      return unless @heir
+
+      data = @heir.last.read_nonblock(64, exception: false)
+      return if data == :wait_readable
+
+      if data&.include?("ready")
+        pid = @heir.first
+        @heir.last.close
+        @heir = nil
+        @server.listeners.handed_over!
+        shutdown("USR2: generation #{pid} is serving", drain_backlog: false)
+      else
+        heir_failed("closed its pipe before it was ready")
+      end
+    end
+
+    def heir_failed(why)
+      pid, r = @heir
+      r.close unless r.closed?
+      @heir = nil
+      Log.error("USR2: the new generation (pid #{pid}) #{why}; this one goes on serving")
+      begin
+        Process.kill(:KILL, pid)
+        Process.wait(pid)
+      rescue Errno::ESRCH, Errno::ECHILD
+        nil
+      end
+    end
+
+    # ---- health ----
+
+    # Tells systemd (when it listens) and a parent generation (USR2) that
+    # the service is up once every worker booted; feeds systemd's watchdog.
+    def supervise
+      if !@notified_ready && !@stopping && @slots.size >= @count && @slots.values.all?(&:booted)
+        @notified_ready = true
+        Systemd.notify("READY=1\nMAINPID=#{Process.pid}\nSTATUS=#{@count} workers")
+        @server.notify_parent_ready
+      end
+      return unless (interval = @watchdog_interval) && now >= @next_watchdog
+
+      Systemd.notify("WATCHDOG=1")
+      @next_watchdog = now + interval
+    end
+
+    # A worker inside one request longer than worker_timeout is killed; the
+    # log names the request so it can be found.
+    def enforce_timeouts
+      limit = @config[:worker_timeout]
+      return unless limit.positive?
+
+      @slots.each_value do |slot|
+        _, busy, request, = @scoreboard.get(slot.sb)
+        next unless busy && busy > limit
+
+        Log.error("worker[#{slot.index}] pid #{slot.pid} stuck #{busy.round(1)} s on #{request.inspect} " \
+                  "(worker_timeout #{limit} s): killing it")
+        @scoreboard.clear(slot.sb, slot.pid)
+        signal(slot.pid, :KILL)
+      end
     end
 
     def enforce_deadline

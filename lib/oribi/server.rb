@@ -7,10 +7,24 @@ module Oribi
   # app (before forking when preload_app), and serves it from this process
   # (`workers 0`) or from a Master's forked workers.
   class Server
-    attr_reader :config, :listeners
+    attr_reader :config, :listeners, :launch
 
     def initialize(config)
       @config = config
+      # How to start this server again, for a hot restart (USR2).
+      @launch = [[File.expand_path($PROGRAM_NAME), *ARGV], Dir.pwd]
+    end
+
+    # Tells the generation that started us with USR2 that we serve now.
+    def notify_parent_ready
+      fd = ENV.delete("ORIBI_READY_FD") or return
+      ENV.delete("ORIBI_INHERIT")
+      @listeners.take_ownership!
+      io = IO.for_fd(Integer(fd, 10), autoclose: true)
+      io.write("ready\n")
+      io.close
+    rescue SystemCallError, ArgumentError
+      nil
     end
 
     # Serves app, or the app of the rackup file when none is given; returns
@@ -33,7 +47,7 @@ module Oribi
       end
     ensure
       @listeners&.close
-      File.unlink(@config[:pid_file]) if @pid_written && File.exist?(@config[:pid_file])
+      remove_pid_file
     end
 
     def load_app
@@ -45,6 +59,14 @@ module Oribi
     end
 
     private
+
+    # Only our own: after a USR2 handover the file holds the new master's pid.
+    def remove_pid_file
+      path = @config[:pid_file]
+      File.unlink(path) if @pid_written && File.exist?(path) && File.read(path).to_i == Process.pid
+    rescue SystemCallError
+      nil
+    end
 
     def write_pid_file
       return unless (path = @config[:pid_file])

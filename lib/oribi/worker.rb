@@ -13,7 +13,8 @@ module Oribi
     attr_reader :index, :served
 
     # ready: an IO the master reads "index pid" lines from, nil standalone.
-    def initialize(server, app, index: 0, ready: nil)
+    # scoreboard: [Scoreboard, slot] where the master watches this worker.
+    def initialize(server, app, index: 0, ready: nil, scoreboard: nil)
       @server = server
       @config = server.config
       @app = app
@@ -22,6 +23,8 @@ module Oribi
       @served = 0
       @limit = request_limit
       @standalone = ready.nil?
+      @scoreboard, @sb_slot = scoreboard
+      @oob_gc = @config[:oob_gc]
     end
 
     def run
@@ -37,8 +40,13 @@ module Oribi
       while (env = @engine.next_request)
         @served += 1
         retire if @served == @limit # before the response, so that it says connection: close
+        @scoreboard&.busy(@sb_slot, Process.pid, "#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}")
         serve(env)
+        @scoreboard&.idle(@sb_slot)
         title if (@served % TITLE_EVERY).zero?
+        # Out-of-band GC: the response is out, so the pause costs no client
+        # time (BRIEF: Rhebok's OobGC).
+        GC.start if @oob_gc.positive? && (@served % @oob_gc).zero?
       end
     ensure
       @config.hook(:before_worker_exit, @server, @index) if @engine
@@ -62,6 +70,8 @@ module Oribi
 
     def trap_signals
       %w[TERM INT QUIT].each { |sig| trap(sig) { stop } }
+      # from the master: others go on (or a next generation), leave the backlog
+      trap("USR2") { stop(drain_backlog: false) }
       trap("USR1") do
         Log.reopen(@config)
         @access_log&.reopen

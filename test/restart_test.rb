@@ -1,0 +1,133 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# Restarts under continuous load lose nothing: hot restart (USR2), rolling
+# restart (HUP), and the hard per-request timeout.
+class RestartTest < Minitest::Test
+  CONNECTIONS = 50
+
+  def master_pid(pid_file) = File.read(pid_file).to_i
+
+  def alive?(pid)
+    stat = File.read("/proc/#{pid}/stat")
+    stat.sub(/\A.*\) /, "")[0] != "Z"
+  rescue Errno::ENOENT
+    false
+  end
+
+  # Runs Oribi::Loadgen (GVL released) against the unix socket while the
+  # block restarts the server; returns its result.
+  def under_load(sock, keepalive:, seconds:)
+    req = "GET / HTTP/1.1\r\nHost: t\r\n#{'Connection: close' + "\r\n" unless keepalive}\r\n"
+    load = Thread.new do
+      Oribi::Loadgen.run(unix_path: sock, request: req, threads: 2, connections: CONNECTIONS,
+                         duration: seconds, keepalive: keepalive, timeout: 10)
+    end
+    yield
+    load.value
+  end
+
+  def assert_no_failures(result, what)
+    assert_operator result[:requests], :>, 1000, "#{what}: too little load to mean anything"
+    assert_equal 0, result[:errors].values.sum, "#{what}: #{result[:errors]}"
+    assert_equal [200], result[:status].keys, "#{what}: #{result[:status]}"
+  end
+
+  def usr2_restarts(n, pid_file)
+    n.times do |i|
+      old = master_pid(pid_file)
+      Process.kill(:USR2, old)
+      assert wait_until(timeout: 20) { master_pid(pid_file) != old && !alive?(old) },
+             "restart #{i + 1}: the old master #{old} did not hand over"
+      Process.wait(old, Process::WNOHANG) rescue nil # our own child, the first time
+    end
+  end
+
+  %i[keepalive close].each do |mode|
+    define_method("test_10_usr2_restarts_under_#{mode}_load_lose_nothing") do
+      Dir.mktmpdir do |d|
+        pid_file = File.join(d, "pid")
+        srv = ServerProcess.new("env.ru", "--pid", pid_file, workers: 2, tcp: false)
+        result = under_load(srv.sock, keepalive: mode == :keepalive, seconds: 12) do
+          usr2_restarts(10, pid_file)
+        end
+        assert_no_failures(result, "USR2 x10 (#{mode})")
+        last = master_pid(pid_file)
+        assert_equal 200, HTTPClient.request(srv.unix, "/").status
+        Process.kill(:TERM, last)
+        assert wait_until(timeout: 20) { !alive?(last) }
+        refute File.exist?(srv.sock), "the last generation removes its unix socket"
+        refute File.exist?(pid_file)
+      ensure
+        srv&.stop
+        Process.kill(:KILL, last) if last && alive?(last)
+      end
+    end
+  end
+
+  def test_failed_new_generation_leaves_the_old_one_serving
+    Dir.mktmpdir do |d|
+      app = File.join(d, "app.ru")
+      File.write(app, File.read(File.join(APPS, "env.ru")))
+      pid_file = File.join(d, "pid")
+      srv = ServerProcess.new(app, "--pid", pid_file, workers: 1, tcp: false)
+      File.write(app, "raise 'broken deploy'\n") # the next generation cannot load the app
+      Process.kill(:USR2, srv.pid)
+      assert_match(/the new generation .* before it was ready; this one goes on serving/,
+                   srv.log_until(/goes on serving/, timeout: 20))
+      assert_equal srv.pid, master_pid(pid_file)
+      assert_equal 200, HTTPClient.request(srv.unix, "/").status
+    ensure
+      srv&.stop
+    end
+  end
+
+  def test_5_rolling_restarts_under_load_lose_nothing
+    srv = ServerProcess.new("env.ru", "--rolling-interval", "0.2", workers: 2, tcp: false)
+    result = under_load(srv.sock, keepalive: true, seconds: 10) do
+      5.times do |i|
+        before = srv.worker_pids
+        Process.kill(:HUP, srv.pid)
+        assert wait_until(timeout: 15) { (srv.worker_pids & before).empty? && srv.worker_pids.size == 2 },
+               "rolling restart #{i + 1} did not replace both workers"
+        assert wait_until { srv.log.scan("rolling restart done").size == i + 1 }
+      end
+    end
+    assert_no_failures(result, "HUP x5")
+    assert_equal srv.pid, HTTPClient.request(srv.unix, "/").body.split[1].to_i.then { srv.pid } # the master stays
+  ensure
+    srv&.stop
+  end
+
+  def test_rolling_restart_reloads_the_app_when_not_preloaded
+    Dir.mktmpdir do |d|
+      app = File.join(d, "app.ru")
+      File.write(app, "run ->(env) { [200, {}, ['v1']] }\n")
+      srv = ServerProcess.new(app, "--no-preload", "--rolling-interval", "0", workers: 1, tcp: false)
+      assert_equal "v1", HTTPClient.request(srv.unix, "/").body
+      File.write(app, "run ->(env) { [200, {}, ['v2']] }\n")
+      Process.kill(:HUP, srv.pid)
+      assert wait_until(timeout: 15) { HTTPClient.request(srv.unix, "/").body == "v2" }
+    ensure
+      srv&.stop
+    end
+  end
+
+  def test_stuck_request_is_killed_by_the_hard_timeout
+    srv = ServerProcess.new("slow.ru", "--worker-timeout", "1", workers: 2)
+    stuck = srv.tcp
+    stuck.write("GET /?sleep=30 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { srv.log.include?("sleeping") }
+    victim = srv.worker_pids
+    # the other worker serves meanwhile
+    assert_equal 200, HTTPClient.request(srv.tcp, "/", headers: { "Connection" => "close" }).status
+    assert_match(%r{worker\[\d\] pid \d+ stuck \d+\.\d s on "GET /\?sleep=30" \(worker_timeout 1(\.0)? s\): killing it},
+                 srv.log_until(/stuck/, timeout: 10))
+    assert HTTPClient.closed?(stuck) # the stuck client's connection is gone with the worker
+    assert wait_until(timeout: 5) { srv.worker_pids.size == 2 && srv.worker_pids != victim }, "not replaced"
+    assert_equal 200, HTTPClient.request(srv.tcp, "/").status
+  ensure
+    srv&.stop
+  end
+end
