@@ -66,6 +66,43 @@ class InheritTest < Minitest::Test
     end
   end
 
+  %i[keepalive close].each do |mode|
+    define_method("test_10_start_server_hups_under_#{mode}_load_lose_nothing") do
+      skip "start_server not installed (Debian libserver-starter-perl)" unless system("which start_server > /dev/null")
+      Dir.mktmpdir do |d|
+        sock = File.join(d, "app.sock")
+        log = File.join(d, "log")
+        pid = Process.spawn("start_server", "--path=#{sock}", "--interval=1", "--",
+                            RbConfig.ruby, ORIBI, "-w", "2", File.join(APPS, "env.ru"),
+                            %i[out err] => log, pgroup: true)
+        assert wait_until(timeout: 20) { (HTTPClient.request(UNIXSocket.new(sock), "/") rescue nil)&.status == 200 }
+        req = "GET / HTTP/1.1\r\nHost: t\r\n#{"Connection: close\r\n" if mode == :close}\r\n"
+        load = Thread.new do
+          Oribi::Loadgen.run(unix_path: sock, request: req, threads: 2, connections: 50, duration: 25,
+                             keepalive: mode == :keepalive, timeout: 10)
+        end
+        10.times do |i|
+          Process.kill(:HUP, pid)
+          assert wait_until(timeout: 15) { File.read(log).scan(/^old worker \d+ died/).size == i + 1 },
+                 "HUP #{i + 1} did not complete:\n#{File.read(log)[-2000..]}"
+        end
+        result = load.value
+        assert_operator result[:requests], :>, 1000
+        assert_equal 0, result[:errors].values.sum, result[:errors].inspect
+        assert_equal [200], result[:status].keys
+        Process.kill(:TERM, pid)
+        _, status = Process.wait2(pid)
+        assert status.success?
+      ensure
+        begin
+          Process.kill(:KILL, -pid) if pid
+        rescue Errno::ESRCH
+          nil
+        end
+      end
+    end
+  end
+
   def test_systemd_socket_activation_and_notify
     Dir.mktmpdir do |d|
       notify_path = File.join(d, "notify")
