@@ -114,6 +114,27 @@ class RestartTest < Minitest::Test
     end
   end
 
+  def test_soft_timeout_logs_the_request_and_where_it_is
+    srv = ServerProcess.new("slow.ru", "--soft-timeout", "0.3", workers: 1)
+    res = HTTPClient.request(srv.tcp, "/?sleep=1")
+    assert_equal 200, res.status # only logged: the request goes on
+    log = srv.log_until(/soft_timeout/)
+    assert_match(%r{soft_timeout: GET /\?sleep=1 running 0\.\d s}, log)
+    assert_match(/slow\.ru:\d+:in `sleep'/, log) # the app's backtrace
+  ensure
+    srv&.stop
+  end
+
+  def test_soft_timeout_can_raise_in_the_app
+    srv = ServerProcess.new("slow.ru", "--soft-timeout", "0.3", "--soft-timeout-raise", workers: 1)
+    res = HTTPClient.request(srv.tcp, "/?sleep=5")
+    assert_equal 500, res.status
+    assert_match(/app raised: Oribi::RequestTimeout/, srv.log_until(/RequestTimeout/))
+    assert_equal 200, HTTPClient.request(srv.tcp, "/").status # and the worker goes on
+  ensure
+    srv&.stop
+  end
+
   def test_stuck_request_is_killed_by_the_hard_timeout
     srv = ServerProcess.new("slow.ru", "--worker-timeout", "1", workers: 2)
     stuck = srv.tcp

@@ -52,6 +52,8 @@ module Oribi
         o.on("--unix-mode MODE", OCTAL, "permissions of unix sockets, octal (default: per umask)") { |x| v[:unix_mode] = x.to_i(8) }
         o.on("--umask MODE", OCTAL, "process umask, octal (default: inherited)") { |x| v[:umask] = x.to_i(8) }
         o.on("--worker-timeout SEC", Float, "kill a worker busy in one request longer; 0 = never (default 60)") { |x| v[:worker_timeout] = x }
+        o.on("--soft-timeout SEC", Float, "log a request running longer, with its backtrace; 0 = off (default 0)") { |x| v[:soft_timeout] = x }
+        o.on("--[no-]soft-timeout-raise", "also raise Oribi::RequestTimeout in the app (default off)") { |x| v[:soft_timeout_raise] = x }
         o.on("--rolling-interval SEC", Float, "pause between workers in a rolling restart (default 1)") { |x| v[:rolling_interval] = x }
         o.on("--oob-gc N", Integer, "run GC between requests every N requests; 0 = off (default 0)") { |x| v[:oob_gc] = x }
         o.on("--shutdown-timeout SEC", Float, "kill workers still busy this long after TERM (default 25)") { |x| v[:shutdown_timeout] = x }

@@ -1,10 +1,15 @@
 # frozen_string_literal: true
 
+require "timeout"
+
 module Oribi
   # One worker: the C engine owns the sockets and hands over complete
   # requests; this loop calls the app and gives back the response. It runs
   # in a forked child of the master, or in the server process itself with
   # `workers 0`.
+  # Raised in the app's thread by soft_timeout with soft_timeout_raise.
+  class RequestTimeout < Timeout::Error; end
+
   class Worker
     ERROR_HEADERS = { "content-type" => "text/plain" }.freeze
     ERROR_BODY = ["Internal Server Error\n"].freeze
@@ -32,6 +37,7 @@ module Oribi
       @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: @config[:workers] > 1))
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
       trap_signals
+      start_soft_timeout if @config[:soft_timeout].positive?
       @config.hook(:after_worker_boot, @server, @index)
       title
       @ready&.write("#{@index} #{Process.pid}\n")
@@ -78,6 +84,32 @@ module Oribi
       end
     end
 
+    # A watchdog thread, only when soft_timeout is set: a request inside the
+    # app for longer is logged once with where the app is (its backtrace),
+    # and with soft_timeout_raise interrupted by Oribi::RequestTimeout, which
+    # the app sees like any exception (the client gets a 500).
+    def start_soft_timeout
+      @soft = @config[:soft_timeout]
+      tick = [@soft / 4.0, 0.25].min
+      main = Thread.current
+      Thread.new do
+        reported = nil
+        loop do
+          sleep tick
+          env, started = @in_app
+          next unless env && !reported.equal?(env)
+
+          running = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+          next if running < @soft
+
+          reported = env
+          Log.info("soft_timeout: #{env['REQUEST_METHOD']} #{env['REQUEST_URI']} running #{running.round(1)} s\n    " +
+                   (main.backtrace || []).first(20).join("\n    "))
+          main.raise(RequestTimeout, "request ran longer than soft_timeout (#{@soft} s)") if @config[:soft_timeout_raise] && @in_app
+        end
+      end
+    end
+
     # max_requests, or a draw between min_requests and max_requests so that
     # workers started together do not all recycle at once.
     def request_limit
@@ -113,12 +145,15 @@ module Oribi
     end
 
     def call_app(env)
+      @in_app = [env, Process.clock_gettime(Process::CLOCK_MONOTONIC)] if @soft
       @app.call(env)
     rescue SystemExit, SignalException
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: app raised", e)
       [500, ERROR_HEADERS.dup, ERROR_BODY, e] # e goes to rack.response_finished
+    ensure
+      @in_app = nil
     end
   end
 end
