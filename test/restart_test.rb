@@ -7,7 +7,12 @@ require "test_helper"
 class RestartTest < Minitest::Test
   CONNECTIONS = 50
 
-  def master_pid(pid_file) = File.read(pid_file).to_i
+  def master_pid(pid_file)
+    pid = File.read(pid_file).to_i
+    raise "no pid in #{pid_file}" unless pid.positive? # never signal pid 0 (our own group)
+
+    pid
+  end
 
   def alive?(pid)
     stat = File.read("/proc/#{pid}/stat")
@@ -34,12 +39,12 @@ class RestartTest < Minitest::Test
     assert_equal [200], result[:status].keys, "#{what}: #{result[:status]}"
   end
 
-  def usr2_restarts(n, pid_file)
+  def usr2_restarts(n, pid_file, srv)
     n.times do |i|
       old = master_pid(pid_file)
       Process.kill(:USR2, old)
       assert wait_until(timeout: 20) { master_pid(pid_file) != old && !alive?(old) },
-             "restart #{i + 1}: the old master #{old} did not hand over"
+             "restart #{i + 1}: the old master #{old} did not hand over:\n#{srv.log[-3000..]}"
       Process.wait(old, Process::WNOHANG) rescue nil # our own child, the first time
     end
   end
@@ -50,7 +55,7 @@ class RestartTest < Minitest::Test
         pid_file = File.join(d, "pid")
         srv = ServerProcess.new("env.ru", "--pid", pid_file, workers: 2, tcp: false)
         result = under_load(srv.sock, keepalive: mode == :keepalive, seconds: 12) do
-          usr2_restarts(10, pid_file)
+          usr2_restarts(10, pid_file, srv)
         end
         assert_no_failures(result, "USR2 x10 (#{mode})")
         last = master_pid(pid_file)

@@ -20,6 +20,7 @@ module Oribi
       fd = ENV.delete("ORIBI_READY_FD") or return
       ENV.delete("ORIBI_INHERIT")
       @listeners.take_ownership!
+      write_pid_file
       io = IO.for_fd(Integer(fd, 10), autoclose: true)
       io.write("ready\n")
       io.close
@@ -37,7 +38,9 @@ module Oribi
                                                   reuse_port: @config[:reuse_port], unix_mode: @config[:unix_mode])
       standalone = @config[:workers].zero?
       app ||= load_app if @config[:preload_app] || standalone
-      write_pid_file
+      # A new generation (USR2) writes it once it took over: if it fails to
+      # boot, the file still names the master that goes on serving.
+      write_pid_file unless ENV["ORIBI_READY_FD"]
       banner
       if standalone
         Worker.new(self, app).run
@@ -71,7 +74,9 @@ module Oribi
     def write_pid_file
       return unless (path = @config[:pid_file])
 
-      File.write(path, "#{Process.pid}\n")
+      # Renamed into place: a reader never sees a half-written file.
+      File.write("#{path}.#{Process.pid}", "#{Process.pid}\n")
+      File.rename("#{path}.#{Process.pid}", path)
       @pid_written = true
     end
 
