@@ -8,6 +8,7 @@ class RestartTest < Minitest::Test
   CONNECTIONS = 50
 
   def master_pid(pid_file)
+    assert wait_until(timeout: 5) { File.exist?(pid_file) }, "no pid file"
     pid = File.read(pid_file).to_i
     raise "no pid in #{pid_file}" unless pid.positive? # never signal pid 0 (our own group)
 
@@ -41,7 +42,11 @@ class RestartTest < Minitest::Test
 
   def usr2_restarts(n, pid_file, srv)
     n.times do |i|
-      old = master_pid(pid_file)
+      old = begin
+        master_pid(pid_file)
+      rescue Errno::ENOENT
+        flunk "pid file gone before restart #{i + 1}:\n#{srv.log[-4000..]}"
+      end
       Process.kill(:USR2, old)
       assert wait_until(timeout: 20) { master_pid(pid_file) != old && !alive?(old) },
              "restart #{i + 1}: the old master #{old} did not hand over:\n#{srv.log[-3000..]}"
@@ -54,6 +59,7 @@ class RestartTest < Minitest::Test
       Dir.mktmpdir do |d|
         pid_file = File.join(d, "pid")
         srv = ServerProcess.new("env.ru", "--pid", pid_file, workers: 2, tcp: false)
+        assert wait_until { File.exist?(pid_file) } # the socket accepts before the pid is written
         result = under_load(srv.sock, keepalive: mode == :keepalive, seconds: 12) do
           usr2_restarts(10, pid_file, srv)
         end
@@ -77,6 +83,7 @@ class RestartTest < Minitest::Test
       File.write(app, File.read(File.join(APPS, "env.ru")))
       pid_file = File.join(d, "pid")
       srv = ServerProcess.new(app, "--pid", pid_file, workers: 1, tcp: false)
+      assert wait_until { File.exist?(pid_file) }
       File.write(app, "raise 'broken deploy'\n") # the next generation cannot load the app
       Process.kill(:USR2, srv.pid)
       assert_match(/the new generation .* before it was ready; this one goes on serving/,
