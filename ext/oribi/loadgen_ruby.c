@@ -72,6 +72,18 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(lat, ID2SYM(rb_intern("p999")), latency_value(l, 99.9));
     rb_hash_aset(lat, ID2SYM(rb_intern("max")), l->count ? ULL2NUM(l->max) : Qnil);
     rb_hash_aset(h, ID2SYM(rb_intern("latency")), lat);
+
+    /* The percentile spectrum, [percentile, microseconds] pairs, for the
+     * JSON report and the percentile curve. */
+    static const double spectrum[] = {
+        0, 10, 20, 25, 30, 40, 50, 60, 70, 75, 80, 85, 90, 95, 96, 97, 98, 99,
+        99.5, 99.9, 99.95, 99.99, 99.999, 100,
+    };
+    VALUE spec = rb_ary_new_capa((long)(sizeof(spectrum) / sizeof(spectrum[0])));
+    for (size_t i = 0; l->count && i < sizeof(spectrum) / sizeof(spectrum[0]); i++)
+        rb_ary_push(spec, rb_assoc_new(DBL2NUM(spectrum[i]),
+                                       ULL2NUM(oribi_hist_percentile(l, spectrum[i]))));
+    rb_hash_aset(h, ID2SYM(rb_intern("percentiles")), spec);
     return h;
 }
 

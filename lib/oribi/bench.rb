@@ -1,0 +1,127 @@
+# frozen_string_literal: true
+
+require "optparse"
+require "uri"
+require "etc"
+require "oribi/oribi"
+require "oribi/bench/report"
+
+module Oribi
+  # `oribi bench [options] URL`: a load generator over Oribi::Loadgen (C,
+  # threads with their own epoll loops, run without the GVL). Options and
+  # defaults are described once, in docs/BENCH.md.
+  module Bench
+    class UsageError < StandardError; end
+
+    class CLI
+      def self.run(argv, out: $stdout, err: $stderr) = new(out, err).run(argv)
+
+      def initialize(out, err)
+        @out = out
+        @err = err
+      end
+
+      # 0: done with at least one response; 1: nothing answered (or the run
+      # could not start); 2: bad flags or URL.
+      def run(argv)
+        o = parse(argv.dup)
+        result = Loadgen.run(o[:run])
+        @out.write(render(o[:format], result))
+        result[:requests].zero? && result[:errors].values.sum.positive? ? 1 : 0
+      rescue OptionParser::ParseError, UsageError, URI::Error, SystemCallError => e
+        @err.puts "oribi bench: #{e.message.lines.first.chomp}"
+        2
+      rescue Loadgen::Error => e
+        @err.puts "oribi bench: #{e.message.lines.first.chomp}"
+        1
+      end
+
+      def render(format, result)
+        case format
+        when "json" then Report.json(result)
+        when "hist" then Report.histogram(result)
+        else Report.text(result)
+        end
+      end
+
+      # Seconds from "10", "10s", "500ms", "2m", "1h".
+      def self.seconds(s)
+        m = /\A(\d+(?:\.\d+)?)(ms|s|m|h)?\z/.match(s.to_s) or
+          raise UsageError, "bad duration #{s.inspect} (use 10s, 500ms, 2m)"
+        m[1].to_f * { "ms" => 0.001, "s" => 1, nil => 1, "m" => 60, "h" => 3600 }[m[2]]
+      end
+
+      # Returns { run: options for Loadgen.run, format: }.
+      def parse(argv)
+        v = { threads: Etc.nprocessors, connections: 10, keepalive: true, method: "GET",
+              headers: [], format: "text", timeout: 10.0 }
+        parser = OptionParser.new do |o|
+          o.banner = "Usage: oribi bench [options] URL"
+          o.on("-T", "--threads N", Integer, "threads, each with its own loop (default: CPUs)") { |x| v[:threads] = x }
+          o.on("-c", "--connections N", Integer, "connections, spread over the threads (default 10)") { |x| v[:connections] = x }
+          o.on("-d", "--duration TIME", "run for TIME: 10s, 500ms, 2m (default 10s unless -n)") { |x| v[:duration] = self.class.seconds(x) }
+          o.on("-n", "--requests N", Integer, "stop after N requests") { |x| v[:requests] = x }
+          o.on("-m", "--method METHOD", "request method (default GET)") { |x| v[:method] = x }
+          o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| v[:headers] << x }
+          o.on("--body FILE", "request body from FILE") { |x| v[:body] = File.binread(x) }
+          o.on("--unix-socket PATH", "connect to PATH instead of the URL's host and port") { |x| v[:unix_path] = x }
+          o.on("--[no-]keepalive", "reuse connections (default on); off: connect time is in the latency") { |x| v[:keepalive] = x }
+          o.on("--timeout TIME", "per request, connect included (default 10s)") { |x| v[:timeout] = self.class.seconds(x) }
+          o.on("--format FORMAT", %w[text json hist], "report: text (vegeta's), json or hist (default text)") { |x| v[:format] = x }
+          o.on("--json", "same as --format json") { v[:format] = "json" }
+        end
+        parser.parse!(argv)
+        raise UsageError, "one URL expected (oribi bench --help)" unless argv.size == 1
+        check(v)
+        { run: run_options(argv[0], v), format: v[:format] }
+      end
+
+      private
+
+      def check(v)
+        raise UsageError, "-T must be at least 1" unless v[:threads] >= 1
+        raise UsageError, "-c must be at least 1" unless v[:connections] >= 1
+        raise UsageError, "-n must be at least 1" if v[:requests] && v[:requests] < 1
+        raise UsageError, "--timeout must be positive" unless v[:timeout].positive?
+        raise UsageError, "-d must be positive" if v[:duration] && !v[:duration].positive?
+        raise UsageError, "bad method #{v[:method].inspect}" unless v[:method].match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+\z/)
+
+        v[:headers].each do |h|
+          raise UsageError, "bad header #{h.inspect} (NAME: VALUE)" unless h.match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*\z/)
+        end
+      end
+
+      def run_options(url, v)
+        uri = URI.parse(url)
+        raise UsageError, "bad URL #{url.inspect}: http://host:port/path expected" unless uri.is_a?(URI::HTTP) && uri.scheme == "http" && uri.host && !uri.host.empty?
+
+        authority = uri.port == 80 ? uri.host : "#{uri.host}:#{uri.port}"
+        run = { request: request(uri.request_uri, authority, v), threads: v[:threads],
+                connections: v[:connections], keepalive: v[:keepalive], timeout: v[:timeout],
+                duration: v[:duration], requests: v[:requests] }
+        if v[:unix_path]
+          run[:unix_path] = v[:unix_path]
+        else
+          run[:host] = uri.host.delete_prefix("[").delete_suffix("]")
+          run[:port] = uri.port
+        end
+        run.compact
+      end
+
+      # The raw request, built here so the C side stays byte-blind.
+      def request(path, authority, v)
+        names = v[:headers].map { |h| h.split(":", 2)[0].downcase }
+        head = +"#{v[:method]} #{path} HTTP/1.1\r\n"
+        head << "Host: #{authority}\r\n" unless names.include?("host")
+        head << "User-Agent: oribi-bench\r\n" unless names.include?("user-agent")
+        v[:headers].each { |h| head << "#{h}\r\n" }
+        head << "Connection: close\r\n" unless v[:keepalive]
+        head << "Content-Length: #{v[:body].bytesize}\r\n" if v[:body] && !names.include?("content-length")
+        head << "\r\n"
+        head = head.b
+        head << v[:body].b if v[:body]
+        head
+      end
+    end
+  end
+end

@@ -1,0 +1,100 @@
+# frozen_string_literal: true
+
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "minitest/autorun"
+require "oribi/bench"
+require "socket"
+require "stringio"
+require "tempfile"
+require "timeout"
+require "json"
+
+# `oribi bench`: flags to requests, one-line errors, exit codes, and short
+# runs against a keep-alive server on a thread of this process.
+class BenchCLITest < Minitest::Test
+  def bench(*argv)
+    out = StringIO.new
+    err = StringIO.new
+    rc = Timeout.timeout(20) { Oribi::Bench::CLI.run(argv, out: out, err: err) }
+    [rc, out.string, err.string]
+  end
+
+  def parse(*argv) = Oribi::Bench::CLI.new(StringIO.new, StringIO.new).parse(argv)
+
+  def test_request_from_flags
+    body = Tempfile.new("body")
+    body.write("a=1")
+    body.close
+    o = parse("-m", "POST", "-H", "X-A: 1", "-H", "Host: h", "--body", body.path,
+              "--no-keepalive", "-T", "3", "-c", "7", "-n", "9", "http://127.0.0.1:8080/p?q=1")
+    assert_equal "POST /p?q=1 HTTP/1.1\r\nUser-Agent: oribi-bench\r\nX-A: 1\r\nHost: h\r\n" \
+                 "Connection: close\r\nContent-Length: 3\r\n\r\na=1", o[:run][:request]
+    assert_equal({ host: "127.0.0.1", port: 8080, threads: 3, connections: 7, requests: 9,
+                   keepalive: false, timeout: 10.0 }, o[:run].except(:request))
+  ensure
+    body&.unlink
+  end
+
+  def test_unix_socket_and_ipv6
+    assert_equal "/tmp/x.sock", parse("--unix-socket", "/tmp/x.sock", "http://localhost/")[:run][:unix_path]
+    r = parse("-d", "500ms", "http://[::1]:9/")[:run]
+    assert_equal ["::1", 9, 0.5], r.values_at(:host, :port, :duration)
+    assert_includes r[:request], "Host: [::1]:9\r\n"
+  end
+
+  def test_bad_flags_and_urls_give_one_line_and_exit_2
+    [%w[ftp://x], %w[-c 0 http://x/], %w[--bogus http://x/], %w[-d 10parsecs http://x/],
+     ["-H", "no colon", "http://x/"], %w[], %w[http://a/ http://b/], %w[--body /nonexistent/f http://x/]].each do |argv|
+      rc, out, err = bench(*argv)
+      assert_equal 2, rc, argv.inspect
+      assert_empty out
+      assert_match(/\Aoribi bench: [^\n]+\n\z/, err, argv.inspect)
+    end
+  end
+
+  def test_unreachable_target_exits_1
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] } # closed: refused
+    rc, out, = bench("-n", "5", "-c", "1", "-T", "1", "http://127.0.0.1:#{port}/")
+    assert_equal 1, rc
+    assert_match(/^Status Codes .*0:5$/, out)
+    assert_match(/^connect: 5$/, out)
+    rc, _, err = bench("-n", "1", "http://no-such-host.invalid/")
+    assert_equal 1, rc
+    assert_match(/\Aoribi bench: cannot resolve/, err)
+  end
+
+  def test_closed_loop_run_text_and_json
+    server = TCPServer.new("127.0.0.1", 0)
+    acceptor = Thread.new do
+      loop do
+        Thread.new(server.accept) do |s|
+          loop do
+            buf = +""
+            buf << s.readpartial(4096) until buf.include?("\r\n\r\n")
+            s.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+          end
+        rescue IOError, SystemCallError
+          s.close
+        end
+      end
+    rescue IOError
+      nil
+    end
+    url = "http://127.0.0.1:#{server.addr[1]}/"
+    rc, out, = bench("-n", "200", "-c", "4", "-T", "2", url)
+    assert_equal 0, rc
+    assert_match(/^Requests +\[total, rate, throughput\] +200, /, out)
+    assert_match(/^Success +\[ratio\] +100.00%$/, out)
+    assert_match(/^Status Codes +\[code:count\] +200:200$/, out)
+    rc, out, = bench("-n", "50", "-c", "2", "--json", url)
+    assert_equal 0, rc
+    j = JSON.parse(out)
+    assert_equal 50, j["requests"]
+    assert_equal({ "200" => 50 }, j["status_codes"])
+    assert_equal 24, j["percentiles"].size
+    assert_operator j["latencies"]["max"], :>=, j["latencies"]["min"]
+  ensure
+    server&.close
+    acceptor&.join(2)
+  end
+end
