@@ -42,9 +42,15 @@ class BenchCLITest < Minitest::Test
     assert_includes r[:request], "Host: [::1]:9\r\n"
   end
 
+  def test_open_loop_flags
+    r = parse("-r", "6000/m", "--max-connections", "5", "-d", "1m", "http://127.0.0.1:9/")[:run]
+    assert_equal [100.0, 5, 60.0], r.values_at(:rate, :max_connections, :duration)
+  end
+
   def test_bad_flags_and_urls_give_one_line_and_exit_2
     [%w[ftp://x], %w[-c 0 http://x/], %w[--bogus http://x/], %w[-d 10parsecs http://x/],
-     ["-H", "no colon", "http://x/"], %w[], %w[http://a/ http://b/], %w[--body /nonexistent/f http://x/]].each do |argv|
+     ["-H", "no colon", "http://x/"], %w[-r 0 http://x/], %w[-r fast http://x/],
+     %w[--max-connections 5 http://x/], %w[], %w[http://a/ http://b/], %w[--body /nonexistent/f http://x/]].each do |argv|
       rc, out, err = bench(*argv)
       assert_equal 2, rc, argv.inspect
       assert_empty out

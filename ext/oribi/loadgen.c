@@ -28,7 +28,8 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
 {
     if (cfg->request == NULL || cfg->request_len == 0 || cfg->connections == 0 ||
         cfg->threads == 0 || !(cfg->timeout > 0) ||
-        (!(cfg->duration > 0) && cfg->requests == 0) ||
+        (!(cfg->duration > 0) && cfg->requests == 0) || cfg->rate < 0 ||
+        (cfg->rate > 0 && cfg->rate > 1e8) ||
         (cfg->unix_path == NULL && (cfg->host == NULL || cfg->port == NULL))) {
         snprintf(err, errlen, "invalid load generator configuration");
         return NULL;
@@ -56,7 +57,16 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
     lg->request_len = cfg->request_len;
     lg->is_head = cfg->request_len >= 5 && memcmp(cfg->request, "HEAD ", 5) == 0;
     lg->connections = cfg->connections;
-    lg->threads = cfg->threads < cfg->connections ? cfg->threads : cfg->connections;
+    if (cfg->rate > 0) {
+        /* Connections are a cap, opened as the schedule needs them. */
+        lg->connections = cfg->max_connections ? cfg->max_connections : 1000;
+        lg->threads = cfg->threads < lg->connections ? cfg->threads : lg->connections;
+        lg->interval_ns = (uint64_t)(1e9 * lg->threads / cfg->rate);
+        if (lg->interval_ns == 0)
+            lg->interval_ns = 1;
+    } else {
+        lg->threads = cfg->threads < cfg->connections ? cfg->threads : cfg->connections;
+    }
     lg->requests = cfg->requests;
     lg->duration_ns = cfg->duration > 0 ? (uint64_t)(cfg->duration * 1e9) : 0;
     lg->timeout_ns = (uint64_t)(cfg->timeout * 1e9);
@@ -162,6 +172,8 @@ static void merge(struct oribi_lg_result *res, const struct lg_worker *w)
         res->status[s] += w->status[s];
     res->bytes_in += w->bytes_in;
     res->bytes_out += w->bytes_out;
+    res->late += w->late;
+    res->dropped += w->dropped;
     oribi_hist_merge(&res->latency, w->hist);
 }
 
@@ -203,6 +215,8 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
     pthread_sigmask(SIG_BLOCK, &all, &old);
     lg->start_ns = lg_now_ns();
     lg->deadline_ns = lg->duration_ns ? lg->start_ns + lg->duration_ns : 0;
+    for (unsigned i = 0; i < nt; i++) /* open loop: threads take turns */
+        ws[i].next_due = lg->start_ns + lg->interval_ns * i / nt;
     unsigned started = 0;
     int rc = 0;
     for (; started < nt; started++) {
@@ -216,16 +230,21 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         snprintf(err, errlen, "cannot start thread: %s", strerror(rc));
     }
 
-    uint64_t end = lg->start_ns;
+    uint64_t end = lg->start_ns, last_send = lg->start_ns;
     for (unsigned i = 0; i < started; i++) {
         pthread_join(ws[i].tid, NULL);
         merge(res, &ws[i]);
         if (ws[i].end_ns > end)
             end = ws[i].end_ns;
+        if (ws[i].last_send_ns > last_send)
+            last_send = ws[i].last_send_ns;
     }
     if (lg->deadline_ns && end > lg->deadline_ns)
         end = lg->deadline_ns; /* nothing after it was counted */
+    if (last_send > end)
+        last_send = end;
     res->elapsed = (double)(end - lg->start_ns) / 1e9;
+    res->attack = (double)(last_send - lg->start_ns) / 1e9;
     workers_free(ws, nt);
     return started < nt ? -1 : 0;
 }

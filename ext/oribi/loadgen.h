@@ -7,6 +7,13 @@
  * Latency of a request runs from the moment it is started (before connect()
  * when it needs a new connection, so connect time is included) to the
  * moment the last byte of its response is parsed.
+ *
+ * Open loop (rate > 0): each thread sends on its own schedule, rate/threads
+ * requests per second, on whichever of its connections is idle (opened on
+ * demand, up to max_connections in all). Latency then runs from the
+ * intended send time, so a stalled server shows in the percentiles instead
+ * of just slowing the sender down (coordinated omission). Sends more than
+ * 1 ms behind schedule are counted late; those never made, dropped.
  */
 #ifndef ORIBI_LOADGEN_H
 #define ORIBI_LOADGEN_H
@@ -37,6 +44,8 @@ struct oribi_lg_config {
     uint64_t requests;      /* attempts (completed + failed); 0 = no count limit */
     int keepalive;          /* 0: close after every response */
     double timeout;         /* seconds per request, connect included */
+    double rate;            /* > 0: open loop, requests/s over all threads */
+    unsigned max_connections; /* open loop: connections at most, total (0: 1000) */
 };
 
 struct oribi_lg_result {
@@ -45,6 +54,9 @@ struct oribi_lg_result {
     uint64_t status[600];                  /* completed responses by status code */
     uint64_t bytes_in, bytes_out;
     double elapsed;                        /* seconds */
+    double attack;                         /* seconds from start to the last send */
+    uint64_t late;                         /* open loop: sends > 1 ms behind schedule */
+    uint64_t dropped;                      /* open loop: scheduled sends never made */
     struct oribi_hist latency;             /* microseconds */
 };
 

@@ -22,6 +22,7 @@
 #define HEAD_MAX       65536         /* response heads beyond this are parse errors */
 #define MAX_EVENTS     256
 #define SWEEP_NS       10000000ull   /* timeouts and backoffs are checked this often */
+#define LATE_NS        1000000ull    /* open loop: a send this far behind is late */
 #define BACKOFF_NS     10000000ull   /* pause after a failed connect, so a dead server
                                         is counted, not hammered in a busy loop */
 
@@ -38,7 +39,8 @@ struct lg_conn {
     uint32_t events;         /* epoll mask registered, 0 when not in the set */
     int status;
     size_t woff;             /* request bytes sent */
-    uint64_t start;          /* ns, when the request was claimed */
+    uint64_t start;          /* ns, when the request was started (timeouts) */
+    uint64_t sched;          /* ns, when it was meant to start (latency) */
     uint64_t wake;           /* ns, end of a connect backoff */
     uint64_t left;           /* body bytes left (B_LENGTH) */
     struct oribi_lg_chunked chunked;
@@ -94,6 +96,24 @@ static void push_ready(struct lg_worker *w, struct lg_conn *c)
     w->ready = c;
 }
 
+static inline int open_loop(const struct lg_worker *w)
+{
+    return w->lg->interval_ns != 0;
+}
+
+/* A connection with nothing to do: the closed loop starts its next request
+ * from the loop, the open loop waits for the schedule. */
+static void conn_free(struct lg_worker *w, struct lg_conn *c)
+{
+    if (!open_loop(w)) {
+        push_ready(w, c);
+    } else if (!c->queued) {
+        c->queued = 1;
+        c->next_ready = w->idle;
+        w->idle = c;
+    }
+}
+
 static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t now)
 {
     if (counting(w, now))
@@ -104,7 +124,7 @@ static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t
         c->wake = now + BACKOFF_NS;
     } else {
         c->state = C_IDLE;
-        push_ready(w, c);
+        conn_free(w, c);
     }
 }
 
@@ -154,15 +174,13 @@ static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
         conn_fail(w, c, ORIBI_LG_E_WRITE, now);
 }
 
-static void conn_start(struct lg_worker *w, struct lg_conn *c, uint64_t now)
+/* Starts a claimed request meant to start at sched. */
+static void conn_begin(struct lg_worker *w, struct lg_conn *c, uint64_t now, uint64_t sched)
 {
-    if (!claim(w, now)) {
-        conn_close(c);
-        c->state = C_DONE;
-        w->live--;
-        return;
-    }
     c->start = now;
+    c->sched = sched;
+    if (counting(w, now))
+        w->last_send_ns = now;
     c->body = B_HEAD;
     c->head_len = 0;
     c->close_after = 0;
@@ -182,6 +200,41 @@ static void conn_start(struct lg_worker *w, struct lg_conn *c, uint64_t now)
     }
     c->state = C_ACTIVE;
     conn_send(w, c, now);
+}
+
+static void conn_start(struct lg_worker *w, struct lg_conn *c, uint64_t now)
+{
+    if (!claim(w, now)) {
+        conn_close(c);
+        c->state = C_DONE;
+        w->live--;
+        return;
+    }
+    conn_begin(w, c, now, now);
+}
+
+/* Open loop: makes every send that is due, while a connection is idle.
+ * Those due with none idle wait, and go out late, still timed from when
+ * they were due. */
+static void schedule(struct lg_worker *w, uint64_t now)
+{
+    const struct oribi_lg *lg = w->lg;
+    while (!w->exhausted && w->idle && w->next_due <= now) {
+        if (lg->deadline_ns && w->next_due >= lg->deadline_ns)
+            break;
+        if (!claim(w, now)) {
+            w->exhausted = 1;
+            break;
+        }
+        struct lg_conn *c = w->idle;
+        w->idle = c->next_ready;
+        c->queued = 0;
+        uint64_t due = w->next_due;
+        w->next_due += lg->interval_ns;
+        if (now - due > LATE_NS && counting(w, now))
+            w->late++;
+        conn_begin(w, c, now, due);
+    }
 }
 
 /* Keeps the unparsed bytes p[0..n) of a head, p possibly inside c->head. */
@@ -305,7 +358,7 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
     const struct oribi_lg *lg = w->lg;
     uint64_t now = lg_now_ns();
     if (counting(w, now)) {
-        oribi_hist_record(w->hist, (now - c->start + 500) / 1000);
+        oribi_hist_record(w->hist, (now - c->sched + 500) / 1000);
         w->requests++;
         w->status[c->status]++;
     }
@@ -314,7 +367,10 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
     if (!lg->keepalive || c->close_after || c->woff < lg->request_len)
         conn_close(c);
     c->state = C_IDLE;
-    conn_start(w, c, now);
+    if (open_loop(w))
+        conn_free(w, c);
+    else
+        conn_start(w, c, now);
 }
 
 static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
@@ -383,9 +439,18 @@ static void sweep(struct lg_worker *w, uint64_t now)
             conn_fail(w, c, ORIBI_LG_E_TIMEOUT, now);
         } else if (c->state == C_BACKOFF && now >= c->wake) {
             c->state = C_IDLE;
-            push_ready(w, c);
+            conn_free(w, c);
         }
     }
+}
+
+/* Whether a request of w's is in flight or a connection is backing off. */
+static int busy(const struct lg_worker *w)
+{
+    for (unsigned i = 0; i < w->nconns; i++)
+        if (w->conns[i].state != C_IDLE && w->conns[i].state != C_DONE)
+            return 1;
+    return 0;
 }
 
 static void run_ready(struct lg_worker *w)
@@ -399,13 +464,22 @@ static void run_ready(struct lg_worker *w)
     }
 }
 
-/* Milliseconds to wait for t, capped: only compared against the sweep. */
-static int ms_until(uint64_t now, uint64_t t)
+/* epoll_wait until t at the latest. To the nanosecond with epoll_pwait2
+ * (Linux 5.11), so open-loop sends leave on time; else in milliseconds,
+ * rounded down, the rest spun. */
+static int wait_events(struct lg_worker *w, struct epoll_event *ev, uint64_t now, uint64_t t)
 {
-    if (t <= now)
-        return 0;
-    uint64_t ms = (t - now + 999999) / 1000000;
-    return ms > 1000 ? 1000 : (int)ms;
+    static atomic_int no_pwait2;
+    uint64_t ns = t > now ? t - now : 0;
+    if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+                               .tv_nsec = (long)(ns % 1000000000ull) };
+        int k = epoll_pwait2(w->ep, ev, MAX_EVENTS, &ts, NULL);
+        if (k >= 0 || errno != ENOSYS)
+            return k;
+        atomic_store(&no_pwait2, 1);
+    }
+    return epoll_wait(w->ep, ev, MAX_EVENTS, (int)(ns / 1000000));
 }
 
 void *lg_worker_main(void *arg)
@@ -414,30 +488,40 @@ void *lg_worker_main(void *arg)
     struct oribi_lg *lg = w->lg;
     struct epoll_event ev[MAX_EVENTS];
 
-    for (unsigned i = 0; i < w->nconns; i++)
-        push_ready(w, &w->conns[i]);
+    for (unsigned i = w->nconns; i-- > 0;)
+        conn_free(w, &w->conns[i]); /* open loop: conns[0] on top */
     uint64_t now = lg_now_ns(), next_sweep = now + SWEEP_NS;
     for (;;) {
         run_ready(w);
         now = lg_now_ns();
+        if (open_loop(w))
+            schedule(w, now);
         if (atomic_load_explicit(&lg->stop, memory_order_relaxed) || w->live == 0 ||
-            (lg->deadline_ns && now >= lg->deadline_ns))
+            (lg->deadline_ns && now >= lg->deadline_ns) || (w->exhausted && !busy(w)))
             break;
         if (now >= next_sweep) {
             sweep(w, now);
             next_sweep = now + SWEEP_NS;
             continue;
         }
-        int wait = ms_until(now, next_sweep);
-        if (lg->deadline_ns && ms_until(now, lg->deadline_ns) < wait)
-            wait = ms_until(now, lg->deadline_ns);
-        int k = epoll_wait(w->ep, ev, MAX_EVENTS, wait);
+        uint64_t until = next_sweep;
+        if (lg->deadline_ns && lg->deadline_ns < until)
+            until = lg->deadline_ns;
+        if (open_loop(w) && w->idle && !w->exhausted && w->next_due < until)
+            until = w->next_due;
+        int k = wait_events(w, ev, now, until);
         now = lg_now_ns();
         for (int i = 0; i < k; i++)
             if (ev[i].data.ptr != NULL) /* NULL: the stop eventfd */
                 conn_event(w, ev[i].data.ptr, ev[i].events, now);
     }
     w->end_ns = now;
+    if (open_loop(w) && !w->exhausted) {
+        /* Sends due before the end (the deadline, or a stop) never made. */
+        uint64_t end = lg->deadline_ns && lg->deadline_ns < now ? lg->deadline_ns : now;
+        if (w->next_due < end)
+            w->dropped = (end - w->next_due - 1) / lg->interval_ns + 1;
+    }
     for (unsigned i = 0; i < w->nconns; i++)
         conn_close(&w->conns[i]);
     return NULL;

@@ -18,6 +18,7 @@ struct oribi_lg {
     unsigned threads, connections;
     uint64_t requests, duration_ns, timeout_ns;
     int keepalive, is_head;
+    uint64_t interval_ns;        /* open loop: per thread between sends; 0: closed loop */
     struct sockaddr_storage addr;
     socklen_t addrlen;
     int stopfd;                  /* eventfd, readable once stopped: wakes every loop */
@@ -38,7 +39,11 @@ struct lg_worker {
     unsigned nconns, live;   /* live: connections not done */
     struct lg_conn *ready;   /* to (re)start from the loop, not from deep calls */
     char *rbuf;
-    uint64_t end_ns;
+    uint64_t end_ns, last_send_ns;
+    uint64_t next_due;       /* open loop: intended time of the next send */
+    struct lg_conn *idle;    /* open loop: connections free to send, open ones on top */
+    int exhausted;           /* open loop: the request count is used up */
+    uint64_t late, dropped;
     uint64_t requests, errors[ORIBI_LG_E_COUNT], bytes_in, bytes_out;
     uint64_t status[600];
     struct oribi_hist *hist;

@@ -14,7 +14,7 @@ static VALUE eLoadgenError;
 struct run {
     struct oribi_lg *lg;
     struct oribi_lg_result *res;
-    int rc;
+    int rc, open_loop;
     char err[256];
 };
 
@@ -60,6 +60,7 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(h, ID2SYM(rb_intern("bytes_in")), ULL2NUM(res->bytes_in));
     rb_hash_aset(h, ID2SYM(rb_intern("bytes_out")), ULL2NUM(res->bytes_out));
     rb_hash_aset(h, ID2SYM(rb_intern("elapsed")), DBL2NUM(res->elapsed));
+    rb_hash_aset(h, ID2SYM(rb_intern("attack")), DBL2NUM(res->attack));
 
     const struct oribi_hist *l = &res->latency;
     VALUE lat = rb_hash_new();
@@ -95,7 +96,12 @@ static VALUE run_body(VALUE p)
     rb_thread_call_without_gvl(run_nogvl, r, run_ubf, r);
     if (r->rc < 0)
         rb_raise(eLoadgenError, "%s", r->err);
-    return result_hash(r->res);
+    VALUE h = result_hash(r->res);
+    if (r->open_loop) {
+        rb_hash_aset(h, ID2SYM(rb_intern("late")), ULL2NUM(r->res->late));
+        rb_hash_aset(h, ID2SYM(rb_intern("dropped")), ULL2NUM(r->res->dropped));
+    }
+    return h;
 }
 
 static VALUE run_ensure(VALUE p)
@@ -108,7 +114,7 @@ static VALUE run_ensure(VALUE p)
 
 static const char *const known_keys[] = {
     "host", "port", "unix_path", "request", "threads", "connections",
-    "duration", "requests", "keepalive", "timeout", NULL,
+    "duration", "requests", "keepalive", "timeout", "rate", "max_connections", NULL,
 };
 
 static int check_key(VALUE key, VALUE val, VALUE arg)
@@ -200,10 +206,17 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     }
     /* Like wrk: ten seconds when neither a duration nor a count is given. */
     cfg.duration = opt_seconds(opts, "duration", cfg.requests ? 0.0 : 10.0);
+    VALUE rate = opt(opts, "rate");
+    if (rate != Qundef && !NIL_P(rate)) {
+        cfg.rate = NUM2DBL(rate);
+        if (!(cfg.rate > 0) || cfg.rate > 1e8)
+            rb_raise(rb_eArgError, ":rate must be between 0 and 1e8 requests per second");
+        cfg.max_connections = opt_count(opts, "max_connections", 1000, 1000000);
+    }
     VALUE ka = opt(opts, "keepalive");
     cfg.keepalive = (ka == Qundef || RTEST(ka)) ? 1 : 0;
 
-    struct run r = { .rc = 0 };
+    struct run r = { .rc = 0, .open_loop = cfg.rate > 0 };
     r.res = malloc(sizeof(*r.res));
     if (r.res == NULL)
         rb_raise(rb_eNoMemError, "cannot allocate the load generator result");

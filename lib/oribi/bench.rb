@@ -51,6 +51,16 @@ module Oribi
         m[1].to_f * { "ms" => 0.001, "s" => 1, nil => 1, "m" => 60, "h" => 3600 }[m[2]]
       end
 
+      # Requests per second from "100", "100/s", "6000/m".
+      def self.rate(s)
+        m = %r{\A(\d+(?:\.\d+)?)(?:/(s|m|h))?\z}.match(s.to_s) or
+          raise UsageError, "bad rate #{s.inspect} (use 100, 100/s, 6000/m)"
+        r = m[1].to_f / { nil => 1, "s" => 1, "m" => 60, "h" => 3600 }[m[2]]
+        raise UsageError, "rate must be positive" unless r.positive?
+
+        r
+      end
+
       # Returns { run: options for Loadgen.run, format: }.
       def parse(argv)
         v = { threads: Etc.nprocessors, connections: 10, keepalive: true, method: "GET",
@@ -61,6 +71,8 @@ module Oribi
           o.on("-c", "--connections N", Integer, "connections, spread over the threads (default 10)") { |x| v[:connections] = x }
           o.on("-d", "--duration TIME", "run for TIME: 10s, 500ms, 2m (default 10s unless -n)") { |x| v[:duration] = self.class.seconds(x) }
           o.on("-n", "--requests N", Integer, "stop after N requests") { |x| v[:requests] = x }
+          o.on("-r", "--rate RATE", "open loop: send RATE requests per second (100, 100/s, 6000/m) on schedule") { |x| v[:rate] = self.class.rate(x) }
+          o.on("--max-connections N", Integer, "open loop: connections at most (default 1000)") { |x| v[:max_connections] = x }
           o.on("-m", "--method METHOD", "request method (default GET)") { |x| v[:method] = x }
           o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| v[:headers] << x }
           o.on("--body FILE", "request body from FILE") { |x| v[:body] = File.binread(x) }
@@ -81,6 +93,8 @@ module Oribi
       def check(v)
         raise UsageError, "-T must be at least 1" unless v[:threads] >= 1
         raise UsageError, "-c must be at least 1" unless v[:connections] >= 1
+        raise UsageError, "--max-connections must be at least 1" if v[:max_connections] && v[:max_connections] < 1
+        raise UsageError, "--max-connections needs --rate (closed loop: -c)" if v[:max_connections] && !v[:rate]
         raise UsageError, "-n must be at least 1" if v[:requests] && v[:requests] < 1
         raise UsageError, "--timeout must be positive" unless v[:timeout].positive?
         raise UsageError, "-d must be positive" if v[:duration] && !v[:duration].positive?
@@ -98,7 +112,8 @@ module Oribi
         authority = uri.port == 80 ? uri.host : "#{uri.host}:#{uri.port}"
         run = { request: request(uri.request_uri, authority, v), threads: v[:threads],
                 connections: v[:connections], keepalive: v[:keepalive], timeout: v[:timeout],
-                duration: v[:duration], requests: v[:requests] }
+                duration: v[:duration], requests: v[:requests], rate: v[:rate],
+                max_connections: v[:max_connections] }
         if v[:unix_path]
           run[:unix_path] = v[:unix_path]
         else
