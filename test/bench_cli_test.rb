@@ -58,6 +58,30 @@ class BenchCLITest < Minitest::Test
     end
   end
 
+  def test_progress_line
+    assert_equal "2.5s  1200 requests  480/s  3 errors", Oribi::Bench::Progress.line(2.5, 1200, 480.4, 3)
+    io = StringIO.new
+    t = 0.0
+    pr = Oribi::Bench::Progress.new(io, clock: -> { t })
+    t = 0.5
+    pr.update(100, 2)
+    pr.finish
+    assert_equal "\r\e[K0.5s  102 requests  204/s  2 errors\r\e[K", io.string
+  end
+
+  def test_progress_on_a_terminal_while_running
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] } # refused: counted errors
+    err = StringIO.new
+    def err.tty? = true
+    rc = Timeout.timeout(10) do
+      Oribi::Bench::CLI.run(["-d", "700ms", "-c", "1", "-T", "1", "http://127.0.0.1:#{port}/"],
+                            out: StringIO.new, err: err)
+    end
+    assert_equal 1, rc
+    assert_match(/\r\e\[K0\.[0-9]s  \d+ requests  \d+\/s  \d+ errors/, err.string)
+    assert err.string.end_with?("\r\e[K"), "the line is erased before the report"
+  end
+
   def test_unreachable_target_exits_1
     port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] } # closed: refused
     rc, out, = bench("-n", "5", "-c", "1", "-T", "1", "http://127.0.0.1:#{port}/")
@@ -87,8 +111,9 @@ class BenchCLITest < Minitest::Test
       nil
     end
     url = "http://127.0.0.1:#{server.addr[1]}/"
-    rc, out, = bench("-n", "200", "-c", "4", "-T", "2", url)
+    rc, out, err = bench("-n", "200", "-c", "4", "-T", "2", url)
     assert_equal 0, rc
+    assert_empty err, "no progress line when stderr is not a terminal"
     assert_match(/^Requests +\[total, rate, throughput\] +200, /, out)
     assert_match(/^Success +\[ratio\] +100.00%$/, out)
     assert_match(/^Status Codes +\[code:count\] +200:200$/, out)

@@ -96,10 +96,10 @@ class LoadgenTest < Minitest::Test
     server&.close
   end
 
-  def run_load(target, **opts)
+  def run_load(target, **opts, &block)
     Timeout.timeout(LIMIT) do
       Oribi::Loadgen.run({ request: REQUEST, threads: 2, connections: 4, timeout: 5 }
-                           .merge(target).merge(opts))
+                           .merge(target).merge(opts), &block)
     end
   end
 
@@ -361,6 +361,30 @@ class LoadgenTest < Minitest::Test
     serve(:tcp, keepalive_handler) do |s|
       r = run_load({ host: "localhost", port: s.port }, requests: 10)
       assert_equal 10, r[:requests], r.inspect
+    end
+  end
+
+  def test_block_sees_progress_and_can_stop_the_run
+    serve(:tcp, keepalive_handler) do |s|
+      seen = []
+      r = run_load(s.target, duration: 20) do |done, failed|
+        seen << [done, failed]
+        seen.size == 3 ? :stop : nil
+      end
+      assert_equal 3, seen.size
+      assert_equal seen.sort, seen, "progress only grows"
+      assert_operator seen.last[0], :>, 0
+      assert_equal 0, seen.last[1]
+      assert_operator r[:elapsed], :<, 5, "stopped early"
+      assert_operator r[:requests], :>=, seen.last[0]
+    end
+  end
+
+  def test_block_raising_ends_the_run
+    serve(:tcp, keepalive_handler) do |s|
+      t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      assert_raises(RuntimeError) { run_load(s.target, duration: 20) { raise "enough" } }
+      assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, :<, 5
     end
   end
 

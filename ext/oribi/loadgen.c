@@ -73,6 +73,12 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
     if (lg->timeout_ns == 0)
         lg->timeout_ns = 1;
     lg->keepalive = cfg->keepalive;
+    lg->progress = calloc(lg->threads, sizeof(*lg->progress));
+    if (lg->progress == NULL) {
+        snprintf(err, errlen, "out of memory");
+        oribi_lg_free(lg);
+        return NULL;
+    }
     return lg;
 }
 
@@ -96,7 +102,17 @@ void oribi_lg_free(struct oribi_lg *lg)
     free(lg->port);
     free(lg->unix_path);
     free(lg->request);
+    free(lg->progress);
     free(lg);
+}
+
+void oribi_lg_progress(const struct oribi_lg *lg, uint64_t *done, uint64_t *failed)
+{
+    *done = *failed = 0;
+    for (unsigned i = 0; i < lg->threads; i++) {
+        *done += atomic_load_explicit(&lg->progress[i].done, memory_order_relaxed);
+        *failed += atomic_load_explicit(&lg->progress[i].failed, memory_order_relaxed);
+    }
 }
 
 /* Connects and closes at once: whether this address answers at all. */
@@ -197,8 +213,10 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    for (unsigned i = 0; i < nt; i++)
+    for (unsigned i = 0; i < nt; i++) {
         ws[i].ep = -1;
+        ws[i].index = i;
+    }
     for (unsigned i = 0; i < nt; i++) {
         unsigned share = lg->connections / nt + (i < lg->connections % nt);
         if (lg_worker_init(lg, &ws[i], share) < 0) {

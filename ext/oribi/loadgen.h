@@ -82,6 +82,13 @@ void oribi_lg_stop(struct oribi_lg *lg);
 
 void oribi_lg_free(struct oribi_lg *lg);
 
+/*
+ * Progress of a running oribi_lg_run(), safe from any thread: responses
+ * completed and requests failed so far, as published by the threads every
+ * 10 ms or so. Both 0 before the run starts.
+ */
+void oribi_lg_progress(const struct oribi_lg *lg, uint64_t *done, uint64_t *failed);
+
 /* ---- HTTP/1.x response framing (loadgen_http.c), pure functions ---- */
 
 #define ORIBI_LG_ERROR      (-1)

@@ -444,6 +444,16 @@ static void sweep(struct lg_worker *w, uint64_t now)
     }
 }
 
+static void publish(struct lg_worker *w)
+{
+    uint64_t failed = 0;
+    for (int k = 0; k < ORIBI_LG_E_COUNT; k++)
+        failed += w->errors[k];
+    struct lg_progress *p = &w->lg->progress[w->index];
+    atomic_store_explicit(&p->done, w->requests, memory_order_relaxed);
+    atomic_store_explicit(&p->failed, failed, memory_order_relaxed);
+}
+
 /* Whether a request of w's is in flight or a connection is backing off. */
 static int busy(const struct lg_worker *w)
 {
@@ -501,6 +511,7 @@ void *lg_worker_main(void *arg)
             break;
         if (now >= next_sweep) {
             sweep(w, now);
+            publish(w);
             next_sweep = now + SWEEP_NS;
             continue;
         }
@@ -516,6 +527,7 @@ void *lg_worker_main(void *arg)
                 conn_event(w, ev[i].data.ptr, ev[i].events, now);
     }
     w->end_ns = now;
+    publish(w);
     if (open_loop(w) && !w->exhausted) {
         /* Sends due before the end (the deadline, or a stop) never made. */
         uint64_t end = lg->deadline_ns && lg->deadline_ns < now ? lg->deadline_ns : now;

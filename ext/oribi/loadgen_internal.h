@@ -25,6 +25,14 @@ struct oribi_lg {
     atomic_int stop;
     atomic_uint_fast64_t claimed;
     uint64_t start_ns, deadline_ns; /* deadline 0: none */
+    struct lg_progress *progress;   /* one per thread, for oribi_lg_progress */
+};
+
+/* Counters a thread publishes for readers on other threads; a cache line
+ * each so publishing does not slow a neighbour down. */
+struct lg_progress {
+    atomic_uint_fast64_t done, failed;
+    char _pad[64 - 2 * sizeof(atomic_uint_fast64_t)];
 };
 
 struct lg_conn; /* loadgen_conn.c */
@@ -34,6 +42,7 @@ struct lg_conn; /* loadgen_conn.c */
 struct lg_worker {
     struct oribi_lg *lg;
     pthread_t tid;
+    unsigned index;          /* into lg->progress */
     int ep;
     struct lg_conn *conns;
     unsigned nconns, live;   /* live: connections not done */

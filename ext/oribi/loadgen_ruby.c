@@ -5,7 +5,14 @@
  */
 #include <ruby.h>
 #include <ruby/thread.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include "oribi.h"
 #include "loadgen.h"
 
@@ -16,7 +23,14 @@ struct run {
     struct oribi_lg_result *res;
     int rc, open_loop;
     char err[256];
+    /* With a block: the engine runs on a thread of its own (the runner)
+     * while this Ruby thread wakes every slice to yield progress. */
+    pthread_t runner;
+    int runner_started, runner_joined;
+    int donefd, wakefd;  /* eventfds: the run is over / a Ruby interrupt */
 };
+
+#define SLICE_MS 250
 
 static void *run_nogvl(void *p)
 {
@@ -29,6 +43,70 @@ static void *run_nogvl(void *p)
 static void run_ubf(void *p)
 {
     oribi_lg_stop(((struct run *)p)->lg);
+}
+
+static void *runner_main(void *p)
+{
+    struct run *r = p;
+    uint64_t one = 1;
+    r->rc = oribi_lg_run(r->lg, r->res, r->err, sizeof(r->err));
+    ssize_t n = write(r->donefd, &one, sizeof(one));
+    (void)n;
+    return NULL;
+}
+
+/* Waits up to a slice for the run to end; returns whether it did. */
+static void *slice_nogvl(void *p)
+{
+    struct run *r = p;
+    struct pollfd pfd[2] = { { .fd = r->donefd, .events = POLLIN },
+                             { .fd = r->wakefd, .events = POLLIN } };
+    uint64_t v;
+    if (poll(pfd, 2, SLICE_MS) > 0 && (pfd[1].revents & POLLIN)) {
+        ssize_t n = read(r->wakefd, &v, sizeof(v));
+        (void)n;
+    }
+    return (pfd[0].revents & POLLIN) ? (void *)1 : NULL;
+}
+
+/* An interrupt only wakes the slice: Ruby then runs a trap handler (and
+ * the block decides) or raises (and the ensure stops the run). */
+static void slice_ubf(void *p)
+{
+    uint64_t one = 1;
+    ssize_t n = write(((struct run *)p)->wakefd, &one, sizeof(one));
+    (void)n;
+}
+
+static VALUE run_sliced(struct run *r)
+{
+    r->donefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    r->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->donefd < 0 || r->wakefd < 0)
+        rb_sys_fail("eventfd");
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* signals stay with Ruby */
+    int rc = pthread_create(&r->runner, NULL, runner_main, r);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        rb_raise(eLoadgenError, "cannot start the run: %s", strerror(rc));
+    r->runner_started = 1;
+    ID stop = rb_intern("stop");
+    for (;;) {
+        void *done = rb_thread_call_without_gvl(slice_nogvl, r, slice_ubf, r);
+        if (done) {
+            pthread_join(r->runner, NULL);
+            r->runner_joined = 1;
+            return Qnil;
+        }
+        rb_thread_check_ints();
+        uint64_t ok, failed;
+        oribi_lg_progress(r->lg, &ok, &failed);
+        VALUE ret = rb_yield_values(2, ULL2NUM(ok), ULL2NUM(failed));
+        if (ret == ID2SYM(stop))
+            oribi_lg_stop(r->lg);
+    }
 }
 
 static VALUE latency_value(const struct oribi_hist *h, double pct)
@@ -93,7 +171,10 @@ static VALUE run_body(VALUE p)
     struct run *r = (struct run *)p;
     /* Raises after the engine returned if an interrupt is pending; the
      * ensure below frees the run either way. */
-    rb_thread_call_without_gvl(run_nogvl, r, run_ubf, r);
+    if (rb_block_given_p())
+        run_sliced(r);
+    else
+        rb_thread_call_without_gvl(run_nogvl, r, run_ubf, r);
     if (r->rc < 0)
         rb_raise(eLoadgenError, "%s", r->err);
     VALUE h = result_hash(r->res);
@@ -107,6 +188,14 @@ static VALUE run_body(VALUE p)
 static VALUE run_ensure(VALUE p)
 {
     struct run *r = (struct run *)p;
+    if (r->runner_started && !r->runner_joined) {
+        oribi_lg_stop(r->lg); /* the block raised, or an interrupt did */
+        pthread_join(r->runner, NULL);
+    }
+    if (r->donefd >= 0)
+        close(r->donefd);
+    if (r->wakefd >= 0)
+        close(r->wakefd);
     oribi_lg_free(r->lg);
     free(r->res);
     return Qnil;
@@ -171,8 +260,11 @@ static const char *opt_cstr(VALUE opts, const char *name, VALUE *keep)
 
 /*
  * Oribi::Loadgen.run(host:, port: | unix_path:, request:, threads: 2,
- *   connections: 10, duration: | requests:, keepalive: true, timeout: 10)
- * See test/loadgen_test.rb and bench/compare.rb for uses.
+ *   connections: 10, duration: | requests:, keepalive: true, timeout: 10,
+ *   rate: (open loop), max_connections:) { |done, failed| ... }
+ * With a block, yields the responses and failures so far about every
+ * 250 ms while the run goes on; the block returning :stop ends the run
+ * early (the result still comes back). See test/loadgen_test.rb.
  */
 static VALUE loadgen_run(VALUE self, VALUE opts)
 {
@@ -216,7 +308,7 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     VALUE ka = opt(opts, "keepalive");
     cfg.keepalive = (ka == Qundef || RTEST(ka)) ? 1 : 0;
 
-    struct run r = { .rc = 0, .open_loop = cfg.rate > 0 };
+    struct run r = { .rc = 0, .open_loop = cfg.rate > 0, .donefd = -1, .wakefd = -1 };
     r.res = malloc(sizeof(*r.res));
     if (r.res == NULL)
         rb_raise(rb_eNoMemError, "cannot allocate the load generator result");

@@ -5,6 +5,7 @@ require "uri"
 require "etc"
 require "oribi/oribi"
 require "oribi/bench/report"
+require "oribi/bench/progress"
 
 module Oribi
   # `oribi bench [options] URL`: a load generator over Oribi::Loadgen (C,
@@ -25,7 +26,7 @@ module Oribi
       # could not start); 2: bad flags or URL.
       def run(argv)
         o = parse(argv.dup)
-        result = Loadgen.run(o[:run])
+        result = attack(o[:run])
         @out.write(render(o[:format], result))
         result[:requests].zero? && result[:errors].values.sum.positive? ? 1 : 0
       rescue OptionParser::ParseError, UsageError, URI::Error, SystemCallError => e
@@ -34,6 +35,21 @@ module Oribi
       rescue Loadgen::Error => e
         @err.puts "oribi bench: #{e.message.lines.first.chomp}"
         1
+      end
+
+      # Runs the load; a progress line when stderr is a terminal, and
+      # Ctrl-C ends the run early with a report, as vegeta's does.
+      def attack(run)
+        progress = Progress.new(@err) if @err.respond_to?(:tty?) && @err.tty?
+        stop = false
+        old = trap("INT") { stop = true }
+        Loadgen.run(run) do |done, failed|
+          progress&.update(done, failed)
+          stop ? :stop : nil
+        end
+      ensure
+        trap("INT", old || "DEFAULT")
+        progress&.finish
       end
 
       def render(format, result)
