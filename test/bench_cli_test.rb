@@ -50,11 +50,23 @@ class BenchCLITest < Minitest::Test
   def test_bad_flags_and_urls_give_one_line_and_exit_2
     [%w[ftp://x], %w[-c 0 http://x/], %w[--bogus http://x/], %w[-d 10parsecs http://x/],
      ["-H", "no colon", "http://x/"], %w[-r 0 http://x/], %w[-r fast http://x/],
-     %w[--max-connections 5 http://x/], %w[], %w[http://a/ http://b/], %w[--body /nonexistent/f http://x/]].each do |argv|
+     %w[--max-connections 5 http://x/], %w[--warmup 1s -n 5 http://x/], %w[], %w[http://a/ http://b/], %w[--body /nonexistent/f http://x/]].each do |argv|
       rc, out, err = bench(*argv)
       assert_equal 2, rc, argv.inspect
       assert_empty out
       assert_match(/\Aoribi bench: [^\n]+\n\z/, err, argv.inspect)
+    end
+  end
+
+  def test_plot_flag_writes_the_page
+    Dir.mktmpdir do |dir|
+      port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+      out = File.join(dir, "p.html")
+      rc, = bench("-d", "300ms", "-c", "1", "-T", "1", "--plot", out, "http://127.0.0.1:#{port}/")
+      assert_equal 1, rc
+      assert_match(/<canvas id="time"/, File.read(out))
+      assert_equal 0.1, parse("-d", "3s", "--plot", out, "http://x/")[:run][:series_interval]
+      assert_equal 2.0, parse("-d", "10m", "--plot", out, "http://x/")[:run][:series_interval]
     end
   end
 

@@ -67,7 +67,7 @@ class BenchOpenLoopTest < Minitest::Test
   def test_stall_fills_the_open_loop_tail_but_only_the_closed_loop_max
     # 100/s for 4 s, stall at ~1 s: about a quarter of the requests are due
     # during the stall, their latencies spread from 0 to 1 s.
-    open = run_against(100, rate: 100, duration: 4, max_connections: 200)
+    open = run_against(100, rate: 100, duration: 4, max_connections: 200, series_interval: 0.5)
     lat = open[:latency]
     assert_operator open[:requests], :>=, 390, open.inspect
     assert_equal 0, open[:errors].values.sum
@@ -75,6 +75,10 @@ class BenchOpenLoopTest < Minitest::Test
     assert_operator lat[:p90], :>=, 200_000
     assert_operator lat[:max], :>=, 950_000
     assert_equal 0, open[:dropped]
+    # Over time: quick before the stall, the stall in the interval it began.
+    p99s = open[:series].map { |x| x[:p99] }
+    assert_operator p99s.first, :<, 100_000, p99s.inspect
+    assert_operator p99s.compact.max, :>=, 800_000, p99s.inspect
 
     closed = run_against(100, connections: 1, duration: 2)
     lat = closed[:latency]

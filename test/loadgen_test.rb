@@ -388,6 +388,30 @@ class LoadgenTest < Minitest::Test
     end
   end
 
+  def test_series_accounts_for_every_request
+    serve(:tcp, keepalive_handler) do |s|
+      r = run_load(s.target, requests: 300, series_interval: 0.01)
+      assert_equal 300, r[:series].sum { |x| x[:count] }
+      assert_equal 0, r[:series].sum { |x| x[:errors] }
+      r[:series].reject { |x| x[:count].zero? }.each do |x|
+        assert_operator x[:p50], :<=, x[:p99]
+        assert_operator x[:p99], :<=, x[:max]
+      end
+      assert_empty run_load(s.target, requests: 10)[:series], "no series unless asked"
+    end
+  end
+
+  def test_warmup_is_not_counted
+    served = Queue.new
+    handler = ->(sock, _h, _i) { served << 1 && sock.write(HELLO) && :keep }
+    serve(:tcp, handler) do |s|
+      r = run_load(s.target, duration: 0.4, warmup: 0.4, connections: 2)
+      assert_in_delta 0.4, r[:elapsed], 0.05
+      assert_operator r[:requests], :>, 0
+      assert_operator served.size, :>, r[:requests] * 1.5, "the warm-up's responses are left out"
+    end
+  end
+
   def test_bad_options_raise
     ok = { unix_path: "/tmp/x.sock", request: REQUEST, requests: 1 }
     assert_raises(ArgumentError) { Oribi::Loadgen.run(ok.merge(request: "")) }

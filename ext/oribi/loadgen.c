@@ -73,6 +73,8 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
     if (lg->timeout_ns == 0)
         lg->timeout_ns = 1;
     lg->keepalive = cfg->keepalive;
+    lg->slot_ns = cfg->series_interval > 0 ? (uint64_t)(cfg->series_interval * 1e9) : 0;
+    lg->warmup_ns = cfg->warmup > 0 ? (uint64_t)(cfg->warmup * 1e9) : 0;
     lg->progress = calloc(lg->threads, sizeof(*lg->progress));
     if (lg->progress == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -232,7 +234,8 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     lg->start_ns = lg_now_ns();
-    lg->deadline_ns = lg->duration_ns ? lg->start_ns + lg->duration_ns : 0;
+    lg->count_from_ns = lg->start_ns + lg->warmup_ns;
+    lg->deadline_ns = lg->duration_ns ? lg->count_from_ns + lg->duration_ns : 0;
     for (unsigned i = 0; i < nt; i++) /* open loop: threads take turns */
         ws[i].next_due = lg->start_ns + lg->interval_ns * i / nt;
     unsigned started = 0;
@@ -248,10 +251,13 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         snprintf(err, errlen, "cannot start thread: %s", strerror(rc));
     }
 
-    uint64_t end = lg->start_ns, last_send = lg->start_ns;
+    uint64_t end = lg->count_from_ns, last_send = lg->count_from_ns;
+    struct lg_series series = { 0 };
     for (unsigned i = 0; i < started; i++) {
         pthread_join(ws[i].tid, NULL);
         merge(res, &ws[i]);
+        if (lg_series_merge(&series, &ws[i].series) < 0)
+            series.n = 0; /* out of memory: no plot rather than a wrong one */
         if (ws[i].end_ns > end)
             end = ws[i].end_ns;
         if (ws[i].last_send_ns > last_send)
@@ -261,8 +267,12 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         end = lg->deadline_ns; /* nothing after it was counted */
     if (last_send > end)
         last_send = end;
-    res->elapsed = (double)(end - lg->start_ns) / 1e9;
-    res->attack = (double)(last_send - lg->start_ns) / 1e9;
+    if (end < lg->count_from_ns) /* stopped during the warm-up */
+        end = last_send = lg->count_from_ns;
+    res->elapsed = (double)(end - lg->count_from_ns) / 1e9;
+    res->attack = (double)(last_send - lg->count_from_ns) / 1e9;
+    res->series = series.slots;
+    res->nslots = series.n;
     workers_free(ws, nt);
     return started < nt ? -1 : 0;
 }

@@ -65,7 +65,13 @@ static int claim(struct lg_worker *w, uint64_t now)
  * response or an error belongs to nobody's measurement. */
 static inline int counting(const struct lg_worker *w, uint64_t now)
 {
-    return !w->lg->deadline_ns || now < w->lg->deadline_ns;
+    return now >= w->lg->count_from_ns && (!w->lg->deadline_ns || now < w->lg->deadline_ns);
+}
+
+/* Where in the latency-over-time series a request belongs: its send time. */
+static inline uint64_t since(const struct lg_worker *w, const struct lg_conn *c)
+{
+    return c->sched > w->lg->count_from_ns ? c->sched - w->lg->count_from_ns : 0;
 }
 
 static int set_events(struct lg_worker *w, struct lg_conn *c, uint32_t mask)
@@ -116,8 +122,10 @@ static void conn_free(struct lg_worker *w, struct lg_conn *c)
 
 static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t now)
 {
-    if (counting(w, now))
+    if (counting(w, now)) {
         w->errors[kind]++;
+        lg_series_record(&w->series, w->lg->slot_ns, since(w, c), 0, 1);
+    }
     conn_close(c);
     if (kind == ORIBI_LG_E_CONNECT) {
         c->state = C_BACKOFF;
@@ -358,7 +366,9 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
     const struct oribi_lg *lg = w->lg;
     uint64_t now = lg_now_ns();
     if (counting(w, now)) {
-        oribi_hist_record(w->hist, (now - c->sched + 500) / 1000);
+        uint64_t us = (now - c->sched + 500) / 1000;
+        oribi_hist_record(w->hist, us);
+        lg_series_record(&w->series, lg->slot_ns, since(w, c), us, 0);
         w->requests++;
         w->status[c->status]++;
     }
@@ -531,6 +541,9 @@ void *lg_worker_main(void *arg)
     if (open_loop(w) && !w->exhausted) {
         /* Sends due before the end (the deadline, or a stop) never made. */
         uint64_t end = lg->deadline_ns && lg->deadline_ns < now ? lg->deadline_ns : now;
+        if (w->next_due < lg->count_from_ns) /* the warm-up's are not counted */
+            w->next_due += (lg->count_from_ns - w->next_due + lg->interval_ns - 1) /
+                           lg->interval_ns * lg->interval_ns;
         if (w->next_due < end)
             w->dropped = (end - w->next_due - 1) / lg->interval_ns + 1;
     }
@@ -549,6 +562,7 @@ void lg_worker_free(struct lg_worker *w)
     free(w->conns);
     free(w->rbuf);
     free(w->hist);
+    free(w->series.slots);
 }
 
 int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns)

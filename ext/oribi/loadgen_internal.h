@@ -19,6 +19,9 @@ struct oribi_lg {
     uint64_t requests, duration_ns, timeout_ns;
     int keepalive, is_head;
     uint64_t interval_ns;        /* open loop: per thread between sends; 0: closed loop */
+    uint64_t slot_ns;            /* series interval; 0: no series */
+    uint64_t warmup_ns;          /* results count from start + warmup */
+    uint64_t count_from_ns;
     struct sockaddr_storage addr;
     socklen_t addrlen;
     int stopfd;                  /* eventfd, readable once stopped: wakes every loop */
@@ -36,6 +39,17 @@ struct lg_progress {
 };
 
 struct lg_conn; /* loadgen_conn.c */
+
+struct lg_series {
+    struct oribi_lg_slot *slots;
+    size_t n, cap;
+};
+
+/* Adds a response (or a failure) sent since_ns into the run. */
+void lg_series_record(struct lg_series *s, uint64_t interval_ns, uint64_t since_ns,
+                      uint64_t us, int failed);
+/* Adds src's slots into dst's: -1 when out of memory. */
+int lg_series_merge(struct lg_series *dst, const struct lg_series *src);
 
 /* One thread: its connections, its epoll set and its own statistics, so
  * the hot path shares no cache line and takes no lock. */
@@ -56,6 +70,7 @@ struct lg_worker {
     uint64_t requests, errors[ORIBI_LG_E_COUNT], bytes_in, bytes_out;
     uint64_t status[600];
     struct oribi_hist *hist;
+    struct lg_series series;
 };
 
 static inline uint64_t lg_now_ns(void)

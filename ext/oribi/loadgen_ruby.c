@@ -163,6 +163,24 @@ static VALUE result_hash(const struct oribi_lg_result *res)
         rb_ary_push(spec, rb_assoc_new(DBL2NUM(spectrum[i]),
                                        ULL2NUM(oribi_hist_percentile(l, spectrum[i]))));
     rb_hash_aset(h, ID2SYM(rb_intern("percentiles")), spec);
+
+    /* Latency over time: one Hash per interval, by send time. */
+    VALUE series = rb_ary_new_capa((long)res->nslots);
+    for (size_t i = 0; i < res->nslots; i++) {
+        const struct oribi_lg_slot *sl = &res->series[i];
+        VALUE s = rb_hash_new();
+        rb_hash_aset(s, ID2SYM(rb_intern("count")), ULL2NUM(sl->count));
+        rb_hash_aset(s, ID2SYM(rb_intern("errors")), ULL2NUM(sl->errors));
+        rb_hash_aset(s, ID2SYM(rb_intern("mean")),
+                     sl->count ? DBL2NUM(sl->sum_us / (double)sl->count) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("p50")),
+                     sl->count ? ULL2NUM(oribi_lg_slot_percentile(sl, 50)) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("p99")),
+                     sl->count ? ULL2NUM(oribi_lg_slot_percentile(sl, 99)) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("max")), sl->count ? ULL2NUM(sl->max_us) : Qnil);
+        rb_ary_push(series, s);
+    }
+    rb_hash_aset(h, ID2SYM(rb_intern("series")), series);
     return h;
 }
 
@@ -197,13 +215,15 @@ static VALUE run_ensure(VALUE p)
     if (r->wakefd >= 0)
         close(r->wakefd);
     oribi_lg_free(r->lg);
+    free(r->res->series);
     free(r->res);
     return Qnil;
 }
 
 static const char *const known_keys[] = {
     "host", "port", "unix_path", "request", "threads", "connections",
-    "duration", "requests", "keepalive", "timeout", "rate", "max_connections", NULL,
+    "duration", "requests", "keepalive", "timeout", "rate", "max_connections",
+    "series_interval", "warmup", NULL,
 };
 
 static int check_key(VALUE key, VALUE val, VALUE arg)
@@ -305,11 +325,18 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
             rb_raise(rb_eArgError, ":rate must be between 0 and 1e8 requests per second");
         cfg.max_connections = opt_count(opts, "max_connections", 1000, 1000000);
     }
+    cfg.series_interval = opt_seconds(opts, "series_interval", 0.0);
+    VALUE wu = opt(opts, "warmup");
+    if (wu != Qundef && !NIL_P(wu)) {
+        cfg.warmup = NUM2DBL(wu);
+        if (!(cfg.warmup >= 0) || cfg.warmup > 1e7)
+            rb_raise(rb_eArgError, ":warmup must be a number of seconds");
+    }
     VALUE ka = opt(opts, "keepalive");
     cfg.keepalive = (ka == Qundef || RTEST(ka)) ? 1 : 0;
 
     struct run r = { .rc = 0, .open_loop = cfg.rate > 0, .donefd = -1, .wakefd = -1 };
-    r.res = malloc(sizeof(*r.res));
+    r.res = calloc(1, sizeof(*r.res));
     if (r.res == NULL)
         rb_raise(rb_eNoMemError, "cannot allocate the load generator result");
     r.lg = oribi_lg_new(&cfg, r.err, sizeof(r.err)); /* copies every string */

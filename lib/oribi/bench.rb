@@ -6,6 +6,7 @@ require "etc"
 require "oribi/oribi"
 require "oribi/bench/report"
 require "oribi/bench/progress"
+require "oribi/bench/plot"
 
 module Oribi
   # `oribi bench [options] URL`: a load generator over Oribi::Loadgen (C,
@@ -27,6 +28,9 @@ module Oribi
       def run(argv)
         o = parse(argv.dup)
         result = attack(o[:run])
+        if o[:plot]
+          File.write(o[:plot], Plot.html(result, interval: o[:run][:series_interval], title: "oribi bench #{o[:url]}"))
+        end
         @out.write(render(o[:format], result))
         result[:requests].zero? && result[:errors].values.sum.positive? ? 1 : 0
       rescue OptionParser::ParseError, UsageError, URI::Error, SystemCallError => e
@@ -97,11 +101,16 @@ module Oribi
           o.on("--timeout TIME", "per request, connect included (default 10s)") { |x| v[:timeout] = self.class.seconds(x) }
           o.on("--format FORMAT", %w[text json hist], "report: text (vegeta's), json or hist (default text)") { |x| v[:format] = x }
           o.on("--json", "same as --format json") { v[:format] = "json" }
+          o.on("--plot FILE", "also write FILE.html: latency over time and by percentile") { |x| v[:plot] = x }
+          o.on("--warmup TIME", "run TIME first without counting it (needs -d)") { |x| v[:warmup] = self.class.seconds(x) }
         end
         parser.parse!(argv)
         raise UsageError, "one URL expected (oribi bench --help)" unless argv.size == 1
         check(v)
-        { run: run_options(argv[0], v), format: v[:format] }
+        run = run_options(argv[0], v)
+        # About 300 points over the run for the plot, 100 ms at the finest.
+        run[:series_interval] = v[:duration] ? [(v[:duration] / 300.0).round(3), 0.1].max : 1.0 if v[:plot]
+        { run: run, format: v[:format], plot: v[:plot], url: argv[0] }
       end
 
       private
@@ -111,6 +120,7 @@ module Oribi
         raise UsageError, "-c must be at least 1" unless v[:connections] >= 1
         raise UsageError, "--max-connections must be at least 1" if v[:max_connections] && v[:max_connections] < 1
         raise UsageError, "--max-connections needs --rate (closed loop: -c)" if v[:max_connections] && !v[:rate]
+        raise UsageError, "--warmup needs -d (a duration)" if v[:warmup] && !v[:duration]
         raise UsageError, "-n must be at least 1" if v[:requests] && v[:requests] < 1
         raise UsageError, "--timeout must be positive" unless v[:timeout].positive?
         raise UsageError, "-d must be positive" if v[:duration] && !v[:duration].positive?
@@ -129,7 +139,7 @@ module Oribi
         run = { request: request(uri.request_uri, authority, v), threads: v[:threads],
                 connections: v[:connections], keepalive: v[:keepalive], timeout: v[:timeout],
                 duration: v[:duration], requests: v[:requests], rate: v[:rate],
-                max_connections: v[:max_connections] }
+                max_connections: v[:max_connections], warmup: v[:warmup] }
         if v[:unix_path]
           run[:unix_path] = v[:unix_path]
         else
