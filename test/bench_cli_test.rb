@@ -70,6 +70,59 @@ class BenchCLITest < Minitest::Test
     end
   end
 
+  def test_targets_file
+    Dir.mktmpdir do |dir|
+      File.write(File.join(dir, "b.json"), "{}")
+      path = File.join(dir, "t.txt")
+      File.write(path, "# comment\nGET http://127.0.0.1:9/a\nX-A: 1\n\nPOST http://127.0.0.1:9/b\n@b.json\n\nHEAD http://127.0.0.1:9/c\n")
+      reqs = parse("--targets", path, "-H", "X-All: y")[:run][:request]
+      assert_equal ["GET /a HTTP/1.1\r\nHost: 127.0.0.1:9\r\nUser-Agent: oribi-bench\r\nX-All: y\r\nX-A: 1\r\n\r\n",
+                    "POST /b HTTP/1.1\r\nHost: 127.0.0.1:9\r\nUser-Agent: oribi-bench\r\nX-All: y\r\nContent-Length: 2\r\n\r\n{}",
+                    "HEAD /c HTTP/1.1\r\nHost: 127.0.0.1:9\r\nUser-Agent: oribi-bench\r\nX-All: y\r\n\r\n"], reqs
+      { "GET http://a:1/\nGET http://b:1/\n" => /share one host/, "X: 1\n" => /t2:1: METHOD URL/,
+        "GET ftp://x/\n" => /t2:1: http/, "GET http://a/\nnonsense\n" => /t2:2: bad line/, "# none\n" => /no targets/ }.each do |text, re|
+        File.write(File.join(dir, "t2"), text)
+        rc, _, err = bench("--targets", File.join(dir, "t2"))
+        assert_equal 2, rc, text
+        assert_match re, err
+      end
+    end
+  end
+
+  def test_targets_are_sent_in_turn
+    server = TCPServer.new("127.0.0.1", 0)
+    paths = Queue.new
+    acceptor = Thread.new do
+      loop do
+        Thread.new(server.accept) do |s|
+          loop do
+            buf = +""
+            buf << s.readpartial(4096) until buf.include?("\r\n\r\n")
+            paths << buf[/\A\S+ (\S+)/, 1]
+            s.write(buf.start_with?("HEAD") ? "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n" : "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+          end
+        rescue IOError, SystemCallError
+          s.close
+        end
+      end
+    rescue IOError
+      nil
+    end
+    Dir.mktmpdir do |dir|
+      path = File.join(dir, "t")
+      url = "http://127.0.0.1:#{server.addr[1]}"
+      File.write(path, "GET #{url}/a\n\nHEAD #{url}/b\n\nGET #{url}/c\n")
+      rc, out, = bench("--targets", path, "-n", "30", "-c", "1", "-T", "1")
+      assert_equal 0, rc, out
+      assert_match(/^Status Codes .* 200:30$/, out)
+      got = Array.new(paths.size) { paths.pop }
+      assert_equal %w[/a /b /c] * 10, got
+    end
+  ensure
+    server&.close
+    acceptor&.join(2)
+  end
+
   def test_progress_line
     assert_equal "2.5s  1200 requests  480/s  3 errors", Oribi::Bench::Progress.line(2.5, 1200, 480.4, 3)
     io = StringIO.new

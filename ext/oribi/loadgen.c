@@ -55,7 +55,27 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
     }
     memcpy(lg->request, cfg->request, cfg->request_len);
     lg->request_len = cfg->request_len;
-    lg->is_head = cfg->request_len >= 5 && memcmp(cfg->request, "HEAD ", 5) == 0;
+    lg->nreqs = cfg->request_ends ? cfg->nrequests : 1;
+    lg->reqs = calloc(lg->nreqs ? lg->nreqs : 1, sizeof(*lg->reqs));
+    if (lg->reqs == NULL || lg->nreqs == 0) {
+        snprintf(err, errlen, lg->reqs ? "no requests" : "out of memory");
+        oribi_lg_free(lg);
+        return NULL;
+    }
+    size_t from = 0;
+    for (unsigned i = 0; i < lg->nreqs; i++) {
+        size_t end = cfg->request_ends ? cfg->request_ends[i] : cfg->request_len;
+        if (end <= from || end > cfg->request_len) {
+            snprintf(err, errlen, "request %u is empty or out of bounds", i);
+            oribi_lg_free(lg);
+            return NULL;
+        }
+        struct lg_req *r = &lg->reqs[i];
+        r->p = lg->request + from;
+        r->len = end - from;
+        r->is_head = r->len >= 5 && memcmp(r->p, "HEAD ", 5) == 0;
+        from = end;
+    }
     lg->connections = cfg->connections;
     if (cfg->rate > 0) {
         /* Connections are a cap, opened as the schedule needs them. */
@@ -104,6 +124,7 @@ void oribi_lg_free(struct oribi_lg *lg)
     free(lg->port);
     free(lg->unix_path);
     free(lg->request);
+    free(lg->reqs);
     free(lg->progress);
     free(lg);
 }
@@ -218,6 +239,7 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
     for (unsigned i = 0; i < nt; i++) {
         ws[i].ep = -1;
         ws[i].index = i;
+        ws[i].next_req = i % lg->nreqs;
     }
     for (unsigned i = 0; i < nt; i++) {
         unsigned share = lg->connections / nt + (i < lg->connections % nt);

@@ -38,6 +38,10 @@ struct oribi_lg_config {
     const char *unix_path;  /* instead of host/port */
     const char *request;    /* raw request bytes, copied by oribi_lg_new */
     size_t request_len;
+    const size_t *request_ends; /* several requests back to back in request, each
+                                   ending there (nrequests, ascending), sent in
+                                   turn; NULL: request is one request */
+    unsigned nrequests;
     unsigned threads;       /* lowered to connections when larger */
     unsigned connections;   /* total, spread evenly over threads */
     double duration;        /* seconds; 0 = no time limit */

@@ -41,6 +41,7 @@ struct lg_conn {
     size_t woff;             /* request bytes sent */
     uint64_t start;          /* ns, when the request was started (timeouts) */
     uint64_t sched;          /* ns, when it was meant to start (latency) */
+    const struct lg_req *req; /* the one being sent */
     uint64_t wake;           /* ns, end of a connect backoff */
     uint64_t left;           /* body bytes left (B_LENGTH) */
     struct oribi_lg_chunked chunked;
@@ -160,9 +161,9 @@ static int conn_connect(struct lg_worker *w, struct lg_conn *c)
 
 static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
-    const struct oribi_lg *lg = w->lg;
-    while (c->woff < lg->request_len) {
-        ssize_t n = send(c->fd, lg->request + c->woff, lg->request_len - c->woff,
+    const struct lg_req *req = c->req;
+    while (c->woff < req->len) {
+        ssize_t n = send(c->fd, req->p + c->woff, req->len - c->woff,
                          MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             c->woff += (size_t)n;
@@ -177,7 +178,7 @@ static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
             return;
         }
     }
-    uint32_t mask = EPOLLIN | (c->woff < lg->request_len ? EPOLLOUT : 0);
+    uint32_t mask = EPOLLIN | (c->woff < req->len ? EPOLLOUT : 0);
     if (set_events(w, c, mask) < 0)
         conn_fail(w, c, ORIBI_LG_E_WRITE, now);
 }
@@ -187,6 +188,9 @@ static void conn_begin(struct lg_worker *w, struct lg_conn *c, uint64_t now, uin
 {
     c->start = now;
     c->sched = sched;
+    c->req = &w->lg->reqs[w->next_req];
+    if (++w->next_req == w->lg->nreqs)
+        w->next_req = 0;
     if (counting(w, now))
         w->last_send_ns = now;
     c->body = B_HEAD;
@@ -316,7 +320,7 @@ static enum feed_result feed(struct lg_worker *w, struct lg_conn *c, const char 
             }
             c->status = r.status;
             c->close_after = (uint8_t)r.close;
-            if (w->lg->is_head || r.status == 204 || r.status == 304) {
+            if (c->req->is_head || r.status == 204 || r.status == 304) {
                 c->body = B_NONE;
             } else if (r.chunked) {
                 memset(&c->chunked, 0, sizeof(c->chunked));
@@ -374,7 +378,7 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
     }
     /* A response that came before the whole request was sent leaves the
      * socket mid-request: it cannot be reused either. */
-    if (!lg->keepalive || c->close_after || c->woff < lg->request_len)
+    if (!lg->keepalive || c->close_after || c->woff < c->req->len)
         conn_close(c);
     c->state = C_IDLE;
     if (open_loop(w))
@@ -431,7 +435,7 @@ static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, 
     }
     if (c->state != C_ACTIVE)
         return;
-    if ((events & EPOLLOUT) && c->woff < w->lg->request_len) {
+    if ((events & EPOLLOUT) && c->woff < c->req->len) {
         conn_send(w, c, now);
         if (c->state != C_ACTIVE)
             return;

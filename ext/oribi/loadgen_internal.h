@@ -17,7 +17,9 @@ struct oribi_lg {
     size_t request_len;
     unsigned threads, connections;
     uint64_t requests, duration_ns, timeout_ns;
-    int keepalive, is_head;
+    int keepalive;
+    struct lg_req { const char *p; size_t len; int is_head; } *reqs; /* into request */
+    unsigned nreqs;
     uint64_t interval_ns;        /* open loop: per thread between sends; 0: closed loop */
     uint64_t slot_ns;            /* series interval; 0: no series */
     uint64_t warmup_ns;          /* results count from start + warmup */
@@ -57,6 +59,7 @@ struct lg_worker {
     struct oribi_lg *lg;
     pthread_t tid;
     unsigned index;          /* into lg->progress */
+    unsigned next_req;       /* into lg->reqs, taken in turn */
     int ep;
     struct lg_conn *conns;
     unsigned nconns, live;   /* live: connections not done */

@@ -301,9 +301,27 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     if (!cfg.unix_path && (!cfg.host || !cfg.port))
         rb_raise(rb_eArgError, "missing :unix_path, or :host and :port");
 
-    VALUE req = opt(opts, "request");
-    if (req == Qundef || !RB_TYPE_P(req, T_STRING) || RSTRING_LEN(req) == 0)
-        rb_raise(rb_eArgError, ":request must be a non-empty String (the raw HTTP request)");
+    VALUE req = opt(opts, "request"), ends_tmp = 0;
+    if (req != Qundef && RB_TYPE_P(req, T_ARRAY)) {
+        /* Several requests, sent in turn: one buffer and where each ends. */
+        long n = RARRAY_LEN(req);
+        if (n < 1 || n > 1000000)
+            rb_raise(rb_eArgError, ":request Array must hold 1 to 1000000 requests");
+        size_t *ends = ALLOCV_N(size_t, ends_tmp, n);
+        VALUE all = rb_str_buf_new(0);
+        for (long i = 0; i < n; i++) {
+            VALUE one = rb_ary_entry(req, i);
+            if (!RB_TYPE_P(one, T_STRING) || RSTRING_LEN(one) == 0)
+                rb_raise(rb_eArgError, ":request Array must hold non-empty Strings");
+            rb_str_buf_append(all, one);
+            ends[i] = (size_t)RSTRING_LEN(all);
+        }
+        req = all;
+        cfg.request_ends = ends;
+        cfg.nrequests = (unsigned)n;
+    } else if (req == Qundef || !RB_TYPE_P(req, T_STRING) || RSTRING_LEN(req) == 0) {
+        rb_raise(rb_eArgError, ":request must be a non-empty String (the raw HTTP request) or an Array of them");
+    }
     cfg.request = RSTRING_PTR(req);
     cfg.request_len = (size_t)RSTRING_LEN(req);
 
@@ -340,6 +358,8 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     if (r.res == NULL)
         rb_raise(rb_eNoMemError, "cannot allocate the load generator result");
     r.lg = oribi_lg_new(&cfg, r.err, sizeof(r.err)); /* copies every string */
+    if (ends_tmp)
+        ALLOCV_END(ends_tmp);
     if (r.lg == NULL) {
         free(r.res);
         rb_raise(eLoadgenError, "%s", r.err);

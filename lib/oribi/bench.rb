@@ -7,6 +7,7 @@ require "oribi/oribi"
 require "oribi/bench/report"
 require "oribi/bench/progress"
 require "oribi/bench/plot"
+require "oribi/bench/targets"
 
 module Oribi
   # `oribi bench [options] URL`: a load generator over Oribi::Loadgen (C,
@@ -96,6 +97,7 @@ module Oribi
           o.on("-m", "--method METHOD", "request method (default GET)") { |x| v[:method] = x }
           o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| v[:headers] << x }
           o.on("--body FILE", "request body from FILE") { |x| v[:body] = File.binread(x) }
+          o.on("--targets FILE", "requests from FILE (vegeta's http format), sent in turn; instead of URL") { |x| v[:targets] = x }
           o.on("--unix-socket PATH", "connect to PATH instead of the URL's host and port") { |x| v[:unix_path] = x }
           o.on("--[no-]keepalive", "reuse connections (default on); off: connect time is in the latency") { |x| v[:keepalive] = x }
           o.on("--timeout TIME", "per request, connect included (default 10s)") { |x| v[:timeout] = self.class.seconds(x) }
@@ -105,12 +107,13 @@ module Oribi
           o.on("--warmup TIME", "run TIME first without counting it (needs -d)") { |x| v[:warmup] = self.class.seconds(x) }
         end
         parser.parse!(argv)
-        raise UsageError, "one URL expected (oribi bench --help)" unless argv.size == 1
+        raise UsageError, "one URL expected (oribi bench --help)" unless argv.size == (v[:targets] ? 0 : 1)
         check(v)
-        run = run_options(argv[0], v)
+        targets = v[:targets] ? Targets.load(v[:targets]) : [single_target(argv[0], v)]
+        run = run_options(targets, v)
         # About 300 points over the run for the plot, 100 ms at the finest.
         run[:series_interval] = v[:duration] ? [(v[:duration] / 300.0).round(3), 0.1].max : 1.0 if v[:plot]
-        { run: run, format: v[:format], plot: v[:plot], url: argv[0] }
+        { run: run, format: v[:format], plot: v[:plot], url: argv[0] || v[:targets] }
       end
 
       private
@@ -131,12 +134,21 @@ module Oribi
         end
       end
 
-      def run_options(url, v)
+      def single_target(url, v)
         uri = URI.parse(url)
         raise UsageError, "bad URL #{url.inspect}: http://host:port/path expected" unless uri.is_a?(URI::HTTP) && uri.scheme == "http" && uri.host && !uri.host.empty?
 
-        authority = uri.port == 80 ? uri.host : "#{uri.host}:#{uri.port}"
-        run = { request: request(uri.request_uri, authority, v), threads: v[:threads],
+        Targets::Target.new(method: v[:method], uri: uri, headers: [], body: v[:body])
+      end
+
+      def run_options(targets, v)
+        uri = targets.first.uri
+        if !v[:unix_path] && targets.any? { |t| [t.uri.host, t.uri.port] != [uri.host, uri.port] }
+          raise UsageError, "targets must share one host and port (or use --unix-socket)"
+        end
+
+        reqs = targets.map { |t| request(t, v) }
+        run = { request: reqs.size == 1 ? reqs[0] : reqs, threads: v[:threads],
                 connections: v[:connections], keepalive: v[:keepalive], timeout: v[:timeout],
                 duration: v[:duration], requests: v[:requests], rate: v[:rate],
                 max_connections: v[:max_connections], warmup: v[:warmup] }
@@ -149,18 +161,21 @@ module Oribi
         run.compact
       end
 
-      # The raw request, built here so the C side stays byte-blind.
-      def request(path, authority, v)
-        names = v[:headers].map { |h| h.split(":", 2)[0].downcase }
-        head = +"#{v[:method]} #{path} HTTP/1.1\r\n"
+      # The raw request, built here so the C side stays byte-blind. -H
+      # headers go on every request, before a target's own.
+      def request(t, v)
+        headers = v[:headers] + t.headers
+        names = headers.map { |h| h.split(":", 2)[0].downcase }
+        authority = t.uri.port == 80 ? t.uri.host : "#{t.uri.host}:#{t.uri.port}"
+        head = +"#{t.method} #{t.uri.request_uri} HTTP/1.1\r\n"
         head << "Host: #{authority}\r\n" unless names.include?("host")
         head << "User-Agent: oribi-bench\r\n" unless names.include?("user-agent")
-        v[:headers].each { |h| head << "#{h}\r\n" }
+        headers.each { |h| head << "#{h}\r\n" }
         head << "Connection: close\r\n" unless v[:keepalive]
-        head << "Content-Length: #{v[:body].bytesize}\r\n" if v[:body] && !names.include?("content-length")
+        head << "Content-Length: #{t.body.bytesize}\r\n" if t.body && !names.include?("content-length")
         head << "\r\n"
         head = head.b
-        head << v[:body].b if v[:body]
+        head << t.body.b if t.body
         head
       end
     end
