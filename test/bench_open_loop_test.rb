@@ -77,12 +77,14 @@ class BenchOpenLoopTest < Minitest::Test
     assert_equal 0, open[:dropped]
     # Over time: quick before the stall, the stall in the interval it began.
     p99s = open[:series].map { |x| x[:p99] }
-    assert_operator p99s.first, :<, 100_000, p99s.inspect
+    assert_operator p99s.first, :<, 500_000, p99s.inspect
     assert_operator p99s.compact.max, :>=, 800_000, p99s.inspect
 
-    closed = run_against(100, connections: 1, duration: 2)
+    # A count, not a duration: a busy machine slows the run down but the
+    # stall stays one request in 400, above p99.
+    closed = run_against(100, connections: 1, requests: 400)
     lat = closed[:latency]
-    assert_operator closed[:requests], :>=, 200, closed.inspect
+    assert_equal 400, closed[:requests], closed.inspect
     assert_operator lat[:max], :>=, 950_000, "closed loop sees the stall as its max"
     assert_operator lat[:p99], :<, 100_000, "closed loop hides it from the percentiles"
   end
