@@ -5,9 +5,12 @@ require "minitest/autorun"
 require "oribi/bench"
 require "socket"
 require "stringio"
+require "open3"
 require "tempfile"
 require "timeout"
 require "json"
+require "pty"
+require "rbconfig"
 
 # `oribi bench`: flags to requests, one-line errors, exit codes, and short
 # runs against a keep-alive server on a thread of this process.
@@ -121,6 +124,33 @@ class BenchCLITest < Minitest::Test
   ensure
     server&.close
     acceptor&.join(2)
+  end
+
+  EXE = File.expand_path("../exe/oribi", __dir__)
+
+  def test_exe_dispatches_bench
+    out, st = Open3.capture2e(RbConfig.ruby, EXE, "bench", "--bogus")
+    assert_equal 2, st.exitstatus
+    assert_equal "oribi bench: invalid option: --bogus\n", out
+  end
+
+  def test_ctrl_c_on_a_terminal_ends_the_run_with_a_report
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    PTY.spawn(RbConfig.ruby, EXE, "bench", "-d", "60s", "-c", "1", "-T", "1",
+              "http://127.0.0.1:#{port}/") do |r, _w, pid|
+      seen = +""
+      Timeout.timeout(20) do
+        seen << r.readpartial(4096) until seen.include?("errors") # the progress line: running
+        Process.kill(:INT, pid)
+        loop { seen << r.readpartial(4096) }
+      rescue Errno::EIO, EOFError
+        nil # the pty closes when the process is gone
+      end
+      _, st = Process.wait2(pid)
+      assert_equal 1, st.exitstatus, seen # every request was refused
+      assert_match(/\e\[KRequests +\[total, rate, throughput\]/, seen) # line erased, then the report
+      assert_match(/^connect: \d+/, seen)
+    end
   end
 
   def test_progress_line
