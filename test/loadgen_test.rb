@@ -388,6 +388,17 @@ class LoadgenTest < Minitest::Test
     end
   end
 
+  def test_open_loop_over_unix_socket_without_keepalive
+    serve(:unix, ->(sock, _h, _i) { sock.write(HELLO) && :close }) do |s|
+      r = run_load(s.target, rate: 500, requests: 100, keepalive: false, max_connections: 8)
+      assert_equal 100, r[:requests], r.inspect
+      assert_equal no_errors, r[:errors]
+      assert_equal 100, s.accepted, "a connection per request"
+      assert_equal 0, r[:dropped]
+      assert_in_delta 0.198, r[:attack], 0.1, "100 sends at 500/s span 198 ms"
+    end
+  end
+
   def test_series_accounts_for_every_request
     serve(:tcp, keepalive_handler) do |s|
       r = run_load(s.target, requests: 300, series_interval: 0.01)

@@ -1,7 +1,8 @@
 /*
- * Private to the load generator's two halves: loadgen.c sets a run up,
- * starts the threads and merges their results; loadgen_conn.c is what each
- * thread runs, its connections and its epoll loop.
+ * Private to the load generator's parts: loadgen.c sets a run up, starts
+ * the threads and merges their results; loadgen_conn.c is what each thread
+ * runs, its connections, its epoll loop and, in the open loop, its
+ * schedule; loadgen_series.c keeps latency over time for the plot.
  */
 #ifndef ORIBI_LOADGEN_INTERNAL_H
 #define ORIBI_LOADGEN_INTERNAL_H
