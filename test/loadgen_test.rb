@@ -96,10 +96,10 @@ class LoadgenTest < Minitest::Test
     server&.close
   end
 
-  def run_load(target, **opts)
+  def run_load(target, **opts, &block)
     Timeout.timeout(LIMIT) do
       Oribi::Loadgen.run({ request: REQUEST, threads: 2, connections: 4, timeout: 5 }
-                           .merge(target).merge(opts))
+                           .merge(target).merge(opts), &block)
     end
   end
 
@@ -361,6 +361,65 @@ class LoadgenTest < Minitest::Test
     serve(:tcp, keepalive_handler) do |s|
       r = run_load({ host: "localhost", port: s.port }, requests: 10)
       assert_equal 10, r[:requests], r.inspect
+    end
+  end
+
+  def test_block_sees_progress_and_can_stop_the_run
+    serve(:tcp, keepalive_handler) do |s|
+      seen = []
+      r = run_load(s.target, duration: 20) do |done, failed|
+        seen << [done, failed]
+        seen.size == 3 ? :stop : nil
+      end
+      assert_equal 3, seen.size
+      assert_equal seen.sort, seen, "progress only grows"
+      assert_operator seen.last[0], :>, 0
+      assert_equal 0, seen.last[1]
+      assert_operator r[:elapsed], :<, 5, "stopped early"
+      assert_operator r[:requests], :>=, seen.last[0]
+    end
+  end
+
+  def test_block_raising_ends_the_run
+    serve(:tcp, keepalive_handler) do |s|
+      t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      assert_raises(RuntimeError) { run_load(s.target, duration: 20) { raise "enough" } }
+      assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, :<, 5
+    end
+  end
+
+  def test_open_loop_over_unix_socket_without_keepalive
+    serve(:unix, ->(sock, _h, _i) { sock.write(HELLO) && :close }) do |s|
+      r = run_load(s.target, rate: 500, requests: 100, keepalive: false, max_connections: 8)
+      assert_equal 100, r[:requests], r.inspect
+      assert_equal no_errors, r[:errors]
+      assert_equal 100, s.accepted, "a connection per request"
+      assert_equal 0, r[:dropped]
+      assert_in_delta 0.198, r[:attack], 0.1, "100 sends at 500/s span 198 ms"
+    end
+  end
+
+  def test_series_accounts_for_every_request
+    serve(:tcp, keepalive_handler) do |s|
+      r = run_load(s.target, requests: 300, series_interval: 0.01)
+      assert_equal 300, r[:series].sum { |x| x[:count] }
+      assert_equal 0, r[:series].sum { |x| x[:errors] }
+      r[:series].reject { |x| x[:count].zero? }.each do |x|
+        assert_operator x[:p50], :<=, x[:p99]
+        assert_operator x[:p99], :<=, x[:max]
+      end
+      assert_empty run_load(s.target, requests: 10)[:series], "no series unless asked"
+    end
+  end
+
+  def test_warmup_is_not_counted
+    served = Queue.new
+    handler = ->(sock, _h, _i) { served << 1 && sock.write(HELLO) && :keep }
+    serve(:tcp, handler) do |s|
+      r = run_load(s.target, duration: 0.4, warmup: 0.4, connections: 2)
+      assert_in_delta 0.4, r[:elapsed], 0.05
+      assert_operator r[:requests], :>, 0
+      assert_operator served.size, :>, r[:requests] * 1.5, "the warm-up's responses are left out"
     end
   end
 

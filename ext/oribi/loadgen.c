@@ -28,7 +28,8 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
 {
     if (cfg->request == NULL || cfg->request_len == 0 || cfg->connections == 0 ||
         cfg->threads == 0 || !(cfg->timeout > 0) ||
-        (!(cfg->duration > 0) && cfg->requests == 0) ||
+        (!(cfg->duration > 0) && cfg->requests == 0) || cfg->rate < 0 ||
+        (cfg->rate > 0 && cfg->rate > 1e8) ||
         (cfg->unix_path == NULL && (cfg->host == NULL || cfg->port == NULL))) {
         snprintf(err, errlen, "invalid load generator configuration");
         return NULL;
@@ -54,15 +55,52 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
     }
     memcpy(lg->request, cfg->request, cfg->request_len);
     lg->request_len = cfg->request_len;
-    lg->is_head = cfg->request_len >= 5 && memcmp(cfg->request, "HEAD ", 5) == 0;
+    lg->nreqs = cfg->request_ends ? cfg->nrequests : 1;
+    lg->reqs = calloc(lg->nreqs ? lg->nreqs : 1, sizeof(*lg->reqs));
+    if (lg->reqs == NULL || lg->nreqs == 0) {
+        snprintf(err, errlen, lg->reqs ? "no requests" : "out of memory");
+        oribi_lg_free(lg);
+        return NULL;
+    }
+    size_t from = 0;
+    for (unsigned i = 0; i < lg->nreqs; i++) {
+        size_t end = cfg->request_ends ? cfg->request_ends[i] : cfg->request_len;
+        if (end <= from || end > cfg->request_len) {
+            snprintf(err, errlen, "request %u is empty or out of bounds", i);
+            oribi_lg_free(lg);
+            return NULL;
+        }
+        struct lg_req *r = &lg->reqs[i];
+        r->p = lg->request + from;
+        r->len = end - from;
+        r->is_head = r->len >= 5 && memcmp(r->p, "HEAD ", 5) == 0;
+        from = end;
+    }
     lg->connections = cfg->connections;
-    lg->threads = cfg->threads < cfg->connections ? cfg->threads : cfg->connections;
+    if (cfg->rate > 0) {
+        /* Connections are a cap, opened as the schedule needs them. */
+        lg->connections = cfg->max_connections ? cfg->max_connections : 1000;
+        lg->threads = cfg->threads < lg->connections ? cfg->threads : lg->connections;
+        lg->interval_ns = (uint64_t)(1e9 * lg->threads / cfg->rate);
+        if (lg->interval_ns == 0)
+            lg->interval_ns = 1;
+    } else {
+        lg->threads = cfg->threads < cfg->connections ? cfg->threads : cfg->connections;
+    }
     lg->requests = cfg->requests;
     lg->duration_ns = cfg->duration > 0 ? (uint64_t)(cfg->duration * 1e9) : 0;
     lg->timeout_ns = (uint64_t)(cfg->timeout * 1e9);
     if (lg->timeout_ns == 0)
         lg->timeout_ns = 1;
     lg->keepalive = cfg->keepalive;
+    lg->slot_ns = cfg->series_interval > 0 ? (uint64_t)(cfg->series_interval * 1e9) : 0;
+    lg->warmup_ns = cfg->warmup > 0 ? (uint64_t)(cfg->warmup * 1e9) : 0;
+    lg->progress = calloc(lg->threads, sizeof(*lg->progress));
+    if (lg->progress == NULL) {
+        snprintf(err, errlen, "out of memory");
+        oribi_lg_free(lg);
+        return NULL;
+    }
     return lg;
 }
 
@@ -86,7 +124,18 @@ void oribi_lg_free(struct oribi_lg *lg)
     free(lg->port);
     free(lg->unix_path);
     free(lg->request);
+    free(lg->reqs);
+    free(lg->progress);
     free(lg);
+}
+
+void oribi_lg_progress(const struct oribi_lg *lg, uint64_t *done, uint64_t *failed)
+{
+    *done = *failed = 0;
+    for (unsigned i = 0; i < lg->threads; i++) {
+        *done += atomic_load_explicit(&lg->progress[i].done, memory_order_relaxed);
+        *failed += atomic_load_explicit(&lg->progress[i].failed, memory_order_relaxed);
+    }
 }
 
 /* Connects and closes at once: whether this address answers at all. */
@@ -162,6 +211,8 @@ static void merge(struct oribi_lg_result *res, const struct lg_worker *w)
         res->status[s] += w->status[s];
     res->bytes_in += w->bytes_in;
     res->bytes_out += w->bytes_out;
+    res->late += w->late;
+    res->dropped += w->dropped;
     oribi_hist_merge(&res->latency, w->hist);
 }
 
@@ -185,8 +236,11 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    for (unsigned i = 0; i < nt; i++)
+    for (unsigned i = 0; i < nt; i++) {
         ws[i].ep = -1;
+        ws[i].index = i;
+        ws[i].next_req = i % lg->nreqs;
+    }
     for (unsigned i = 0; i < nt; i++) {
         unsigned share = lg->connections / nt + (i < lg->connections % nt);
         if (lg_worker_init(lg, &ws[i], share) < 0) {
@@ -202,7 +256,10 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     lg->start_ns = lg_now_ns();
-    lg->deadline_ns = lg->duration_ns ? lg->start_ns + lg->duration_ns : 0;
+    lg->count_from_ns = lg->start_ns + lg->warmup_ns;
+    lg->deadline_ns = lg->duration_ns ? lg->count_from_ns + lg->duration_ns : 0;
+    for (unsigned i = 0; i < nt; i++) /* open loop: threads take turns */
+        ws[i].next_due = lg->start_ns + lg->interval_ns * i / nt;
     unsigned started = 0;
     int rc = 0;
     for (; started < nt; started++) {
@@ -216,16 +273,28 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         snprintf(err, errlen, "cannot start thread: %s", strerror(rc));
     }
 
-    uint64_t end = lg->start_ns;
+    uint64_t end = lg->count_from_ns, last_send = lg->count_from_ns;
+    struct lg_series series = { 0 };
     for (unsigned i = 0; i < started; i++) {
         pthread_join(ws[i].tid, NULL);
         merge(res, &ws[i]);
+        if (lg_series_merge(&series, &ws[i].series) < 0)
+            series.n = 0; /* out of memory: no plot rather than a wrong one */
         if (ws[i].end_ns > end)
             end = ws[i].end_ns;
+        if (ws[i].last_send_ns > last_send)
+            last_send = ws[i].last_send_ns;
     }
     if (lg->deadline_ns && end > lg->deadline_ns)
         end = lg->deadline_ns; /* nothing after it was counted */
-    res->elapsed = (double)(end - lg->start_ns) / 1e9;
+    if (last_send > end)
+        last_send = end;
+    if (end < lg->count_from_ns) /* stopped during the warm-up */
+        end = last_send = lg->count_from_ns;
+    res->elapsed = (double)(end - lg->count_from_ns) / 1e9;
+    res->attack = (double)(last_send - lg->count_from_ns) / 1e9;
+    res->series = series.slots;
+    res->nslots = series.n;
     workers_free(ws, nt);
     return started < nt ? -1 : 0;
 }

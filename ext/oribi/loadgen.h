@@ -7,6 +7,13 @@
  * Latency of a request runs from the moment it is started (before connect()
  * when it needs a new connection, so connect time is included) to the
  * moment the last byte of its response is parsed.
+ *
+ * Open loop (rate > 0): each thread sends on its own schedule, rate/threads
+ * requests per second, on whichever of its connections is idle (opened on
+ * demand, up to max_connections in all). Latency then runs from the
+ * intended send time, so a stalled server shows in the percentiles instead
+ * of just slowing the sender down (coordinated omission). Sends more than
+ * 1 ms behind schedule are counted late; those never made, dropped.
  */
 #ifndef ORIBI_LOADGEN_H
 #define ORIBI_LOADGEN_H
@@ -31,13 +38,32 @@ struct oribi_lg_config {
     const char *unix_path;  /* instead of host/port */
     const char *request;    /* raw request bytes, copied by oribi_lg_new */
     size_t request_len;
+    const size_t *request_ends; /* several requests back to back in request, each
+                                   ending there (nrequests, ascending), sent in
+                                   turn; NULL: request is one request */
+    unsigned nrequests;
     unsigned threads;       /* lowered to connections when larger */
     unsigned connections;   /* total, spread evenly over threads */
     double duration;        /* seconds; 0 = no time limit */
     uint64_t requests;      /* attempts (completed + failed); 0 = no count limit */
     int keepalive;          /* 0: close after every response */
     double timeout;         /* seconds per request, connect included */
+    double rate;            /* > 0: open loop, requests/s over all threads */
+    double series_interval; /* > 0: record latency over time in slots this long */
+    double warmup;          /* seconds at the start whose results are not counted */
+    unsigned max_connections; /* open loop: connections at most, total (0: 1000) */
 };
+
+/* One interval of the latency-over-time series (loadgen_series.c). */
+#define ORIBI_LG_SLOT_BUCKETS 256 /* 8 per power of two up to 2^33 us */
+struct oribi_lg_slot {
+    uint64_t count, errors, max_us;
+    double sum_us;
+    uint32_t buckets[ORIBI_LG_SLOT_BUCKETS];
+};
+
+/* Latency at percentile p of a slot, within 1/16. */
+uint64_t oribi_lg_slot_percentile(const struct oribi_lg_slot *sl, double p);
 
 struct oribi_lg_result {
     uint64_t requests;                     /* completed responses */
@@ -45,6 +71,11 @@ struct oribi_lg_result {
     uint64_t status[600];                  /* completed responses by status code */
     uint64_t bytes_in, bytes_out;
     double elapsed;                        /* seconds */
+    double attack;                         /* seconds from start to the last send */
+    uint64_t late;                         /* open loop: sends > 1 ms behind schedule */
+    uint64_t dropped;                      /* open loop: scheduled sends never made */
+    struct oribi_lg_slot *series;          /* series_interval: malloc'd, caller frees */
+    size_t nslots;
     struct oribi_hist latency;             /* microseconds */
 };
 
@@ -69,6 +100,13 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
 void oribi_lg_stop(struct oribi_lg *lg);
 
 void oribi_lg_free(struct oribi_lg *lg);
+
+/*
+ * Progress of a running oribi_lg_run(), safe from any thread: responses
+ * completed and requests failed so far, as published by the threads every
+ * 10 ms or so. Both 0 before the run starts.
+ */
+void oribi_lg_progress(const struct oribi_lg *lg, uint64_t *done, uint64_t *failed);
 
 /* ---- HTTP/1.x response framing (loadgen_http.c), pure functions ---- */
 

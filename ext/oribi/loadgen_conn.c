@@ -22,6 +22,7 @@
 #define HEAD_MAX       65536         /* response heads beyond this are parse errors */
 #define MAX_EVENTS     256
 #define SWEEP_NS       10000000ull   /* timeouts and backoffs are checked this often */
+#define LATE_NS        1000000ull    /* open loop: a send this far behind is late */
 #define BACKOFF_NS     10000000ull   /* pause after a failed connect, so a dead server
                                         is counted, not hammered in a busy loop */
 
@@ -38,7 +39,9 @@ struct lg_conn {
     uint32_t events;         /* epoll mask registered, 0 when not in the set */
     int status;
     size_t woff;             /* request bytes sent */
-    uint64_t start;          /* ns, when the request was claimed */
+    uint64_t start;          /* ns, when the request was started (timeouts) */
+    uint64_t sched;          /* ns, when it was meant to start (latency) */
+    const struct lg_req *req; /* the one being sent */
     uint64_t wake;           /* ns, end of a connect backoff */
     uint64_t left;           /* body bytes left (B_LENGTH) */
     struct oribi_lg_chunked chunked;
@@ -63,7 +66,13 @@ static int claim(struct lg_worker *w, uint64_t now)
  * response or an error belongs to nobody's measurement. */
 static inline int counting(const struct lg_worker *w, uint64_t now)
 {
-    return !w->lg->deadline_ns || now < w->lg->deadline_ns;
+    return now >= w->lg->count_from_ns && (!w->lg->deadline_ns || now < w->lg->deadline_ns);
+}
+
+/* Where in the latency-over-time series a request belongs: its send time. */
+static inline uint64_t since(const struct lg_worker *w, const struct lg_conn *c)
+{
+    return c->sched > w->lg->count_from_ns ? c->sched - w->lg->count_from_ns : 0;
 }
 
 static int set_events(struct lg_worker *w, struct lg_conn *c, uint32_t mask)
@@ -94,17 +103,37 @@ static void push_ready(struct lg_worker *w, struct lg_conn *c)
     w->ready = c;
 }
 
+static inline int open_loop(const struct lg_worker *w)
+{
+    return w->lg->interval_ns != 0;
+}
+
+/* A connection with nothing to do: the closed loop starts its next request
+ * from the loop, the open loop waits for the schedule. */
+static void conn_free(struct lg_worker *w, struct lg_conn *c)
+{
+    if (!open_loop(w)) {
+        push_ready(w, c);
+    } else if (!c->queued) {
+        c->queued = 1;
+        c->next_ready = w->idle;
+        w->idle = c;
+    }
+}
+
 static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t now)
 {
-    if (counting(w, now))
+    if (counting(w, now)) {
         w->errors[kind]++;
+        lg_series_record(&w->series, w->lg->slot_ns, since(w, c), 0, 1);
+    }
     conn_close(c);
     if (kind == ORIBI_LG_E_CONNECT) {
         c->state = C_BACKOFF;
         c->wake = now + BACKOFF_NS;
     } else {
         c->state = C_IDLE;
-        push_ready(w, c);
+        conn_free(w, c);
     }
 }
 
@@ -132,9 +161,9 @@ static int conn_connect(struct lg_worker *w, struct lg_conn *c)
 
 static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
-    const struct oribi_lg *lg = w->lg;
-    while (c->woff < lg->request_len) {
-        ssize_t n = send(c->fd, lg->request + c->woff, lg->request_len - c->woff,
+    const struct lg_req *req = c->req;
+    while (c->woff < req->len) {
+        ssize_t n = send(c->fd, req->p + c->woff, req->len - c->woff,
                          MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             c->woff += (size_t)n;
@@ -149,20 +178,21 @@ static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
             return;
         }
     }
-    uint32_t mask = EPOLLIN | (c->woff < lg->request_len ? EPOLLOUT : 0);
+    uint32_t mask = EPOLLIN | (c->woff < req->len ? EPOLLOUT : 0);
     if (set_events(w, c, mask) < 0)
         conn_fail(w, c, ORIBI_LG_E_WRITE, now);
 }
 
-static void conn_start(struct lg_worker *w, struct lg_conn *c, uint64_t now)
+/* Starts a claimed request meant to start at sched. */
+static void conn_begin(struct lg_worker *w, struct lg_conn *c, uint64_t now, uint64_t sched)
 {
-    if (!claim(w, now)) {
-        conn_close(c);
-        c->state = C_DONE;
-        w->live--;
-        return;
-    }
     c->start = now;
+    c->sched = sched;
+    c->req = &w->lg->reqs[w->next_req];
+    if (++w->next_req == w->lg->nreqs)
+        w->next_req = 0;
+    if (counting(w, now))
+        w->last_send_ns = now;
     c->body = B_HEAD;
     c->head_len = 0;
     c->close_after = 0;
@@ -182,6 +212,41 @@ static void conn_start(struct lg_worker *w, struct lg_conn *c, uint64_t now)
     }
     c->state = C_ACTIVE;
     conn_send(w, c, now);
+}
+
+static void conn_start(struct lg_worker *w, struct lg_conn *c, uint64_t now)
+{
+    if (!claim(w, now)) {
+        conn_close(c);
+        c->state = C_DONE;
+        w->live--;
+        return;
+    }
+    conn_begin(w, c, now, now);
+}
+
+/* Open loop: makes every send that is due, while a connection is idle.
+ * Those due with none idle wait, and go out late, still timed from when
+ * they were due. */
+static void schedule(struct lg_worker *w, uint64_t now)
+{
+    const struct oribi_lg *lg = w->lg;
+    while (!w->exhausted && w->idle && w->next_due <= now) {
+        if (lg->deadline_ns && w->next_due >= lg->deadline_ns)
+            break;
+        if (!claim(w, now)) {
+            w->exhausted = 1;
+            break;
+        }
+        struct lg_conn *c = w->idle;
+        w->idle = c->next_ready;
+        c->queued = 0;
+        uint64_t due = w->next_due;
+        w->next_due += lg->interval_ns;
+        if (now - due > LATE_NS && counting(w, now))
+            w->late++;
+        conn_begin(w, c, now, due);
+    }
 }
 
 /* Keeps the unparsed bytes p[0..n) of a head, p possibly inside c->head. */
@@ -255,7 +320,7 @@ static enum feed_result feed(struct lg_worker *w, struct lg_conn *c, const char 
             }
             c->status = r.status;
             c->close_after = (uint8_t)r.close;
-            if (w->lg->is_head || r.status == 204 || r.status == 304) {
+            if (c->req->is_head || r.status == 204 || r.status == 304) {
                 c->body = B_NONE;
             } else if (r.chunked) {
                 memset(&c->chunked, 0, sizeof(c->chunked));
@@ -305,16 +370,21 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
     const struct oribi_lg *lg = w->lg;
     uint64_t now = lg_now_ns();
     if (counting(w, now)) {
-        oribi_hist_record(w->hist, (now - c->start + 500) / 1000);
+        uint64_t us = (now - c->sched + 500) / 1000;
+        oribi_hist_record(w->hist, us);
+        lg_series_record(&w->series, lg->slot_ns, since(w, c), us, 0);
         w->requests++;
         w->status[c->status]++;
     }
     /* A response that came before the whole request was sent leaves the
      * socket mid-request: it cannot be reused either. */
-    if (!lg->keepalive || c->close_after || c->woff < lg->request_len)
+    if (!lg->keepalive || c->close_after || c->woff < c->req->len)
         conn_close(c);
     c->state = C_IDLE;
-    conn_start(w, c, now);
+    if (open_loop(w))
+        conn_free(w, c);
+    else
+        conn_start(w, c, now);
 }
 
 static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
@@ -365,7 +435,7 @@ static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, 
     }
     if (c->state != C_ACTIVE)
         return;
-    if ((events & EPOLLOUT) && c->woff < w->lg->request_len) {
+    if ((events & EPOLLOUT) && c->woff < c->req->len) {
         conn_send(w, c, now);
         if (c->state != C_ACTIVE)
             return;
@@ -383,9 +453,28 @@ static void sweep(struct lg_worker *w, uint64_t now)
             conn_fail(w, c, ORIBI_LG_E_TIMEOUT, now);
         } else if (c->state == C_BACKOFF && now >= c->wake) {
             c->state = C_IDLE;
-            push_ready(w, c);
+            conn_free(w, c);
         }
     }
+}
+
+static void publish(struct lg_worker *w)
+{
+    uint64_t failed = 0;
+    for (int k = 0; k < ORIBI_LG_E_COUNT; k++)
+        failed += w->errors[k];
+    struct lg_progress *p = &w->lg->progress[w->index];
+    atomic_store_explicit(&p->done, w->requests, memory_order_relaxed);
+    atomic_store_explicit(&p->failed, failed, memory_order_relaxed);
+}
+
+/* Whether a request of w's is in flight or a connection is backing off. */
+static int busy(const struct lg_worker *w)
+{
+    for (unsigned i = 0; i < w->nconns; i++)
+        if (w->conns[i].state != C_IDLE && w->conns[i].state != C_DONE)
+            return 1;
+    return 0;
 }
 
 static void run_ready(struct lg_worker *w)
@@ -399,13 +488,22 @@ static void run_ready(struct lg_worker *w)
     }
 }
 
-/* Milliseconds to wait for t, capped: only compared against the sweep. */
-static int ms_until(uint64_t now, uint64_t t)
+/* epoll_wait until t at the latest. To the nanosecond with epoll_pwait2
+ * (Linux 5.11), so open-loop sends leave on time; else in milliseconds,
+ * rounded down, the rest spun. */
+static int wait_events(struct lg_worker *w, struct epoll_event *ev, uint64_t now, uint64_t t)
 {
-    if (t <= now)
-        return 0;
-    uint64_t ms = (t - now + 999999) / 1000000;
-    return ms > 1000 ? 1000 : (int)ms;
+    static atomic_int no_pwait2;
+    uint64_t ns = t > now ? t - now : 0;
+    if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+                               .tv_nsec = (long)(ns % 1000000000ull) };
+        int k = epoll_pwait2(w->ep, ev, MAX_EVENTS, &ts, NULL);
+        if (k >= 0 || errno != ENOSYS)
+            return k;
+        atomic_store(&no_pwait2, 1);
+    }
+    return epoll_wait(w->ep, ev, MAX_EVENTS, (int)(ns / 1000000));
 }
 
 void *lg_worker_main(void *arg)
@@ -414,30 +512,45 @@ void *lg_worker_main(void *arg)
     struct oribi_lg *lg = w->lg;
     struct epoll_event ev[MAX_EVENTS];
 
-    for (unsigned i = 0; i < w->nconns; i++)
-        push_ready(w, &w->conns[i]);
+    for (unsigned i = w->nconns; i-- > 0;)
+        conn_free(w, &w->conns[i]); /* open loop: conns[0] on top */
     uint64_t now = lg_now_ns(), next_sweep = now + SWEEP_NS;
     for (;;) {
         run_ready(w);
         now = lg_now_ns();
+        if (open_loop(w))
+            schedule(w, now);
         if (atomic_load_explicit(&lg->stop, memory_order_relaxed) || w->live == 0 ||
-            (lg->deadline_ns && now >= lg->deadline_ns))
+            (lg->deadline_ns && now >= lg->deadline_ns) || (w->exhausted && !busy(w)))
             break;
         if (now >= next_sweep) {
             sweep(w, now);
+            publish(w);
             next_sweep = now + SWEEP_NS;
             continue;
         }
-        int wait = ms_until(now, next_sweep);
-        if (lg->deadline_ns && ms_until(now, lg->deadline_ns) < wait)
-            wait = ms_until(now, lg->deadline_ns);
-        int k = epoll_wait(w->ep, ev, MAX_EVENTS, wait);
+        uint64_t until = next_sweep;
+        if (lg->deadline_ns && lg->deadline_ns < until)
+            until = lg->deadline_ns;
+        if (open_loop(w) && w->idle && !w->exhausted && w->next_due < until)
+            until = w->next_due;
+        int k = wait_events(w, ev, now, until);
         now = lg_now_ns();
         for (int i = 0; i < k; i++)
             if (ev[i].data.ptr != NULL) /* NULL: the stop eventfd */
                 conn_event(w, ev[i].data.ptr, ev[i].events, now);
     }
     w->end_ns = now;
+    publish(w);
+    if (open_loop(w) && !w->exhausted) {
+        /* Sends due before the end (the deadline, or a stop) never made. */
+        uint64_t end = lg->deadline_ns && lg->deadline_ns < now ? lg->deadline_ns : now;
+        if (w->next_due < lg->count_from_ns) /* the warm-up's are not counted */
+            w->next_due += (lg->count_from_ns - w->next_due + lg->interval_ns - 1) /
+                           lg->interval_ns * lg->interval_ns;
+        if (w->next_due < end)
+            w->dropped = (end - w->next_due - 1) / lg->interval_ns + 1;
+    }
     for (unsigned i = 0; i < w->nconns; i++)
         conn_close(&w->conns[i]);
     return NULL;
@@ -453,6 +566,7 @@ void lg_worker_free(struct lg_worker *w)
     free(w->conns);
     free(w->rbuf);
     free(w->hist);
+    free(w->series.slots);
 }
 
 int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns)

@@ -1,7 +1,8 @@
 /*
- * Private to the load generator's two halves: loadgen.c sets a run up,
- * starts the threads and merges their results; loadgen_conn.c is what each
- * thread runs, its connections and its epoll loop.
+ * Private to the load generator's parts: loadgen.c sets a run up, starts
+ * the threads and merges their results; loadgen_conn.c is what each thread
+ * runs, its connections, its epoll loop and, in the open loop, its
+ * schedule; loadgen_series.c keeps latency over time for the plot.
  */
 #ifndef ORIBI_LOADGEN_INTERNAL_H
 #define ORIBI_LOADGEN_INTERNAL_H
@@ -17,31 +18,63 @@ struct oribi_lg {
     size_t request_len;
     unsigned threads, connections;
     uint64_t requests, duration_ns, timeout_ns;
-    int keepalive, is_head;
+    int keepalive;
+    struct lg_req { const char *p; size_t len; int is_head; } *reqs; /* into request */
+    unsigned nreqs;
+    uint64_t interval_ns;        /* open loop: per thread between sends; 0: closed loop */
+    uint64_t slot_ns;            /* series interval; 0: no series */
+    uint64_t warmup_ns;          /* results count from start + warmup */
+    uint64_t count_from_ns;
     struct sockaddr_storage addr;
     socklen_t addrlen;
     int stopfd;                  /* eventfd, readable once stopped: wakes every loop */
     atomic_int stop;
     atomic_uint_fast64_t claimed;
     uint64_t start_ns, deadline_ns; /* deadline 0: none */
+    struct lg_progress *progress;   /* one per thread, for oribi_lg_progress */
+};
+
+/* Counters a thread publishes for readers on other threads; a cache line
+ * each so publishing does not slow a neighbour down. */
+struct lg_progress {
+    atomic_uint_fast64_t done, failed;
+    char _pad[64 - 2 * sizeof(atomic_uint_fast64_t)];
 };
 
 struct lg_conn; /* loadgen_conn.c */
+
+struct lg_series {
+    struct oribi_lg_slot *slots;
+    size_t n, cap;
+};
+
+/* Adds a response (or a failure) sent since_ns into the run. */
+void lg_series_record(struct lg_series *s, uint64_t interval_ns, uint64_t since_ns,
+                      uint64_t us, int failed);
+/* Adds src's slots into dst's: -1 when out of memory. */
+int lg_series_merge(struct lg_series *dst, const struct lg_series *src);
 
 /* One thread: its connections, its epoll set and its own statistics, so
  * the hot path shares no cache line and takes no lock. */
 struct lg_worker {
     struct oribi_lg *lg;
     pthread_t tid;
+    unsigned index;          /* into lg->progress */
+    unsigned next_req;       /* into lg->reqs, taken in turn */
     int ep;
     struct lg_conn *conns;
     unsigned nconns, live;   /* live: connections not done */
     struct lg_conn *ready;   /* to (re)start from the loop, not from deep calls */
     char *rbuf;
-    uint64_t end_ns;
+    uint64_t end_ns, last_send_ns;
+    uint64_t next_due;       /* open loop: intended time of the next send */
+    struct lg_conn *idle;    /* open loop: connections free to send, open ones on top */
+    int exhausted;           /* open loop: the request count is used up */
+    uint64_t late, dropped;
     uint64_t requests, errors[ORIBI_LG_E_COUNT], bytes_in, bytes_out;
     uint64_t status[600];
     struct oribi_hist *hist;
+    struct lg_series series;
 };
 
 static inline uint64_t lg_now_ns(void)

@@ -1,0 +1,183 @@
+# frozen_string_literal: true
+
+require "optparse"
+require "uri"
+require "etc"
+require "oribi/oribi"
+require "oribi/bench/report"
+require "oribi/bench/progress"
+require "oribi/bench/plot"
+require "oribi/bench/targets"
+
+module Oribi
+  # `oribi bench [options] URL`: a load generator over Oribi::Loadgen (C,
+  # threads with their own epoll loops, run without the GVL). Options and
+  # defaults are described once, in docs/BENCH.md.
+  module Bench
+    class UsageError < StandardError; end
+
+    class CLI
+      def self.run(argv, out: $stdout, err: $stderr) = new(out, err).run(argv)
+
+      def initialize(out, err)
+        @out = out
+        @err = err
+      end
+
+      # 0: done with at least one response; 1: nothing answered (or the run
+      # could not start); 2: bad flags or URL.
+      def run(argv)
+        o = parse(argv.dup)
+        result = attack(o[:run])
+        if o[:plot]
+          File.write(o[:plot], Plot.html(result, interval: o[:run][:series_interval], title: "oribi bench #{o[:url]}"))
+        end
+        @out.write(render(o[:format], result))
+        result[:requests].zero? && result[:errors].values.sum.positive? ? 1 : 0
+      rescue OptionParser::ParseError, UsageError, URI::Error, SystemCallError => e
+        @err.puts "oribi bench: #{e.message.lines.first.chomp}"
+        2
+      rescue Loadgen::Error => e
+        @err.puts "oribi bench: #{e.message.lines.first.chomp}"
+        1
+      end
+
+      # Runs the load; a progress line when stderr is a terminal, and
+      # Ctrl-C ends the run early with a report, as vegeta's does.
+      def attack(run)
+        progress = Progress.new(@err) if @err.respond_to?(:tty?) && @err.tty?
+        stop = false
+        old = trap("INT") { stop = true }
+        Loadgen.run(run) do |done, failed|
+          progress&.update(done, failed)
+          stop ? :stop : nil
+        end
+      ensure
+        trap("INT", old || "DEFAULT")
+        progress&.finish
+      end
+
+      def render(format, result)
+        case format
+        when "json" then Report.json(result)
+        when "hist" then Report.histogram(result)
+        else Report.text(result)
+        end
+      end
+
+      # Seconds from "10", "10s", "500ms", "2m", "1h".
+      def self.seconds(s)
+        m = /\A(\d+(?:\.\d+)?)(ms|s|m|h)?\z/.match(s.to_s) or
+          raise UsageError, "bad duration #{s.inspect} (use 10s, 500ms, 2m)"
+        m[1].to_f * { "ms" => 0.001, "s" => 1, nil => 1, "m" => 60, "h" => 3600 }[m[2]]
+      end
+
+      # Requests per second from "100", "100/s", "6000/m".
+      def self.rate(s)
+        m = %r{\A(\d+(?:\.\d+)?)(?:/(s|m|h))?\z}.match(s.to_s) or
+          raise UsageError, "bad rate #{s.inspect} (use 100, 100/s, 6000/m)"
+        r = m[1].to_f / { nil => 1, "s" => 1, "m" => 60, "h" => 3600 }[m[2]]
+        raise UsageError, "rate must be positive" unless r.positive?
+
+        r
+      end
+
+      # Returns { run: options for Loadgen.run, format: }.
+      def parse(argv)
+        v = { threads: Etc.nprocessors, connections: 10, keepalive: true, method: "GET",
+              headers: [], format: "text", timeout: 10.0 }
+        parser = OptionParser.new do |o|
+          o.banner = "Usage: oribi bench [options] URL"
+          o.on("-T", "--threads N", Integer, "threads, each with its own loop (default: CPUs)") { |x| v[:threads] = x }
+          o.on("-c", "--connections N", Integer, "connections, spread over the threads (default 10)") { |x| v[:connections] = x }
+          o.on("-d", "--duration TIME", "run for TIME: 10s, 500ms, 2m (default 10s unless -n)") { |x| v[:duration] = self.class.seconds(x) }
+          o.on("-n", "--requests N", Integer, "stop after N requests") { |x| v[:requests] = x }
+          o.on("-r", "--rate RATE", "open loop: send RATE requests per second (100, 100/s, 6000/m) on schedule") { |x| v[:rate] = self.class.rate(x) }
+          o.on("--max-connections N", Integer, "open loop: connections at most (default 1000)") { |x| v[:max_connections] = x }
+          o.on("-m", "--method METHOD", "request method (default GET)") { |x| v[:method] = x }
+          o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| v[:headers] << x }
+          o.on("--body FILE", "request body from FILE") { |x| v[:body] = File.binread(x) }
+          o.on("--targets FILE", "requests from FILE (vegeta's http format), sent in turn; instead of URL") { |x| v[:targets] = x }
+          o.on("--unix-socket PATH", "connect to PATH instead of the URL's host and port") { |x| v[:unix_path] = x }
+          o.on("--[no-]keepalive", "reuse connections (default on); off: connect time is in the latency") { |x| v[:keepalive] = x }
+          o.on("--timeout TIME", "per request, connect included (default 10s)") { |x| v[:timeout] = self.class.seconds(x) }
+          o.on("--format FORMAT", %w[text json hist], "report: text (vegeta's), json or hist (default text)") { |x| v[:format] = x }
+          o.on("--json", "same as --format json") { v[:format] = "json" }
+          o.on("--plot FILE", "also write FILE.html: latency over time and by percentile") { |x| v[:plot] = x }
+          o.on("--warmup TIME", "run TIME first without counting it (needs -d)") { |x| v[:warmup] = self.class.seconds(x) }
+        end
+        parser.parse!(argv)
+        raise UsageError, "one URL expected (oribi bench --help)" unless argv.size == (v[:targets] ? 0 : 1)
+        check(v)
+        targets = v[:targets] ? Targets.load(v[:targets]) : [single_target(argv[0], v)]
+        run = run_options(targets, v)
+        # About 300 points over the run for the plot, 100 ms at the finest.
+        run[:series_interval] = v[:duration] ? [(v[:duration] / 300.0).round(3), 0.1].max : 1.0 if v[:plot]
+        { run: run, format: v[:format], plot: v[:plot], url: argv[0] || v[:targets] }
+      end
+
+      private
+
+      def check(v)
+        raise UsageError, "-T must be at least 1" unless v[:threads] >= 1
+        raise UsageError, "-c must be at least 1" unless v[:connections] >= 1
+        raise UsageError, "--max-connections must be at least 1" if v[:max_connections] && v[:max_connections] < 1
+        raise UsageError, "--max-connections needs --rate (closed loop: -c)" if v[:max_connections] && !v[:rate]
+        raise UsageError, "--warmup needs -d (a duration)" if v[:warmup] && !v[:duration]
+        raise UsageError, "-n must be at least 1" if v[:requests] && v[:requests] < 1
+        raise UsageError, "--timeout must be positive" unless v[:timeout].positive?
+        raise UsageError, "-d must be positive" if v[:duration] && !v[:duration].positive?
+        raise UsageError, "bad method #{v[:method].inspect}" unless v[:method].match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+\z/)
+
+        v[:headers].each do |h|
+          raise UsageError, "bad header #{h.inspect} (NAME: VALUE)" unless h.match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*\z/)
+        end
+      end
+
+      def single_target(url, v)
+        uri = URI.parse(url)
+        raise UsageError, "bad URL #{url.inspect}: http://host:port/path expected" unless uri.is_a?(URI::HTTP) && uri.scheme == "http" && uri.host && !uri.host.empty?
+
+        Targets::Target.new(method: v[:method], uri: uri, headers: [], body: v[:body])
+      end
+
+      def run_options(targets, v)
+        uri = targets.first.uri
+        if !v[:unix_path] && targets.any? { |t| [t.uri.host, t.uri.port] != [uri.host, uri.port] }
+          raise UsageError, "targets must share one host and port (or use --unix-socket)"
+        end
+
+        reqs = targets.map { |t| request(t, v) }
+        run = { request: reqs.size == 1 ? reqs[0] : reqs, threads: v[:threads],
+                connections: v[:connections], keepalive: v[:keepalive], timeout: v[:timeout],
+                duration: v[:duration], requests: v[:requests], rate: v[:rate],
+                max_connections: v[:max_connections], warmup: v[:warmup] }
+        if v[:unix_path]
+          run[:unix_path] = v[:unix_path]
+        else
+          run[:host] = uri.host.delete_prefix("[").delete_suffix("]")
+          run[:port] = uri.port
+        end
+        run.compact
+      end
+
+      # The raw request, built here so the C side stays byte-blind. -H
+      # headers go on every request, before a target's own.
+      def request(t, v)
+        headers = v[:headers] + t.headers
+        names = headers.map { |h| h.split(":", 2)[0].downcase }
+        authority = t.uri.port == 80 ? t.uri.host : "#{t.uri.host}:#{t.uri.port}"
+        head = +"#{t.method} #{t.uri.request_uri} HTTP/1.1\r\n"
+        head << "Host: #{authority}\r\n" unless names.include?("host")
+        head << "User-Agent: oribi-bench\r\n" unless names.include?("user-agent")
+        headers.each { |h| head << "#{h}\r\n" }
+        head << "Connection: close\r\n" unless v[:keepalive]
+        head << "Content-Length: #{t.body.bytesize}\r\n" if t.body && !names.include?("content-length")
+        head << "\r\n"
+        head = head.b
+        head << t.body.b if t.body
+        head
+      end
+    end
+  end
+end

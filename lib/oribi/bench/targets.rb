@@ -1,0 +1,54 @@
+# frozen_string_literal: true
+
+require "uri"
+
+module Oribi
+  module Bench
+    # A targets file, vegeta's http format, for mixed workloads: targets
+    # separated by blank lines, each a `METHOD URL` line, then header lines
+    # `Name: value`, then optionally `@path` for a body file (relative to
+    # the targets file). Lines starting with # are comments. Requests are
+    # sent in turn; every URL must name the same host and port (one address).
+    module Targets
+      Target = Struct.new(:method, :uri, :headers, :body, keyword_init: true)
+
+      module_function
+
+      def load(path)
+        parse(File.read(path), File.dirname(path), path)
+      end
+
+      def parse(text, dir = ".", name = "targets")
+        targets = []
+        text.each_line.with_index(1) do |raw, n|
+          line = raw.chomp
+          next if line.start_with?("#")
+
+          if line.strip.empty?
+            next
+          elsif (m = /\A([A-Z]+) (\S+)\z/.match(line))
+            uri = URI.parse(m[2])
+            raise UsageError, "#{name}:#{n}: http://host:port/path expected" unless uri.is_a?(URI::HTTP) && uri.scheme == "http" && uri.host && !uri.host.empty?
+
+            targets << Target.new(method: m[1], uri: uri, headers: [], body: nil)
+          elsif targets.empty?
+            raise UsageError, "#{name}:#{n}: METHOD URL expected"
+          elsif line.start_with?("@")
+            raise UsageError, "#{name}:#{n}: second body" if targets.last.body
+
+            targets.last.body = File.binread(File.expand_path(line[1..], dir))
+          elsif line.match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*\z/)
+            targets.last.headers << line
+          else
+            raise UsageError, "#{name}:#{n}: bad line #{line.inspect}"
+          end
+        end
+        raise UsageError, "#{name}: no targets" if targets.empty?
+
+        targets
+      rescue URI::Error => e
+        raise UsageError, "#{name}: #{e.message}"
+      end
+    end
+  end
+end
