@@ -7,6 +7,7 @@
  */
 #include <string.h>
 #include "chunked.h"
+#include "token.h"
 
 enum {
     CH_SIZE_FIRST = 0,  /* zero-filled decoder starts here */
@@ -36,11 +37,6 @@ static const unsigned char hexval1[256] = {
     ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
 };
 
-static const unsigned char tchar_tbl[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1,
-    ['+'] = 1, ['-'] = 1, ['.'] = 1, ['0' ... '9'] = 1, ['A' ... 'Z'] = 1,
-    ['^'] = 1, ['_'] = 1, ['`'] = 1, ['a' ... 'z'] = 1, ['|'] = 1, ['~'] = 1,
-};
 
 /* Bytes allowed in extensions and trailer values: no CTL but HTAB. */
 static const unsigned char text_tbl[256] = {
@@ -135,7 +131,7 @@ ssize_t oribi_decode_chunked(struct oribi_chunked_decoder *d, char *buf, size_t 
         case CH_TRAILER_START:
             if (c == '\r')
                 st = CH_END_LF;
-            else if (tchar_tbl[c])
+            else if (oribi_tchar[c])
                 st = CH_TRAILER_NAME;
             else
                 goto error; /* bare LF, obs-fold, empty name */
@@ -143,7 +139,7 @@ ssize_t oribi_decode_chunked(struct oribi_chunked_decoder *d, char *buf, size_t 
         case CH_TRAILER_NAME:
             if (c == ':')
                 st = CH_TRAILER_VALUE;
-            else if (!tchar_tbl[c])
+            else if (!oribi_tchar[c])
                 goto error;
             break;
         case CH_TRAILER_VALUE:

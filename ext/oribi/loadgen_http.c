@@ -5,6 +5,8 @@
  * response we cannot frame with certainty is an error, never a guess.
  */
 #include <string.h>
+
+#include "token.h"
 #include "loadgen.h"
 
 static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
@@ -12,17 +14,6 @@ static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 static inline unsigned char lower(unsigned char c)
 {
     return (c >= 'A' && c <= 'Z') ? (unsigned char)(c | 0x20) : c;
-}
-
-/* tchar of RFC 9110 section 5.6.2. */
-static int is_tchar(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return 1;
-    c = lower(c);
-    if (c >= 'a' && c <= 'z')
-        return 1;
-    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
 /* Field values and reason phrases: VCHAR, obs-text, SP, HTAB. */
@@ -135,7 +126,7 @@ int oribi_lg_parse_response(const char *buf, size_t len, struct oribi_lg_respons
     int64_t cl = -1;
     while (p < last) {
         const char *name = p;
-        while (p < last && is_tchar((unsigned char)*p))
+        while (p < last && oribi_tchar[(unsigned char)*p])
             p++;
         /* Also rejects obs-fold and whitespace before the colon. */
         if (p == name || p >= last || *p != ':')

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "parser.h"
+#include "token.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(ORIBI_NO_SSE42_BUILD)
 #define HAVE_SSE42_PATH 1
@@ -29,12 +30,6 @@
 /* Keeps every head length well inside an int return value. */
 #define MAX_LIMIT ((size_t)1 << 28)
 
-/* tchar (RFC 9110 5.6.2): methods, field names, transfer codings, options. */
-static const unsigned char tchar_tbl[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1,
-    ['+'] = 1, ['-'] = 1, ['.'] = 1, ['0' ... '9'] = 1, ['A' ... 'Z'] = 1,
-    ['^'] = 1, ['_'] = 1, ['`'] = 1, ['a' ... 'z'] = 1, ['|'] = 1, ['~'] = 1,
-};
 
 /* request-target: anything visible; obs-text passes so UTF-8 paths work. */
 static const unsigned char target_tbl[256] = {
@@ -209,7 +204,7 @@ static int parse_te(const char *p, const char *end, struct sem *s)
             p++;
         if (p == end)
             return elems ? 0 : 400;
-        for (tok = p; p != end && tchar_tbl[(unsigned char)*p]; p++)
+        for (tok = p; p != end && oribi_tchar[(unsigned char)*p]; p++)
             ;
         if (p == tok)
             return 400;
@@ -244,7 +239,7 @@ static int parse_connection(const char *p, const char *end, struct sem *s)
             p++;
         if (p == end)
             return 0;
-        for (tok = p; p != end && tchar_tbl[(unsigned char)*p]; p++)
+        for (tok = p; p != end && oribi_tchar[(unsigned char)*p]; p++)
             ;
         if (p == tok)
             return 400;
@@ -350,7 +345,7 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     rl_capped = (size_t)(buf_end - rl_start) >= lim->max_request_line;
     rl_end = rl_capped ? rl_start + lim->max_request_line : buf_end;
 
-    while (p != rl_end && tchar_tbl[(unsigned char)*p])
+    while (p != rl_end && oribi_tchar[(unsigned char)*p])
         p++;
     if (p == rl_end)
         OUT_OF(rl_capped, 414);
@@ -436,11 +431,11 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
             break;
         }
         /* refuses bare LF, obs-fold / leading whitespace, empty names, CTLs */
-        if (!tchar_tbl[(unsigned char)*p])
+        if (!oribi_tchar[(unsigned char)*p])
             FAIL(400);
         if (num == cap)
             FAIL(431);
-        for (name = p++; p != hend && tchar_tbl[(unsigned char)*p]; p++)
+        for (name = p++; p != hend && oribi_tchar[(unsigned char)*p]; p++)
             ;
         if (p == hend)
             OUT_OF(h_capped, 431);
