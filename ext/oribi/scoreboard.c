@@ -76,14 +76,26 @@ static struct slot *get_slot(VALUE self, VALUE i)
     return &sb->slots[idx];
 }
 
-/* busy(slot, pid, "GET /path"): a request starts */
-static VALUE sb_busy(VALUE self, VALUE i, VALUE pid, VALUE what)
+/* busy(slot, method, uri): a request starts. Copied straight into the
+ * slot ("GET /path", cut to fit): nothing is allocated per request. The
+ * pid was set by clear() when the master forked the worker. */
+static VALUE sb_busy(VALUE self, VALUE i, VALUE method, VALUE uri)
 {
     struct slot *s = get_slot(self, i);
-    long len = RSTRING_LEN(what) < SLOT_PATH - 1 ? RSTRING_LEN(what) : SLOT_PATH - 1;
-    s->pid = NUM2INT(pid);
-    memcpy(s->request, RSTRING_PTR(what), (size_t)len);
-    s->request[len] = 0;
+    size_t n = 0;
+    const VALUE parts[2] = {method, uri};
+    for (int k = 0; k < 2; k++) {
+        if (!RB_TYPE_P(parts[k], T_STRING))
+            continue;
+        size_t len = (size_t)RSTRING_LEN(parts[k]);
+        if (k && n < SLOT_PATH - 1)
+            s->request[n++] = ' ';
+        if (len > SLOT_PATH - 1 - n)
+            len = SLOT_PATH - 1 - n;
+        memcpy(s->request + n, RSTRING_PTR(parts[k]), len);
+        n += len;
+    }
+    s->request[n] = 0;
     __atomic_store_n(&s->busy_since_ms, mono_ms(), __ATOMIC_RELEASE);
     return Qnil;
 }

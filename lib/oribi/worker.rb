@@ -46,7 +46,7 @@ module Oribi
       while (env = @engine.next_request)
         @served += 1
         retire if @served == @limit # before the response, so that it says connection: close
-        @scoreboard&.busy(@sb_slot, Process.pid, "#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}")
+        @scoreboard&.busy(@sb_slot, env["REQUEST_METHOD"], env["REQUEST_URI"])
         serve(env)
         @scoreboard&.idle(@sb_slot)
         title if (@served % TITLE_EVERY).zero?
