@@ -454,8 +454,7 @@ void Init_oribi_engine(VALUE mOribi)
     id_rewind = rb_intern("rewind");
     id_error = rb_intern("error");
     id_method = rb_intern("method");
-    k_response_finished = rb_interned_str_cstr("rack.response_finished");
-    rb_gc_register_mark_object(k_response_finished);
+    k_response_finished = oribi_fstr("rack.response_finished");
     oribi_env_init();
     Init_oribi_respond();
     Init_oribi_hijack();

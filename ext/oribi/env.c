@@ -22,7 +22,7 @@ static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server
     k_hijack_p, k_http_host, k_hijack, k_early_hints, k_response_finished, k_protocol;
 static VALUE v_empty, v_http, v_http10, v_http11, v_software, v_localhost_ip, v_port80;
 
-static VALUE fstr(const char *s)
+VALUE oribi_fstr(const char *s)
 {
     VALUE v = rb_interned_str_cstr(s);
     rb_gc_register_mark_object(v);
@@ -61,39 +61,39 @@ static size_t field_key(char *out, const char *name, size_t len)
 
 void oribi_env_init(void)
 {
-    oribi_key_input = fstr("rack.input");
-    oribi_key_request_method = fstr("REQUEST_METHOD");
-    k_script_name = fstr("SCRIPT_NAME");
-    k_path_info = fstr("PATH_INFO");
-    k_query_string = fstr("QUERY_STRING");
-    k_request_uri = fstr("REQUEST_URI");
-    k_server_name = fstr("SERVER_NAME");
-    k_server_port = fstr("SERVER_PORT");
-    k_server_protocol = fstr("SERVER_PROTOCOL");
-    k_server_software = fstr("SERVER_SOFTWARE");
-    k_remote_addr = fstr("REMOTE_ADDR");
-    k_content_length = fstr("CONTENT_LENGTH");
-    k_content_type = fstr("CONTENT_TYPE");
-    k_rack_errors = fstr("rack.errors");
-    k_url_scheme = fstr("rack.url_scheme");
-    k_multithread = fstr("rack.multithread");
-    k_multiprocess = fstr("rack.multiprocess");
-    k_run_once = fstr("rack.run_once");
-    k_hijack_p = fstr("rack.hijack?");
-    k_hijack = fstr("rack.hijack");
-    k_early_hints = fstr("rack.early_hints");
-    k_response_finished = fstr("rack.response_finished");
-    k_protocol = fstr("rack.protocol");
-    k_http_host = fstr("HTTP_HOST");
-    v_empty = fstr("");
-    v_http = fstr("http");
-    v_http10 = fstr("HTTP/1.0");
-    v_http11 = fstr("HTTP/1.1");
-    v_software = fstr("Oribi");
-    v_localhost_ip = fstr("127.0.0.1");
-    v_port80 = fstr("80");
+    oribi_key_input = oribi_fstr("rack.input");
+    oribi_key_request_method = oribi_fstr("REQUEST_METHOD");
+    k_script_name = oribi_fstr("SCRIPT_NAME");
+    k_path_info = oribi_fstr("PATH_INFO");
+    k_query_string = oribi_fstr("QUERY_STRING");
+    k_request_uri = oribi_fstr("REQUEST_URI");
+    k_server_name = oribi_fstr("SERVER_NAME");
+    k_server_port = oribi_fstr("SERVER_PORT");
+    k_server_protocol = oribi_fstr("SERVER_PROTOCOL");
+    k_server_software = oribi_fstr("SERVER_SOFTWARE");
+    k_remote_addr = oribi_fstr("REMOTE_ADDR");
+    k_content_length = oribi_fstr("CONTENT_LENGTH");
+    k_content_type = oribi_fstr("CONTENT_TYPE");
+    k_rack_errors = oribi_fstr("rack.errors");
+    k_url_scheme = oribi_fstr("rack.url_scheme");
+    k_multithread = oribi_fstr("rack.multithread");
+    k_multiprocess = oribi_fstr("rack.multiprocess");
+    k_run_once = oribi_fstr("rack.run_once");
+    k_hijack_p = oribi_fstr("rack.hijack?");
+    k_hijack = oribi_fstr("rack.hijack");
+    k_early_hints = oribi_fstr("rack.early_hints");
+    k_response_finished = oribi_fstr("rack.response_finished");
+    k_protocol = oribi_fstr("rack.protocol");
+    k_http_host = oribi_fstr("HTTP_HOST");
+    v_empty = oribi_fstr("");
+    v_http = oribi_fstr("http");
+    v_http10 = oribi_fstr("HTTP/1.0");
+    v_http11 = oribi_fstr("HTTP/1.1");
+    v_software = oribi_fstr("Oribi");
+    v_localhost_ip = oribi_fstr("127.0.0.1");
+    v_port80 = oribi_fstr("80");
     for (size_t i = 0; i < NMETHODS; i++)
-        method_vals[i] = fstr(methods[i]);
+        method_vals[i] = oribi_fstr(methods[i]);
     for (size_t i = 0; i < NCOMMON; i++) {
         char key[64];
         size_t len = strlen(common_fields[i]);

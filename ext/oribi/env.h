@@ -27,6 +27,10 @@ struct oribi_env_ctx {
 };
 
 void oribi_env_init(void);
+
+/* A frozen, interned String kept alive for good: for the keys the engine
+ * compares and inserts on every request. */
+VALUE oribi_fstr(const char *s);
 /* ctx->multiprocess, multithread, hijack and early_hints must be set. */
 VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input);
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "env.h"
 #include "response.h"
 
 static ID id_each, id_close, id_to_ary, id_to_path, id_call, id_write;
@@ -583,6 +584,5 @@ void Init_oribi_respond(void)
     id_to_path = rb_intern("to_path");
     id_call = rb_intern("call");
     id_write = rb_intern("write");
-    k_rack_protocol = rb_interned_str_cstr("rack.protocol");
-    rb_gc_register_mark_object(k_rack_protocol);
+    k_rack_protocol = oribi_fstr("rack.protocol");
 }
