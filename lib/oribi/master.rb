@@ -34,6 +34,7 @@ module Oribi
     # Returns the exit status: 0 after a graceful stop.
     def run
       @signals = Signals.new(SIGNALS)
+      @server.write_pid_file
       @ready_r, @ready_w = IO.pipe
       @ready_r.close_on_exec = true
       @scoreboard = Scoreboard.new(SCOREBOARD_SLOTS)

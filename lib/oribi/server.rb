@@ -38,9 +38,6 @@ module Oribi
                                                   reuse_port: @config[:reuse_port], unix_mode: @config[:unix_mode])
       standalone = @config[:workers].zero?
       app ||= load_app if @config[:preload_app] || standalone
-      # A new generation (USR2) writes it once it took over: if it fails to
-      # boot, the file still names the master that goes on serving.
-      write_pid_file unless ENV["ORIBI_READY_FD"]
       banner
       if standalone
         Worker.new(self, app).run
@@ -61,6 +58,20 @@ module Oribi
       app.is_a?(Array) ? app.first : app # Rack 2 returned [app, options]
     end
 
+    # Called once the signal handlers are in place (a USR2 sent as soon as
+    # the pid is readable must find them), by the master or the lone worker;
+    # a new generation (USR2) writes it only once it took over, so that if
+    # it fails to boot the file still names the master that goes on serving.
+    def write_pid_file
+      return if ENV["ORIBI_READY_FD"] # not yet: notify_parent_ready clears it
+      return unless (path = @config[:pid_file])
+
+      # Renamed into place: a reader never sees a half-written file.
+      File.write("#{path}.#{Process.pid}", "#{Process.pid}\n")
+      File.rename("#{path}.#{Process.pid}", path)
+      @pid_written = true
+    end
+
     private
 
     # Only our own: after a USR2 handover the file holds the new master's pid.
@@ -69,15 +80,6 @@ module Oribi
       File.unlink(path) if @pid_written && File.exist?(path) && File.read(path).to_i == Process.pid
     rescue SystemCallError
       nil
-    end
-
-    def write_pid_file
-      return unless (path = @config[:pid_file])
-
-      # Renamed into place: a reader never sees a half-written file.
-      File.write("#{path}.#{Process.pid}", "#{Process.pid}\n")
-      File.rename("#{path}.#{Process.pid}", path)
-      @pid_written = true
     end
 
     def banner

@@ -37,6 +37,7 @@ module Oribi
       @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: @config[:workers] > 1))
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
       trap_signals
+      @server.write_pid_file if @standalone
       start_soft_timeout if @config[:soft_timeout].positive?
       @config.hook(:after_worker_boot, @server, @index)
       title
