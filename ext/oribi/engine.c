@@ -21,6 +21,7 @@
 
 #include "engine.h"
 #include "oribi.h"
+#include "queue_time.h"
 #include "response.h"
 
 VALUE oribi_eClientGone;
@@ -43,6 +44,7 @@ static void engine_mark(void *p)
     rb_gc_mark(e->cur_env);
     rb_gc_mark(e->cur_io);
     rb_gc_mark(e->cur_stream);
+    rb_gc_mark(e->scoreboard);
 }
 
 static void engine_free(void *p)
@@ -63,6 +65,7 @@ static VALUE engine_alloc(VALUE klass)
     e->empty_input = e->spilled_input = e->tmpdir = Qnil;
     e->ctx.hijack = e->ctx.early_hints = e->ctx.tmpl = e->ctx.tmpl_errors = Qnil;
     e->cur_env = e->cur_io = e->cur_stream = Qnil;
+    e->scoreboard = Qnil;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
 
@@ -153,6 +156,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     o.max_connections = (unsigned)opt_int(opts, "max_connections", ORIBI_DEFAULT_MAX_CONNECTIONS);
     if (o.max_connections < 1)
         rb_raise(rb_eArgError, "max_connections must be at least 1");
+    e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0);
     VALUE tmpdir = rb_hash_lookup2(opts, ID2SYM(rb_intern("tmpdir")), Qnil);
     e->tmpdir = rb_obj_freeze(rb_str_new_cstr(NIL_P(tmpdir) ? (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp")
                                                            : StringValueCStr(tmpdir)));
@@ -198,6 +202,27 @@ static VALUE request_input(struct engine *e, struct oribi_conn *c)
     return e->empty_input;
 }
 
+/* The scoreboard learns what goes to the app, and the request's queue
+ * time: from X-Request-Start when a proxy sent a usable one (up to a day
+ * old; a proxy clock slightly ahead counts as 0), else from when the loop
+ * first saw the request. */
+static void mark_busy(struct oribi_slot *slot, struct oribi_conn *c)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    int64_t mono_us = oribi_mono_us();
+    int64_t queue_us = c->seen_us ? mono_us - c->seen_us : -1;
+    int from_header = 0;
+    int64_t start = oribi_request_start_us(&c->req);
+    if (start >= 0 && wall_us - start < 86400LL * 1000000) {
+        queue_us = wall_us > start ? wall_us - start : 0;
+        from_header = 1;
+    }
+    oribi_slot_busy(slot, c->req.method, c->req.method_len, c->req.target, c->req.target_len, mono_us / 1000,
+                    wall_us / 1000, queue_us, from_header);
+}
+
 /* Returns the next request's env, or nil once a stopping loop is drained. */
 static VALUE engine_next_request(VALUE self)
 {
@@ -205,6 +230,9 @@ static VALUE engine_next_request(VALUE self)
     for (;;) {
         struct oribi_conn *c = oribi_loop_take(&e->loop);
         if (c) {
+            if (e->slot)
+                mark_busy(e->slot, c);
+            e->since_gc++;
             e->cur_token = oribi_conn_token(c);
             e->cur_phase = PHASE_APP;
             e->cur_io = e->cur_stream = Qnil;
@@ -216,6 +244,16 @@ static VALUE engine_next_request(VALUE self)
         intptr_t r = oribi_loop_run(&e->loop, 0);
         if (r == LOOP_READY)
             continue;
+        /* Out-of-band GC (oob_gc): once N requests went by, at the first
+         * moment the loop has nothing to do: every response handed to the
+         * kernel (or waiting on its client), closed connections closed, no
+         * request waiting. A saturated worker never gets there and leaves
+         * GC to Ruby, which then runs it in a request as usual. */
+        if (r == LOOP_IDLE && e->oob_gc && e->since_gc >= e->oob_gc) {
+            e->since_gc = 0;
+            rb_gc_start();
+            continue;
+        }
         if (r == LOOP_IDLE)
             r = (intptr_t)rb_thread_call_without_gvl(run_nogvl, &e->loop, wake_ubf, &e->loop);
         if (r == LOOP_STOPPED)
@@ -261,6 +299,8 @@ int oribi_engine_drain(struct engine *e, struct oribi_conn *c)
 
 static void end_request(struct engine *e)
 {
+    if (e->slot)
+        oribi_slot_idle(e->slot);
     if (!NIL_P(e->cur_stream))
         oribi_stream_finish(e->cur_stream);
     if (!NIL_P(e->spilled_input)) {
@@ -433,6 +473,17 @@ static VALUE engine_stats(VALUE self)
     return h;
 }
 
+/* engine.attach_scoreboard(scoreboard, slot): from now on the engine
+ * keeps that slot up to date (requests, connections, queue times). */
+static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
+{
+    struct engine *e = oribi_engine_get(self);
+    e->slot = oribi_scoreboard_slot(sb, idx);
+    e->scoreboard = sb;
+    e->loop.slot = e->slot;
+    return self;
+}
+
 static VALUE engine_close(VALUE self)
 {
     struct engine *e = rb_check_typeddata(self, &engine_type);
@@ -470,6 +521,7 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cEngine, "respond", engine_respond, -1);
     rb_define_method(cEngine, "stop", engine_stop, -1);
     rb_define_method(cEngine, "stats", engine_stats, 0);
+    rb_define_method(cEngine, "attach_scoreboard", engine_attach_scoreboard, 2);
     rb_define_method(cEngine, "close", engine_close, 0);
     /* The targets of env["rack.hijack"] and env["rack.early_hints"]. */
     rb_define_private_method(cEngine, "rack_hijack", oribi_full_hijack, 0);

@@ -29,12 +29,13 @@ module Oribi
       @limit = request_limit
       @standalone = ready.nil?
       @scoreboard, @sb_slot = scoreboard
-      @oob_gc = @config[:oob_gc]
     end
 
     def run
       # rack.multiprocess: whether another process may run the app at the same time
       @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: @config[:workers] > 1))
+      # The engine marks its slot busy/idle itself: no Ruby call per request.
+      @engine.attach_scoreboard(@scoreboard, @sb_slot) if @scoreboard
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
       trap_signals
       @server.write_pid_file if @standalone
@@ -47,13 +48,9 @@ module Oribi
       while (env = @engine.next_request)
         @served += 1
         retire if @served == @limit # before the response, so that it says connection: close
-        @scoreboard&.busy(@sb_slot, env["REQUEST_METHOD"], env["REQUEST_URI"])
         serve(env)
-        @scoreboard&.idle(@sb_slot)
         title if (@served % TITLE_EVERY).zero?
-        # Out-of-band GC: the response is out, so the pause costs no client
-        # time (BRIEF: Rhebok's OobGC).
-        GC.start if @oob_gc.positive? && (@served % @oob_gc).zero?
+        # oob_gc runs in the engine, when its loop is idle (engine.c).
       end
     ensure
       @config.hook(:before_worker_exit, @server, @index) if @engine
