@@ -62,6 +62,8 @@ module Oribi
         o.on("--stdout FILE", "append stdout to FILE (reopened on USR1)") { |x| v[:stdout_path] = x }
         o.on("--stderr FILE", "append stderr to FILE (reopened on USR1)") { |x| v[:stderr_path] = x }
         o.on("--pid FILE", "write the server's pid to FILE") { |x| v[:pid_file] = x }
+        o.on("--control URI", "control endpoint (stats, readyz, restart): unix:///PATH or tcp://HOST:PORT (default off)") { |x| v[:control] = x }
+        o.on("--control-token TOKEN", "token the control endpoint requires; needed for TCP (default $ORIBI_CONTROL_TOKEN)") { |x| v[:control_token] = x }
         o.on("-v", "--version", "print the version") do
           puts "oribi #{VERSION}"
           exit 0

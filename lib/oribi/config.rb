@@ -68,6 +68,10 @@ module Oribi
       Option.new(name: :soft_timeout_raise, default: false, check: BOOL),
       Option.new(name: :rolling_interval, default: 1, check: ->(v) { v.is_a?(Numeric) && v >= 0 }),
       Option.new(name: :oob_gc, default: 0, check: COUNT, hint: "requests between GCs, 0 = off"),
+      Option.new(name: :control, default: nil,
+                 check: ->(v) { v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z})) },
+                 hint: "nil, tcp://HOST:PORT or unix:///PATH"),
+      Option.new(name: :control_token, default: -> { ENV["ORIBI_CONTROL_TOKEN"] }, check: OPTIONAL_STRING),
       Option.new(name: :tmpdir, default: -> { ENV["TMPDIR"] || "/tmp" }, check: STRING),
       Option.new(name: :access_log, default: nil, check: OPTIONAL_STRING),
       Option.new(name: :access_log_format, default: "combined",
@@ -129,6 +133,9 @@ module Oribi
       OPTIONS.each_key { |k| self[k] }
       if self[:min_requests].positive? && self[:max_requests] < self[:min_requests]
         raise Error, "min_requests (#{self[:min_requests]}) is above max_requests (#{self[:max_requests]})"
+      end
+      if self[:control]&.start_with?("tcp:") && self[:control_token].nil?
+        raise Error, "control #{self[:control]} is TCP: set control_token (or ORIBI_CONTROL_TOKEN) too"
       end
 
       self
