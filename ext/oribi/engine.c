@@ -227,6 +227,12 @@ static void mark_busy(struct oribi_slot *slot, struct oribi_conn *c)
 static VALUE engine_next_request(VALUE self)
 {
     struct engine *e = oribi_engine_get(self);
+    if (e->oob_gc && e->since_gc >= 2 * e->oob_gc) {
+        /* Never idle for N more requests: collect now, between two
+         * requests, rather than never (see below). */
+        e->since_gc = 0;
+        rb_gc_start();
+    }
     for (;;) {
         struct oribi_conn *c = oribi_loop_take(&e->loop);
         if (c) {
@@ -247,8 +253,8 @@ static VALUE engine_next_request(VALUE self)
         /* Out-of-band GC (oob_gc): once N requests went by, at the first
          * moment the loop has nothing to do: every response handed to the
          * kernel (or waiting on its client), closed connections closed, no
-         * request waiting. A saturated worker never gets there and leaves
-         * GC to Ruby, which then runs it in a request as usual. */
+         * request waiting. A worker that is never idle collects after 2N
+         * requests, before taking the next one (above). */
         if (r == LOOP_IDLE && e->oob_gc && e->since_gc >= e->oob_gc) {
             e->since_gc = 0;
             rb_gc_start();

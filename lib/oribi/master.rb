@@ -48,7 +48,7 @@ module Oribi
       @watchdog_interval = Systemd.watchdog_interval
       @next_watchdog = now
       Process.setproctitle("oribi master #{@server.listeners.all.map(&:uri).join(' ')}")
-      @control = open_control
+      @control = @server.control
       loop do
         spawn_missing unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
@@ -64,8 +64,6 @@ module Oribi
         break if @stopping && @slots.empty?
       end
       @status
-    ensure
-      @control&.close
     end
 
     private
@@ -363,15 +361,6 @@ module Oribi
     end
 
     # ---- control endpoint and stats (docs/CONTROL.md) ----
-
-    def open_control
-      uri = @config[:control] or return nil
-
-      fd = ENV.delete("ORIBI_CONTROL_FD")
-      control = Control.new(uri, token: @config[:control_token], fd: (Integer(fd, 10) if fd))
-      Log.info("control endpoint on #{uri}")
-      control
-    end
 
     def serve_control
       return unless @control
