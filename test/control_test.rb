@@ -269,6 +269,23 @@ class ControlTest < Minitest::Test
     assert_equal 2, status # nothing to talk to
   end
 
+  def test_hot_restart_hands_the_control_endpoint_over
+    pid_file = File.join(Dir.mktmpdir("oribi-pid"), "pid")
+    start("--pid", pid_file, workers: 1)
+    assert wait_until { File.exist?(pid_file) }
+    old = File.read(pid_file).to_i
+    assert_equal old, stats["pid"]
+    Process.kill(:USR2, old)
+    assert wait_until(timeout: 20) { (File.read(pid_file).to_i rescue old) != old }, "no new generation" # rubocop:disable Style/RescueModifier
+    new = File.read(pid_file).to_i
+    assert wait_until(timeout: 10) { (stats["pid"] rescue nil) == new } # rubocop:disable Style/RescueModifier
+    assert wait_until(timeout: 10) { !File.exist?("/proc/#{old}") || File.read("/proc/#{old}/stat").split[2] == "Z" }
+    assert_equal 200, control("/readyz").status # the file stayed: the new master serves it
+  ensure
+    Process.kill(:TERM, new) if new && new != old
+    wait_until(timeout: 10) { !File.exist?("/proc/#{new}") } if new
+  end
+
   def test_totals_keep_what_replaced_workers_served
     start("--rolling-interval", "0", workers: 1)
     4.times { get }
