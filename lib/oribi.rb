@@ -23,4 +23,5 @@ module Oribi
   autoload :Control, "oribi/control"
   autoload :Stats, "oribi/stats"
   autoload :Ctl, "oribi/ctl"
+  autoload :Mold, "oribi/mold"
 end

@@ -25,8 +25,17 @@
 #include "response.h"
 
 VALUE oribi_eClientGone;
-static VALUE cEngine, cStringIO, k_response_finished;
-static ID id_new, id_for_fd, id_call, id_rewind, id_error, id_method;
+static VALUE cEngine, cStringIO, k_response_finished, mGC, minor_gc_opts;
+static ID id_new, id_for_fd, id_call, id_rewind, id_error, id_method, id_start;
+
+/* oob_gc's collection: a minor GC swept at once. It takes the garbage of
+ * the last requests (what they allocated and dropped is young), which is
+ * what a GC in the next request would have collected, at a fraction of a
+ * full GC's cost; Ruby still runs major GCs when the old generation grows. */
+static void oob_gc(void)
+{
+    rb_funcallv_kw(mGC, id_start, 1, &minor_gc_opts, RB_PASS_KEYWORDS);
+}
 
 static void engine_mark(void *p)
 {
@@ -231,7 +240,7 @@ static VALUE engine_next_request(VALUE self)
         /* Never idle for N more requests: collect now, between two
          * requests, rather than never (see below). */
         e->since_gc = 0;
-        rb_gc_start();
+        oob_gc();
     }
     for (;;) {
         struct oribi_conn *c = oribi_loop_take(&e->loop);
@@ -257,7 +266,7 @@ static VALUE engine_next_request(VALUE self)
          * requests, before taking the next one (above). */
         if (r == LOOP_IDLE && e->oob_gc && e->since_gc >= e->oob_gc) {
             e->since_gc = 0;
-            rb_gc_start();
+            oob_gc();
             continue;
         }
         if (r == LOOP_IDLE)
@@ -512,6 +521,13 @@ void Init_oribi_engine(VALUE mOribi)
     id_error = rb_intern("error");
     id_method = rb_intern("method");
     k_response_finished = oribi_fstr("rack.response_finished");
+    id_start = rb_intern("start");
+    mGC = rb_const_get(rb_cObject, rb_intern("GC"));
+    minor_gc_opts = rb_hash_new();
+    rb_hash_aset(minor_gc_opts, ID2SYM(rb_intern("full_mark")), Qfalse);
+    rb_hash_aset(minor_gc_opts, ID2SYM(rb_intern("immediate_sweep")), Qtrue);
+    rb_obj_freeze(minor_gc_opts);
+    rb_gc_register_mark_object(minor_gc_opts);
     oribi_env_init();
     Init_oribi_respond();
     Init_oribi_hijack();

@@ -55,6 +55,11 @@ module Oribi
         o.on("--soft-timeout SEC", Float, "log a request running longer, with its backtrace; 0 = off (default 0)") { |x| v[:soft_timeout] = x }
         o.on("--[no-]soft-timeout-raise", "also raise Oribi::RequestTimeout in the app (default off)") { |x| v[:soft_timeout_raise] = x }
         o.on("--rolling-interval SEC", Float, "pause between workers in a rolling restart (default 1)") { |x| v[:rolling_interval] = x }
+        o.on("--refork-after N,N", Array, "refork workers from a warm one after N requests (default off)") do |x|
+          v[:refork_after] = x.map { |n| Integer(n, 10) }
+        rescue ArgumentError
+          raise OptionParser::InvalidArgument, "--refork-after #{x.join(',')} (expected request counts)"
+        end
         o.on("--oob-gc N", Integer, "run GC between requests every N requests; 0 = off (default 0)") { |x| v[:oob_gc] = x }
         o.on("--shutdown-timeout SEC", Float, "kill workers still busy this long after TERM (default 25)") { |x| v[:shutdown_timeout] = x }
         o.on("--access-log [FILE]", "log each request to FILE (default: stderr); off unless given") { |x| v[:access_log] = x || "-" }

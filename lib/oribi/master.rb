@@ -15,7 +15,10 @@ module Oribi
     KILL_WAIT = 5.0       # after SIGKILL, how long to wait for the last reaps
     SCOREBOARD_SLOTS = 1024
 
-    Slot = Struct.new(:index, :pid, :started, :booted, :retiring, :sb, keyword_init: true)
+    MOLD_TIMEOUT = 5.0    # how long the mold may take to fork a worker
+
+    # link: with refork, a socket to the worker (and to the mold it may become)
+    Slot = Struct.new(:index, :pid, :started, :booted, :retiring, :sb, :link, :generation, :mold, keyword_init: true)
 
     def initialize(server, app)
       @server = server
@@ -30,6 +33,9 @@ module Oribi
       @deadline = nil
       @rolling = []        # pids still to replace in a rolling restart
       @heir = nil          # [pid, ready pipe] of a new generation being born (USR2)
+      @generation = 0      # refork: how many molds there were; workers forked by the latest have it
+      @mold = nil          # refork: the Slot of the mold new workers fork from
+      @promoting = nil     # refork: pid of the worker becoming the mold
       @started_at = Time.now
       # What workers that are gone served, so that totals never go down.
       @retired = { served: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
@@ -49,15 +55,18 @@ module Oribi
       @next_watchdog = now
       Process.setproctitle("oribi master #{@server.listeners.all.map(&:uri).join(' ')}")
       @control = @server.control
+      Oribi.child_subreaper! if refork?
       loop do
         spawn_missing unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
+        reads << @slots[@promoting].link if @promoting && @slots[@promoting]
         @signals.wait(wait_time, [@ready_r, @heir&.last, *reads].compact, writes).each { |sig| handle(sig) }
         serve_control
         read_ready
         watch_heir
         reap
         roll
+        refork
         enforce_timeouts
         enforce_deadline
         supervise
@@ -127,6 +136,7 @@ module Oribi
       return if now < @respawn_at
 
       live = @slots.values.reject(&:retiring).map(&:index)
+      live << @slots[@promoting].index if @promoting && @slots[@promoting] # to come from the mold
       (0...@count).each do |index|
         next if live.include?(index)
 
@@ -137,16 +147,24 @@ module Oribi
 
     def spawn(index)
       sb = @free_sb.shift
+      slot = spawn_from_mold(index, sb) if @mold
+      return slot if slot
+
       @config.hook(:before_fork, @server, index)
+      ours, theirs = UNIXSocket.pair if refork?
       pid = fork do
         @signals.reset
         @ready_r.close
         @heir&.last&.close
         @control&.close_in_child
+        ours&.close
+        @slots.each_value { |s| s.link&.close } # a mold must see EOF when the master closes its link
         Process.setproctitle("oribi worker[#{index}] booting")
         @config.hook(:after_fork, @server, index)
         app = @app || @server.load_app
-        Worker.new(@server, app, index: index, ready: @ready_w, scoreboard: [@scoreboard, sb]).run
+        worker = Worker.new(@server, app, index: index, ready: @ready_w, scoreboard: [@scoreboard, sb], link: theirs)
+        worker.run
+        Mold.new(@server, app, link: theirs, ready: @ready_w, scoreboard: @scoreboard, generation: 1).run if worker.promoted?
         $stdout.flush # exit! skips at_exit and buffered output
         $stderr.flush
         exit!(0)
@@ -154,8 +172,9 @@ module Oribi
         Log.error("worker[#{index}] failed", e) unless e.is_a?(SystemExit)
         exit!(1)
       end
+      theirs&.close
       @scoreboard.clear(sb, pid)
-      @slots[pid] = Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb)
+      @slots[pid] = Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb, link: ours, generation: 0)
     end
 
     def read_ready
@@ -183,6 +202,8 @@ module Oribi
           next
         end
         slot = @slots.delete(pid) or next
+        slot.link&.close
+        mold_gone(slot) if slot.mold
         retire_counters(slot.sb)
         @free_sb << slot.sb
         read_ready # a worker may have booted and died between two looks
@@ -230,6 +251,8 @@ module Oribi
     def rolling_restart
       return Log.info("HUP ignored: stopping") if @stopping
       return Log.info("HUP ignored: a rolling restart is under way") if @rolling.any?
+
+      drop_mold # new workers come from the master again (and load the app anew when not preloaded)
 
       @rolling = @slots.values.reject(&:retiring).sort_by(&:index).map(&:pid)
       @roll_next_at = now
@@ -360,6 +383,81 @@ module Oribi
       end
     end
 
+    # ---- refork (docs/REFORK.md) ----
+
+    def refork? = @config[:refork_after].any?
+
+    # Once a worker served the next refork_after count, it is promoted to
+    # be the mold; once it says it is one, every worker of an older
+    # generation is replaced, one at a time as in a rolling restart, by one
+    # the mold forks.
+    def refork
+      return unless refork? && !@stopping && @heir.nil?
+      return watch_promotion if @promoting
+      return if @rolling.any?
+
+      threshold = @config[:refork_after][@generation] or return
+      candidates = @slots.values.select { |s| s.booted && !s.retiring && s.link }
+      best = candidates.max_by { |s| @scoreboard.get(s.sb)[3] } or return
+      return if @scoreboard.get(best.sb)[3] < threshold
+
+      Log.info("refork: worker[#{best.index}] pid #{best.pid} served #{threshold}+ requests: promoting it to mold")
+      best.retiring = best.mold = true
+      @promoting = best.pid
+      signal(best.pid, :URG)
+    end
+
+    def watch_promotion
+      slot = @slots[@promoting]
+      return @promoting = nil unless slot # died: the next look picks another
+
+      data = slot.link.read_nonblock(64, exception: false)
+      return if data == :wait_readable
+
+      @promoting = nil
+      return Log.error("refork: worker[#{slot.index}] pid #{slot.pid} did not become the mold") unless data&.start_with?("mold")
+
+      drop_mold
+      @mold = slot
+      @generation += 1
+      @rolling = @slots.values.reject { |s| s.retiring || s.generation >= @generation }.sort_by(&:index).map(&:pid)
+      @roll_next_at = now
+      @roll_new = nil
+      Log.info("refork: pid #{slot.pid} is the mold of generation #{@generation}; reforking #{@rolling.size} worker(s)")
+    end
+
+    # → the Slot of a worker the mold forked, nil when it could not (then
+    # the master forks one itself).
+    def spawn_from_mold(index, sb)
+      link = @mold.link
+      link.write("spawn #{index} #{sb}\n")
+      raise IOError, "no answer in #{MOLD_TIMEOUT} s" unless link.wait_readable(MOLD_TIMEOUT)
+
+      data, _, _, rights = link.recvmsg(64, 0, 64, scm_rights: true)
+      pid = data.to_i
+      raise IOError, "bad answer #{data.inspect}" unless pid.positive?
+
+      @scoreboard.clear(sb, pid, @generation)
+      @slots[pid] = Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb,
+                             link: rights&.unix_rights&.first, generation: @generation)
+    rescue SystemCallError, IOError => e
+      Log.error("refork: the mold (pid #{@mold.pid}) failed to fork worker[#{index}] (#{e.message}); forking it here")
+      drop_mold
+      nil
+    end
+
+    def drop_mold
+      return unless @mold
+
+      @mold.link.close unless @mold.link.closed? # EOF: the mold exits
+      @mold = nil
+    end
+
+    def mold_gone(slot)
+      @mold = nil if @mold.equal?(slot)
+      @promoting = nil if @promoting == slot.pid
+    end
+
     # ---- control endpoint and stats (docs/CONTROL.md) ----
 
     def serve_control
@@ -404,7 +502,7 @@ module Oribi
     # configured number of workers serve.
     def readiness
       return "stopping" if @stopping
-      return "booting" if @slots.values.count { |s| s.booted && !s.retiring } < @count
+      return "booting" if @slots.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) } < @count
 
       "ready"
     end
@@ -421,7 +519,7 @@ module Oribi
       workers = @slots.values.sort_by { |s| [s.index, s.started] }.map do |slot|
         w = @scoreboard.stats(slot.sb)
         { index: slot.index, pid: slot.pid, generation: w[:generation], booted: !!slot.booted,
-          retiring: !!slot.retiring, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
+          retiring: !!slot.retiring, mold: !!slot.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
           served: w[:served], connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
           last_request_at: w[:last_request_at], rss: Stats.rss(slot.pid), queue: w[:queue],
           queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header] }

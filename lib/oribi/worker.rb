@@ -19,7 +19,11 @@ module Oribi
 
     # ready: an IO the master reads "index pid" lines from, nil standalone.
     # scoreboard: [Scoreboard, slot] where the master watches this worker.
-    def initialize(server, app, index: 0, ready: nil, scoreboard: nil)
+    # link: with refork, a socket to the master, which may promote this
+    # worker to be the mold (SIGURG): it then drains and returns from #run
+    # with #promoted? true, its listeners still open for the workers the
+    # mold will fork.
+    def initialize(server, app, index: 0, ready: nil, scoreboard: nil, link: nil)
       @server = server
       @config = server.config
       @app = app
@@ -29,6 +33,7 @@ module Oribi
       @limit = request_limit
       @standalone = ready.nil?
       @scoreboard, @sb_slot = scoreboard
+      @link = link
     end
 
     def run
@@ -43,7 +48,7 @@ module Oribi
       @config.hook(:after_worker_boot, @server, @index)
       title
       @ready&.write("#{@index} #{Process.pid}\n")
-      @ready&.close
+      @ready&.close unless @link # a mold forks workers that report on it
       Systemd.notify("READY=1\nMAINPID=#{Process.pid}") if @standalone
       while (env = @engine.next_request)
         @served += 1
@@ -70,9 +75,19 @@ module Oribi
       @server.listeners.close_sockets
     end
 
+    def promoted? = @promoted
+
     private
 
     def trap_signals
+      if @link
+        trap("URG") do
+          next if @stopping
+
+          @promoted = @stopping = true
+          @engine.stop(false) # the other workers take the backlog; listeners stay open
+        end
+      end
       %w[TERM INT QUIT].each { |sig| trap(sig) { stop } }
       # from the master: others go on (or a next generation), leave the backlog
       trap("USR2") { stop(drain_backlog: false) }
