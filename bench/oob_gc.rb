@@ -4,7 +4,7 @@
 # a lot per request (~200 KB of short-lived strings).
 #
 #   bundle exec rake compile
-#   bundle exec ruby bench/oob_gc.rb [--duration 20] [--rate R | --load 0.5] [--gc 0,1,4,16] [--workers 1]
+#   bundle exec ruby bench/oob_gc.rb [--duration 20] [--rate R | --load 0.5] [--gc 0,1,4,16] [--workers 1] [--rounds 3]
 #
 # One Oribi per setting (unix socket, `--workers`, default 1), loaded by
 # Oribi::Loadgen in open loop — requests sent on a schedule, latency timed
@@ -12,7 +12,10 @@
 # behind it too — at a fixed rate below capacity: --rate, or --load times
 # the capacity measured first (closed loop, oob_gc off). A warm-up at the
 # same rate is discarded. The app counts the GCs that ran inside app.call
-# (GC.count before and after), answered on /gc, per worker.
+# (GC.count before and after), answered on /gc, per worker. The settings
+# run in turn, --rounds times (off, 1, 4, 16, off, 1, ...), so that a noisy
+# neighbour hits them alike; the table has each setting's median round
+# (by p99) and the spread of p99 over the rounds.
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "oribi"
 require "oribi/bench/progress"
@@ -48,6 +51,7 @@ module Bench
       @rate = nil
       @gc = [0, 1, 4, 16]
       @workers = 1
+      @rounds = 3
       OptionParser.new do |o|
         o.on("--duration SEC", Float) { |v| @duration = v }
         o.on("--warmup SEC", Float) { |v| @warmup = v }
@@ -55,6 +59,7 @@ module Bench
         o.on("--load F", Float, "fraction of the measured capacity (default 0.5)") { |v| @load = v }
         o.on("--gc LIST", Array, "oob_gc settings (default 0,1,4,16)") { |v| @gc = v.map { |x| Integer(x) } }
         o.on("--workers N", Integer) { |v| @workers = v }
+        o.on("--rounds N", Integer) { |v| @rounds = v }
       end.parse!(argv)
       @tmp = Dir.mktmpdir("oribi-oobgc-", "/tmp")
       @app = File.join(@tmp, "app.ru")
@@ -64,11 +69,17 @@ module Bench
     def run
       @rate ||= calibrate
       puts format("open loop at %.0f req/s, %d worker(s), %gs measured after %gs warm-up", @rate, @workers, @duration, @warmup)
-      rows = @gc.map { |n| measure(n) }
+      runs = Hash.new { |h, k| h[k] = [] }
+      @rounds.times { @gc.each { |n| runs[n] << measure(n) } }
       puts
-      puts "| oob_gc | requests | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | late | GCs in app.call | all GCs |"
-      puts "|---|---|---|---|---|---|---|---|---|---|"
-      rows.each { |r| puts r }
+      puts "| oob_gc | requests | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | late | GCs in app.call | all GCs | p99 over rounds |"
+      puts "|---|---|---|---|---|---|---|---|---|---|---|"
+      @gc.each do |n|
+        sorted = runs[n].sort_by { |r| r[:p99] }
+        med = sorted[sorted.size / 2]
+        spread = sorted.map { |r| format("%.1f", r[:p99] / 1000.0) }.join(" / ")
+        puts "#{med[:row]} #{spread} |"
+      end
     ensure
       FileUtils.rm_rf(@tmp)
     end
@@ -97,8 +108,9 @@ module Bench
         failed = r[:errors].values.sum + r[:status].reject { |s, _| s == 200 }.values.sum
         puts format("  oob_gc %-3d p50 %s ms  p99 %s ms  max %s ms  GCs in app %d / all %d%s", n, ms[l[:p50]], ms[l[:p99]],
                     ms[l[:max]], in_app, all, failed.positive? ? "  FAILED #{failed}" : "")
-        "| #{n.zero? ? 'off' : n} | #{r[:requests]} | #{ms[l[:p50]]} | #{ms[l[:p90]]} | #{ms[l[:p99]]} | " \
-          "#{ms[l[:p999]]} | #{ms[l[:max]]} | #{r[:late]} | #{in_app} | #{all} |"
+        { p99: l[:p99],
+          row: "| #{n.zero? ? 'off' : n} | #{r[:requests]} | #{ms[l[:p50]]} | #{ms[l[:p90]]} | #{ms[l[:p99]]} | " \
+               "#{ms[l[:p999]]} | #{ms[l[:max]]} | #{r[:late]} | #{in_app} | #{all} |" }
       end
     end
 
