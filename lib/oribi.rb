@@ -24,4 +24,5 @@ module Oribi
   autoload :Stats, "oribi/stats"
   autoload :Ctl, "oribi/ctl"
   autoload :Mold, "oribi/mold"
+  autoload :Refork, "oribi/refork"
 end

@@ -9,13 +9,13 @@ module Oribi
   # never serves a request itself; it answers the control endpoint when
   # there is one (docs/CONTROL.md).
   class Master
+    include Refork
+
     SIGNALS = %w[TERM INT QUIT TTIN TTOU USR1 USR2 HUP CHLD].freeze
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
     QUICK_CRASH = 5.0     # a worker that dies sooner than this after boot crashed "quickly"
     KILL_WAIT = 5.0       # after SIGKILL, how long to wait for the last reaps
     SCOREBOARD_SLOTS = 1024
-
-    MOLD_TIMEOUT = 5.0    # how long the mold may take to fork a worker
 
     # link: with refork, a socket to the worker (and to the mold it may become)
     Slot = Struct.new(:index, :pid, :started, :booted, :retiring, :sb, :link, :generation, :mold, keyword_init: true)
@@ -381,81 +381,6 @@ module Oribi
         @scoreboard.unbusy(slot.sb) # its counters stay, for the totals
         signal(slot.pid, :KILL)
       end
-    end
-
-    # ---- refork (docs/REFORK.md) ----
-
-    def refork? = @config[:refork_after].any?
-
-    # Once a worker served the next refork_after count, it is promoted to
-    # be the mold; once it says it is one, every worker of an older
-    # generation is replaced, one at a time as in a rolling restart, by one
-    # the mold forks.
-    def refork
-      return unless refork? && !@stopping && @heir.nil?
-      return watch_promotion if @promoting
-      return if @rolling.any?
-
-      threshold = @config[:refork_after][@generation] or return
-      candidates = @slots.values.select { |s| s.booted && !s.retiring && s.link }
-      best = candidates.max_by { |s| @scoreboard.get(s.sb)[3] } or return
-      return if @scoreboard.get(best.sb)[3] < threshold
-
-      Log.info("refork: worker[#{best.index}] pid #{best.pid} served #{threshold}+ requests: promoting it to mold")
-      best.retiring = best.mold = true
-      @promoting = best.pid
-      signal(best.pid, :URG)
-    end
-
-    def watch_promotion
-      slot = @slots[@promoting]
-      return @promoting = nil unless slot # died: the next look picks another
-
-      data = slot.link.read_nonblock(64, exception: false)
-      return if data == :wait_readable
-
-      @promoting = nil
-      return Log.error("refork: worker[#{slot.index}] pid #{slot.pid} did not become the mold") unless data&.start_with?("mold")
-
-      drop_mold
-      @mold = slot
-      @generation += 1
-      @rolling = @slots.values.reject { |s| s.retiring || s.generation >= @generation }.sort_by(&:index).map(&:pid)
-      @roll_next_at = now
-      @roll_new = nil
-      Log.info("refork: pid #{slot.pid} is the mold of generation #{@generation}; reforking #{@rolling.size} worker(s)")
-    end
-
-    # → the Slot of a worker the mold forked, nil when it could not (then
-    # the master forks one itself).
-    def spawn_from_mold(index, sb)
-      link = @mold.link
-      link.write("spawn #{index} #{sb}\n")
-      raise IOError, "no answer in #{MOLD_TIMEOUT} s" unless link.wait_readable(MOLD_TIMEOUT)
-
-      data, _, _, rights = link.recvmsg(64, 0, 64, scm_rights: true)
-      pid = data.to_i
-      raise IOError, "bad answer #{data.inspect}" unless pid.positive?
-
-      @scoreboard.clear(sb, pid, @generation)
-      @slots[pid] = Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb,
-                             link: rights&.unix_rights&.first, generation: @generation)
-    rescue SystemCallError, IOError => e
-      Log.error("refork: the mold (pid #{@mold.pid}) failed to fork worker[#{index}] (#{e.message}); forking it here")
-      drop_mold
-      nil
-    end
-
-    def drop_mold
-      return unless @mold
-
-      @mold.link.close unless @mold.link.closed? # EOF: the mold exits
-      @mold = nil
-    end
-
-    def mold_gone(slot)
-      @mold = nil if @mold.equal?(slot)
-      @promoting = nil if @promoting == slot.pid
     end
 
     # ---- control endpoint and stats (docs/CONTROL.md) ----

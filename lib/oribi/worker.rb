@@ -68,8 +68,9 @@ module Oribi
     # (start_server, systemd) holds the listeners for the next generation,
     # which will serve them.
     def stop(drain_backlog: @server.listeners.supervisor.nil?)
-      return exit!(0) if @stopping # a second TERM: no more waiting
+      return exit!(0) if @stopping && !@promoted # a second TERM: no more waiting
 
+      @promoted = false # a stop while becoming the mold: just stop
       @stopping = true
       @engine.stop(drain_backlog)
       @server.listeners.close_sockets
