@@ -154,7 +154,9 @@ class ControlTest < Minitest::Test
     [slow, *queued].compact.each(&:close)
   end
 
-  PROM_LINE = /\A(# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+|[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? -?[0-9.e+]+|[a-zA-Z_:][a-zA-Z0-9_:]*\{[^}]*\} \+Inf)\z/
+  NAME = "[a-zA-Z_:][a-zA-Z0-9_:]*"
+  LABELS = '\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\\]|\\\\.)*",?)*\}'
+  PROM_LINE = /\A(# (HELP|TYPE) #{NAME} .+|#{NAME}(#{LABELS})? ([-+]?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?|[-+]Inf|NaN))\z/
 
   def test_metrics_are_prometheus_text
     start

@@ -137,9 +137,6 @@ module Oribi
       if self[:min_requests].positive? && self[:max_requests] < self[:min_requests]
         raise Error, "min_requests (#{self[:min_requests]}) is above max_requests (#{self[:max_requests]})"
       end
-      if self[:control]&.start_with?("tcp:") && self[:control_token].nil?
-        raise Error, "control #{self[:control]} is TCP: set control_token (or ORIBI_CONTROL_TOKEN) too"
-      end
 
       self
     end

@@ -31,6 +31,9 @@ module Oribi
       @token = token
       @clients = []
       kind, host_or_path, port = Listeners.parse(uri)
+      # Whoever reaches a TCP port could stop the server: never without a token.
+      raise Config::Error, "control #{uri} is TCP: set control_token (or ORIBI_CONTROL_TOKEN) too" if kind == :tcp && token.nil?
+
       @path = host_or_path if kind == :unix
       @owned = fd.nil?
       @server = fd ? Socket.for_fd(fd) : bind(kind, host_or_path, port)

@@ -402,7 +402,7 @@ module Oribi
     # → [status, content type, body]; actions run once the answer is out.
     def control_request(method, path)
       want = ROUTES[path] or return [404, "text/plain", "Not Found\n"]
-      return [405, "text/plain", "use #{want}\n", { "allow" => want }] unless method == want || (want == "GET" && method == "HEAD")
+      return [405, "text/plain", "use #{want}\n", { "allow" => want }] unless method == want
 
       case path
       when "/stats" then [200, "application/json", Stats.json(stats)]

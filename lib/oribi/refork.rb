@@ -63,7 +63,7 @@ module Oribi
       raise IOError, "bad answer #{data.inspect}" unless pid.positive?
 
       @scoreboard.clear(sb, pid, @generation)
-      @slots[pid] = Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb,
+      @slots[pid] = Master::Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb,
                              link: rights&.unix_rights&.first, generation: @generation)
     rescue SystemCallError, IOError => e
       Log.error("refork: the mold (pid #{@mold.pid}) failed to fork worker[#{index}] (#{e.message}); forking it here")

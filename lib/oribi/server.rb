@@ -34,10 +34,10 @@ module Oribi
       ENV["RACK_ENV"] = @config[:environment]
       Log.reopen(@config)
       File.umask(@config[:umask]) if @config[:umask]
+      standalone = @config[:workers].zero?
+      @control = open_control(standalone) # first: once the listeners accept, it answers too
       @listeners = Listeners.new(@config[:binds], backlog: @config[:backlog],
                                                   reuse_port: @config[:reuse_port], unix_mode: @config[:unix_mode])
-      standalone = @config[:workers].zero?
-      @control = open_control(standalone)
       app ||= load_app if @config[:preload_app] || standalone
       banner
       if standalone
