@@ -28,17 +28,21 @@ module Bench
   class OobGC
     ROOT = File.expand_path("..", __dir__)
     APP = <<~RUBY
-      # ~200 KB of short-lived strings per request; /gc reports GC counts.
+      # ~200 KB of short-lived strings per request; /gc reports GC counts
+      # and GC time (ms), inside app.call and in all.
       in_app = 0
+      in_app_ms = 0
       requests = 0
       run lambda { |env|
         if env["PATH_INFO"] == "/gc"
-          next [200, {}, ["\#{in_app} \#{requests} \#{GC.count}\\n"]]
+          next [200, {}, ["\#{in_app} \#{requests} \#{GC.count} \#{in_app_ms} \#{GC.stat(:time)}\\n"]]
         end
         before = GC.count
+        ms = GC.stat(:time)
         parts = Array.new(1500) { |i| "row \#{i} " * 12 }
         body = parts.last(2).join
         in_app += GC.count - before
+        in_app_ms += GC.stat(:time) - ms
         requests += 1
         [200, { "content-type" => "text/plain" }, [body]]
       }
@@ -72,7 +76,7 @@ module Bench
       runs = Hash.new { |h, k| h[k] = [] }
       @rounds.times { @gc.each { |n| runs[n] << measure(n) } }
       puts
-      puts "| oob_gc | requests | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | late | GCs in app.call | all GCs | p99 over rounds |"
+      puts "| oob_gc | requests | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | late | GCs in app.call / all | GC ms in app.call / all | p99 ms over rounds |"
       puts "|---|---|---|---|---|---|---|---|---|---|---|"
       @gc.each do |n|
         sorted = runs[n].sort_by { |r| r[:p99] }
@@ -105,12 +109,14 @@ module Bench
         ms = ->(us) { format("%.2f", us / 1000.0) }
         in_app = after[0] - before[0]
         all = after[2] - before[2]
+        in_app_ms = after[3] - before[3]
+        all_ms = after[4] - before[4]
         failed = r[:errors].values.sum + r[:status].reject { |s, _| s == 200 }.values.sum
-        puts format("  oob_gc %-3d p50 %s ms  p99 %s ms  max %s ms  GCs in app %d / all %d%s", n, ms[l[:p50]], ms[l[:p99]],
-                    ms[l[:max]], in_app, all, failed.positive? ? "  FAILED #{failed}" : "")
+        puts format("  oob_gc %-3d p50 %s ms  p99 %s ms  max %s ms  GCs in app %d / all %d, GC ms in app %d / all %d%s", n,
+                    ms[l[:p50]], ms[l[:p99]], ms[l[:max]], in_app, all, in_app_ms, all_ms, failed.positive? ? "  FAILED #{failed}" : "")
         { p99: l[:p99],
           row: "| #{n.zero? ? 'off' : n} | #{r[:requests]} | #{ms[l[:p50]]} | #{ms[l[:p90]]} | #{ms[l[:p99]]} | " \
-               "#{ms[l[:p999]]} | #{ms[l[:max]]} | #{r[:late]} | #{in_app} | #{all} |" }
+               "#{ms[l[:p999]]} | #{ms[l[:max]]} | #{r[:late]} | #{in_app} / #{all} | #{in_app_ms} / #{all_ms} |" }
       end
     end
 
