@@ -25,7 +25,9 @@ module Oribi
       v = {}
       binds = []
       parser = OptionParser.new do |o|
-        o.banner = "Usage: oribi [options] [RACKUP_FILE (default config.ru)]"
+        o.banner = "Usage: oribi [options] [RACKUP_FILE (default config.ru)]\n" \
+                   "       oribi ctl stats|metrics|ready|restart|stop (docs/CONTROL.md)\n" \
+                   "       oribi bench URL (docs/BENCH.md)"
         o.separator ""
         o.on("-C", "--config FILE", "config file (default config/oribi.rb if present)") { |x| v[:config_file] = x }
         o.on("-b", "--bind URI", "tcp://HOST:PORT or unix:///PATH; repeatable (default tcp://0.0.0.0:$PORT or 9292)") { |x| binds << x }
