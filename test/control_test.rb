@@ -118,6 +118,17 @@ class ControlTest < Minitest::Test
     assert_operator stats["queue_time"]["sum"], :>=, 3.3
   end
 
+  def test_x_request_start_forms
+    parse = Oribi::Scoreboard.method(:parse_request_start)
+    assert_equal 1_700_000_000_123_000, parse.call("t=1700000000.123") # nginx ${msec}
+    assert_equal 1_700_000_000_123_456, parse.call("t=1700000000123456") # microseconds
+    assert_equal 1_700_000_000_123_000, parse.call("1700000000123") # Heroku milliseconds
+    assert_equal 1_700_000_000_000_000, parse.call("t=1700000000")
+    ["", "t=", "x", "t=12", "t=1700000000.1x", "-1700000000", "t=99999999999999999999999"].each do |bad|
+      assert_nil parse.call(bad), bad
+    end
+  end
+
   def test_queue_time_counts_the_wait_behind_a_busy_worker
     start(workers: 1)
     slow = @srv.tcp
