@@ -68,7 +68,7 @@ static const rb_data_type_t engine_type = {
 static VALUE engine_alloc(VALUE klass)
 {
     struct engine *e = ZALLOC(struct engine);
-    e->tmpdir = Qnil;
+    e->tmpdir = e->dispatcher = Qnil;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
 
@@ -313,6 +313,7 @@ void oribi_engine_detach(struct engine *e, struct oribi_conn *c)
 static VALUE engine_next_request(VALUE self)
 {
     struct engine *e = oribi_engine_get(self);
+    e->dispatcher = rb_thread_current();
     for (;;) {
         if (e->threaded) {
             drain_handbacks(e);
@@ -544,7 +545,9 @@ static VALUE engine_stop(int argc, VALUE *argv, VALUE self)
     VALUE drain;
     rb_scan_args(argc, argv, "01", &drain);
     int backlog = argc == 0 || RTEST(drain);
-    if (e->in_loop) /* called from an app thread: the dispatcher stops the loop */
+    /* From an app thread while the dispatcher runs the loop: the dispatcher
+     * stops it. (A trap handler runs on the dispatcher, the loop paused.) */
+    if (e->in_loop && rb_thread_current() != e->dispatcher)
         e->stop_pending = backlog ? 2 : 1;
     else
         oribi_loop_stop(&e->loop, backlog);

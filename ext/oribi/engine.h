@@ -67,6 +67,7 @@ struct engine {
     int nslots, busy;      /* slots, slots in use */
     struct oribi_slot *slots;
     int in_loop;           /* the dispatcher is in the loop without the GVL */
+    VALUE dispatcher;      /* the thread that calls next_request (marked by Ruby's thread list) */
     int stop_pending;      /* #stop from an app thread meanwhile: 1, 2 with the backlog */
     struct oribi_handback *handbacks; /* conns the app threads are done with */
     int nhandbacks, handback_cap;

@@ -76,11 +76,15 @@ static struct slot *get_slot(VALUE self, VALUE i)
     return &sb->slots[idx];
 }
 
-/* busy(slot, method, uri): a request starts. Copied straight into the
- * slot ("GET /path", cut to fit): nothing is allocated per request. The
- * pid was set by clear() when the master forked the worker. */
-static VALUE sb_busy(VALUE self, VALUE i, VALUE method, VALUE uri)
+/* busy(slot, method, uri, since_ms = now): a request starts (since: when,
+ * in CLOCK_MONOTONIC ms; with threads, the oldest one in the worker).
+ * Copied straight into the slot ("GET /path", cut to fit): nothing is
+ * allocated per request. The pid was set by clear() when the master forked
+ * the worker. */
+static VALUE sb_busy(int argc, VALUE *argv, VALUE self)
 {
+    VALUE i, method, uri, since;
+    rb_scan_args(argc, argv, "31", &i, &method, &uri, &since);
     struct slot *s = get_slot(self, i);
     size_t n = 0;
     const VALUE parts[2] = {method, uri};
@@ -96,7 +100,7 @@ static VALUE sb_busy(VALUE self, VALUE i, VALUE method, VALUE uri)
         n += len;
     }
     s->request[n] = 0;
-    __atomic_store_n(&s->busy_since_ms, mono_ms(), __ATOMIC_RELEASE);
+    __atomic_store_n(&s->busy_since_ms, NIL_P(since) ? mono_ms() : NUM2LL(since), __ATOMIC_RELEASE);
     return Qnil;
 }
 
@@ -106,6 +110,13 @@ static VALUE sb_idle(VALUE self, VALUE i)
     struct slot *s = get_slot(self, i);
     __atomic_store_n(&s->busy_since_ms, 0, __ATOMIC_RELEASE);
     s->served++;
+    return Qnil;
+}
+
+/* count(slot): a request is done, others still run (threads) */
+static VALUE sb_count(VALUE self, VALUE i)
+{
+    get_slot(self, i)->served++;
     return Qnil;
 }
 
@@ -141,7 +152,8 @@ void Init_oribi_scoreboard(VALUE mOribi)
     VALUE c = rb_define_class_under(mOribi, "Scoreboard", rb_cObject);
     rb_define_alloc_func(c, sb_alloc);
     rb_define_method(c, "initialize", sb_init, 1);
-    rb_define_method(c, "busy", sb_busy, 3);
+    rb_define_method(c, "busy", sb_busy, -1);
+    rb_define_method(c, "count", sb_count, 1);
     rb_define_method(c, "idle", sb_idle, 1);
     rb_define_method(c, "clear", sb_clear, 2);
     rb_define_method(c, "get", sb_get, 1);
