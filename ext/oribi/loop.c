@@ -428,7 +428,11 @@ void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepal
         c->body_fd = -1;
     }
     c->requests++;
-    if (!keepalive || loop->stopping)
+    /* Not loop->stopping: a response that said keep-alive (the drain began
+     * while it was written, or while an app thread handed it back) gets
+     * the idle grace of oribi_loop_stop, so that the request the client may
+     * be sending right now is still answered. */
+    if (!keepalive)
         c->close_after = 1;
     if (c->app_events) {
         /* The loop ran while the app had the conn (threads) and took these

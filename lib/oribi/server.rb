@@ -85,9 +85,9 @@ module Oribi
     def banner
       n = @config[:workers]
       workers = n.zero? ? "single process" : "#{n} worker#{'s' if n > 1}"
-      workers += " x #{@config[:threads]} threads" if @config[:threads] > 1
       Log.info("Oribi #{VERSION} (Ruby #{RUBY_VERSION}, rack #{Rack.release}), pid #{Process.pid}, " \
-               "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}")
+               "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}" \
+               "#{", #{@config[:threads]} threads per worker" if @config[:threads] > 1}")
       @listeners.all.each { |l| Log.info("listening on #{l}") }
     end
   end
