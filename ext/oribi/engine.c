@@ -36,6 +36,7 @@ static void engine_mark(void *p)
         rb_gc_mark(e->listeners[i].server_port);
     }
     rb_gc_mark(e->tmpdir);
+    rb_gc_mark(e->dispatcher);
     for (int i = 0; i < e->nslots; i++) {
         struct oribi_slot *s = &e->slots[i];
         rb_gc_mark(s->env);
@@ -309,11 +310,15 @@ void oribi_engine_detach(struct engine *e, struct oribi_conn *c)
     give_back(e, c, 0, 1);
 }
 
+static void end_request(struct oribi_slot *s);
+
 /* Returns the next request's env, or nil once a stopping loop is drained. */
 static VALUE engine_next_request(VALUE self)
 {
     struct engine *e = oribi_engine_get(self);
     e->dispatcher = rb_thread_current();
+    if (!e->threaded && e->busy) /* the last one was never responded to: forget it */
+        end_request(e->slots);
     for (;;) {
         if (e->threaded) {
             drain_handbacks(e);
