@@ -34,8 +34,7 @@ class ThreadsTest < Minitest::Test
 
   def test_a_slow_request_does_not_block_the_other_threads
     srv = ServerProcess.new("threads.ru", "-t", "4", workers: 1)
-    slow = srv.tcp
-    slow.write("GET /?sleep=2 HTTP/1.1\r\nHost: t\r\n\r\n")
+    slow, = srv.send_gets(["/?sleep=2"])
     assert wait_until { srv.log.include?("sleeping 2.0") }
     5.times do |i|
       t = now
@@ -51,11 +50,7 @@ class ThreadsTest < Minitest::Test
 
   def test_term_waits_for_the_requests_of_every_thread
     srv = ServerProcess.new("threads.ru", "-t", "4", workers: 2)
-    clients = 12.times.map do |i|
-      s = srv.tcp
-      s.write("GET /c#{i}?sleep=0.5 HTTP/1.1\r\nHost: t\r\n\r\n")
-      s
-    end
+    clients = srv.send_gets(12.times.map { |i| "/c#{i}?sleep=0.5" })
     # eight in the app (two workers, four threads each), four in the backlog
     assert wait_until { srv.log.scan("sleeping").size >= 8 }, srv.log
     Process.kill(:TERM, srv.pid)
@@ -97,12 +92,8 @@ class ThreadsTest < Minitest::Test
 
   def test_streaming_and_hijack_run_side_by_side
     srv = ServerProcess.new("threads.ru", "-t", "4", workers: 1)
-    socks = [%w[/stream] * 3, %w[/hijack] * 3].flatten.map do |path|
-      s = srv.tcp
-      s.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n")
-      [path, s]
-    end
-    socks.each do |path, s|
+    paths = %w[/stream /hijack] * 3
+    paths.zip(srv.send_gets(paths)).each do |path, s|
       res = HTTPClient.read_response(s, timeout: 10)
       assert_equal 200, res.status
       assert_equal(path == "/stream" ? "part0\npart1\npart2\n" : "hijack\n", res.body)
@@ -115,12 +106,7 @@ class ThreadsTest < Minitest::Test
   def test_soft_timeout_reports_each_thread
     srv = ServerProcess.new("threads.ru", "-t", "2", "--soft-timeout", "0.3", workers: 1)
     t = now
-    socks = %w[/one /two].map do |path|
-      s = srv.tcp
-      s.write("GET #{path}?sleep=1 HTTP/1.1\r\nHost: t\r\n\r\n")
-      s
-    end
-    socks.each { |s| assert_equal 200, HTTPClient.read_response(s, timeout: 10).status }
+    srv.send_gets(%w[/one?sleep=1 /two?sleep=1]).each { |s| assert_equal 200, HTTPClient.read_response(s, timeout: 10).status }
     assert_operator now - t, :<, 1.9 # side by side
     log = srv.log_until(%r{soft_timeout: GET /two.*soft_timeout: GET /one|soft_timeout: GET /one.*soft_timeout: GET /two}m)
     assert_match(%r{soft_timeout: GET /one\?sleep=1 running}, log)
@@ -133,6 +119,7 @@ class ThreadsTest < Minitest::Test
   # threads are always busy with short, overlapping requests is not stuck.
   def test_hard_timeout_counts_from_the_oldest_request_not_from_the_first
     srv = ServerProcess.new("threads.ru", "-t", "2", "--worker-timeout", "1", workers: 1)
+    assert wait_until { srv.worker_pids.size == 1 }
     pids = srv.worker_pids
     deadline = now + 2.5
     2.times.map do |k|
@@ -149,8 +136,7 @@ class ThreadsTest < Minitest::Test
     end.each(&:join)
     refute_match(/stuck/, srv.log)
     assert_equal pids, srv.worker_pids
-    stuck = srv.tcp
-    stuck.write("GET /?sleep=30 HTTP/1.1\r\nHost: t\r\n\r\n")
+    stuck, = srv.send_gets(["/?sleep=30"])
     assert_match(/stuck \d+\.\d s on "GET \/\?sleep=30"/, srv.log_until(/stuck/, timeout: 10))
   ensure
     stuck&.close
