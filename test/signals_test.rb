@@ -10,11 +10,7 @@ class SignalsTest < Minitest::Test
 
   def test_term_drains_in_flight_requests_then_refuses_connections
     srv = ServerProcess.new("slow.ru", workers: 2)
-    clients = 20.times.map do
-      s = srv.tcp
-      s.write("GET /?sleep=0.3 HTTP/1.1\r\nHost: t\r\n\r\n")
-      s
-    end
+    clients = srv.send_gets(["/?sleep=0.3"] * 20)
     # both workers are inside the app; the other 18 requests wait in the backlog
     assert wait_until { srv.log.scan("sleeping").size >= 2 }, srv.log
     Process.kill(:TERM, srv.pid)

@@ -59,6 +59,9 @@ class ServerProcess
   end
 
   def tcp = TCPSocket.new("127.0.0.1", @port)
+
+  # One connection per path, each with its GET sent and nothing read yet.
+  def send_gets(paths) = paths.map { |path| tcp.tap { |s| s.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n") } }
   def unix = UNIXSocket.new(@sock)
 
   # Same request through both transports when both are bound.

@@ -32,9 +32,12 @@ struct oribi_conn {
     unsigned char state;
     unsigned char timer;   /* which list it is on */
     unsigned in_epoll : 1;
-    unsigned may_read : 1;   /* the last read filled the buffer, or an edge came in since */
     unsigned close_after : 1;/* close once the current response is out */
     unsigned buf_moved : 1;  /* buffer reallocated since the head was parsed */
+    /* Not bit fields: the loop's thread writes these while an app thread
+     * writes the others (threads > 1). */
+    unsigned char may_read;  /* the last read filled the buffer, or an edge came in since */
+    uint32_t app_events;     /* epoll events that came while the app had the conn */
 
     char *buf;
     size_t len, cap;

@@ -1,8 +1,9 @@
 /*
  * Oribi::Engine: the Ruby face of a worker's C loop. next_request waits
- * without the GVL until the loop has a complete request and returns its
- * Rack env; respond has the response written (respond.c), hands the
- * connection back to the loop and runs rack.response_finished.
+ * without the GVL until the loop has a complete request (and, with
+ * threads, a free slot) and returns its Rack env; respond has the response
+ * written (respond.c), hands the connection back to the loop and runs
+ * rack.response_finished.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,7 +26,7 @@
 #include "response.h"
 
 VALUE oribi_eClientGone;
-static VALUE cEngine, cStringIO, k_response_finished, mGC, minor_gc_opts;
+static VALUE cEngine, cSlot, cStringIO, k_response_finished, mGC, minor_gc_opts;
 static ID id_new, id_for_fd, id_call, id_rewind, id_error, id_method, id_start;
 
 /* oob_gc's collection: a minor GC swept at once. It takes the garbage of
@@ -44,16 +45,21 @@ static void engine_mark(void *p)
         rb_gc_mark(e->listeners[i].server_name);
         rb_gc_mark(e->listeners[i].server_port);
     }
-    rb_gc_mark(e->empty_input);
-    rb_gc_mark(e->spilled_input);
     rb_gc_mark(e->tmpdir);
-    rb_gc_mark(e->ctx.hijack);
-    rb_gc_mark(e->ctx.early_hints);
-    rb_gc_mark(e->ctx.tmpl);
-    rb_gc_mark(e->cur_env);
-    rb_gc_mark(e->cur_io);
-    rb_gc_mark(e->cur_stream);
+    rb_gc_mark(e->dispatcher);
     rb_gc_mark(e->scoreboard);
+    for (int i = 0; i < e->nslots; i++) {
+        struct oribi_slot *s = &e->slots[i];
+        rb_gc_mark(s->env);
+        rb_gc_mark(s->io);
+        rb_gc_mark(s->stream);
+        rb_gc_mark(s->spilled_input);
+        rb_gc_mark(s->empty_input);
+        rb_gc_mark(s->self);
+        rb_gc_mark(s->ctx.hijack);
+        rb_gc_mark(s->ctx.early_hints);
+        rb_gc_mark(s->ctx.tmpl);
+    }
 }
 
 static void engine_free(void *p)
@@ -61,7 +67,10 @@ static void engine_free(void *p)
     struct engine *e = p;
     if (e->ready)
         oribi_loop_free(&e->loop);
-    free(e->out);
+    for (int i = 0; i < e->nslots; i++)
+        free(e->slots[i].out);
+    xfree(e->slots);
+    free(e->handbacks);
     xfree(e);
 }
 
@@ -71,11 +80,50 @@ static const rb_data_type_t engine_type = {
 static VALUE engine_alloc(VALUE klass)
 {
     struct engine *e = ZALLOC(struct engine);
-    e->empty_input = e->spilled_input = e->tmpdir = Qnil;
-    e->ctx.hijack = e->ctx.early_hints = e->ctx.tmpl = e->ctx.tmpl_errors = Qnil;
-    e->cur_env = e->cur_io = e->cur_stream = Qnil;
-    e->scoreboard = Qnil;
+    e->tmpdir = e->dispatcher = e->scoreboard = Qnil;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
+}
+
+/* ---- slots: what an env callable or a stream holds on to ---- */
+
+struct slot_ref {
+    VALUE engine;
+    struct oribi_slot *s;
+};
+
+static void slot_ref_mark(void *p)
+{
+    rb_gc_mark(((struct slot_ref *)p)->engine);
+}
+
+static const rb_data_type_t slot_type = {
+    "Oribi::Engine::Slot", {slot_ref_mark, RUBY_TYPED_DEFAULT_FREE, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
+
+struct oribi_slot *oribi_slot_get(VALUE slot)
+{
+    struct slot_ref *ref = rb_check_typeddata(slot, &slot_type);
+    oribi_engine_get(ref->engine);
+    return ref->s;
+}
+
+static void slot_init(VALUE engine, struct engine *e, int i, VALUE multiprocess, VALUE multithread)
+{
+    struct oribi_slot *s = &e->slots[i];
+    struct slot_ref *ref;
+    s->e = e;
+    s->env = s->io = s->stream = s->spilled_input = Qnil;
+    s->ctx.tmpl = s->ctx.tmpl_errors = Qnil;
+    s->self = TypedData_Make_Struct(cSlot, struct slot_ref, &slot_type, ref);
+    ref->engine = engine;
+    ref->s = s;
+    s->empty_input = rb_funcall(cStringIO, id_new, 1, rb_obj_freeze(rb_str_new(NULL, 0)));
+    s->ctx.listeners = e->listeners;
+    s->ctx.multiprocess = multiprocess;
+    s->ctx.multithread = multithread;
+    /* One callable each per slot, not per request: they act on whichever
+     * request the slot has. */
+    s->ctx.hijack = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_hijack")));
+    s->ctx.early_hints = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints")));
 }
 
 struct engine *oribi_engine_get(VALUE self)
@@ -173,17 +221,19 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
 
     for (long i = 0; i < n; i++)
         describe_listener(&e->listeners[i], &ls[i], NUM2INT(rb_ary_entry(fds, i)));
+    int64_t threads = opt_int(opts, "threads", 1);
+    if (threads < 1 || threads > ORIBI_MAX_THREADS)
+        rb_raise(rb_eArgError, "threads must be in 1..%d", ORIBI_MAX_THREADS);
     if (oribi_loop_init(&e->loop, &o, ls, (int)n) < 0)
         rb_sys_fail("oribi loop");
     e->ready = 1;
-    e->ctx.listeners = e->listeners;
-    e->ctx.multiprocess = RTEST(rb_hash_lookup(opts, ID2SYM(rb_intern("multiprocess")))) ? Qtrue : Qfalse;
-    e->ctx.multithread = Qfalse;
-    e->empty_input = rb_funcall(cStringIO, id_new, 1, rb_obj_freeze(rb_str_new(NULL, 0)));
-    /* One callable each per engine, not per request: they act on whichever
-     * request is current. */
-    e->ctx.hijack = rb_funcall(self, id_method, 1, ID2SYM(rb_intern("rack_hijack")));
-    e->ctx.early_hints = rb_funcall(self, id_method, 1, ID2SYM(rb_intern("rack_early_hints")));
+    VALUE multiprocess = RTEST(rb_hash_lookup(opts, ID2SYM(rb_intern("multiprocess")))) ? Qtrue : Qfalse;
+    e->slots = ZALLOC_N(struct oribi_slot, threads);
+    for (int i = 0; i < threads; i++) {
+        slot_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse);
+        e->nslots = i + 1;
+    }
+    e->threaded = threads > 1;
     return self;
 }
 
@@ -197,30 +247,34 @@ static void wake_ubf(void *p)
     oribi_loop_wake(p);
 }
 
-static VALUE request_input(struct engine *e, struct oribi_conn *c)
+static VALUE request_input(struct oribi_slot *s, struct oribi_conn *c)
 {
     int fd = oribi_conn_take_body_fd(c);
     if (fd >= 0) {
         VALUE io = rb_funcall(rb_cFile, id_for_fd, 2, INT2FIX(fd), rb_str_new_cstr("rb"));
-        e->spilled_input = io;
+        s->spilled_input = io;
         return io;
     }
     if (c->body_mem)
         return rb_funcall(cStringIO, id_new, 1, rb_str_new(c->buf + c->head_len, (long)c->body_mem));
-    rb_funcall(e->empty_input, id_rewind, 0);
-    return e->empty_input;
+    rb_funcall(s->empty_input, id_rewind, 0);
+    return s->empty_input;
 }
 
 /* The scoreboard learns what goes to the app, and the request's queue
  * time: from X-Request-Start when a proxy sent a usable one (up to a day
  * old; a proxy clock slightly ahead counts as 0), else from when the loop
- * first saw the request. */
-static void mark_busy(struct oribi_slot *slot, struct oribi_conn *c)
+ * first saw the request. The worker is busy since its oldest request in
+ * the app (worker_timeout): this one when no other is. */
+static void score_take(struct engine *e, struct oribi_slot *s, struct oribi_conn *c)
 {
+    int64_t mono_us = oribi_mono_us();
+    s->started_ms = mono_us / 1000;
+    if (!e->score)
+        return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-    int64_t mono_us = oribi_mono_us();
     int64_t queue_us = c->seen_us ? mono_us - c->seen_us : -1;
     int from_header = 0;
     int64_t start = oribi_request_start_us(&c->req);
@@ -228,31 +282,128 @@ static void mark_busy(struct oribi_slot *slot, struct oribi_conn *c)
         queue_us = wall_us > start ? wall_us - start : 0;
         from_header = 1;
     }
-    oribi_slot_busy(slot, c->req.method, c->req.method_len, c->req.target, c->req.target_len, mono_us / 1000,
-                    wall_us / 1000, queue_us, from_header);
+    oribi_score_take(e->score, wall_us / 1000, queue_us, from_header);
+    if (!e->busy)
+        oribi_score_busy(e->score, c->req.method, c->req.method_len, c->req.target, c->req.target_len,
+                         s->started_ms);
 }
+
+/* s's response is over: idle, or busy since the oldest request left. */
+static void score_done(struct engine *e, struct oribi_slot *s)
+{
+    struct oribi_score *sc = e->score;
+    if (!sc)
+        return;
+    oribi_score_done(sc);
+    struct oribi_slot *oldest = NULL;
+    for (int i = 0; e->busy > 1 && i < e->nslots; i++) {
+        struct oribi_slot *o = &e->slots[i];
+        if (o != s && o->phase != PHASE_NONE && o->c && (!oldest || o->started_ms < oldest->started_ms))
+            oldest = o;
+    }
+    if (!oldest)
+        oribi_score_idle(sc);
+    else if (oldest->started_ms != sc->busy_since_ms)
+        oribi_score_busy(sc, oldest->c->req.method, oldest->c->req.method_len, oldest->c->req.target,
+                         oldest->c->req.target_len, oldest->started_ms);
+}
+
+static VALUE start_request(struct engine *e, struct oribi_slot *s, struct oribi_conn *c)
+{
+    score_take(e, s, c);
+    e->since_gc++;
+    s->c = c;
+    s->seq++;
+    s->phase = PHASE_APP;
+    s->io = s->stream = Qnil;
+    e->busy++;
+    s->env = oribi_env_build(&s->ctx, c, request_input(s, c));
+    return s->env;
+}
+
+/* ---- handing conns back to the loop ---- */
+
+/* The app threads' finished conns, into the loop (the dispatcher, with the
+ * GVL: the loop is not running). */
+static void drain_handbacks(struct engine *e)
+{
+    for (int i = 0; i < e->nhandbacks; i++) {
+        struct oribi_handback *h = &e->handbacks[i];
+        if (h->detach)
+            oribi_loop_detach(&e->loop, h->c);
+        else
+            oribi_loop_finish(&e->loop, h->c, h->keepalive);
+    }
+    e->nhandbacks = 0;
+}
+
+/* With one thread the loop is not running while a response is written: the
+ * conn goes straight back. Else it waits for the dispatcher, woken if it
+ * sleeps in the loop (it drains the list before each run, under the GVL
+ * that we hold now, so it cannot miss one). */
+static void give_back(struct engine *e, struct oribi_conn *c, int keepalive, int detach)
+{
+    if (!e->threaded) {
+        if (detach)
+            oribi_loop_detach(&e->loop, c);
+        else
+            oribi_loop_finish(&e->loop, c, keepalive);
+        return;
+    }
+    if (e->nhandbacks == e->handback_cap) {
+        int cap = e->handback_cap ? e->handback_cap * 2 : 16;
+        struct oribi_handback *p = realloc(e->handbacks, (size_t)cap * sizeof(*p));
+        if (!p)
+            rb_raise(rb_eNoMemError, "handback list");
+        e->handbacks = p;
+        e->handback_cap = cap;
+    }
+    e->handbacks[e->nhandbacks++] = (struct oribi_handback){c, keepalive, detach};
+    if (e->in_loop)
+        oribi_loop_wake(&e->loop);
+}
+
+void oribi_engine_detach(struct engine *e, struct oribi_conn *c)
+{
+    /* Its events must stop at once: the app may close the fd, and a new
+     * connection get its number, before the dispatcher looks. */
+    oribi_loop_unwatch(&e->loop, c);
+    give_back(e, c, 0, 1);
+}
+
+static void end_request(struct oribi_slot *s);
 
 /* Returns the next request's env, or nil once a stopping loop is drained. */
 static VALUE engine_next_request(VALUE self)
 {
     struct engine *e = oribi_engine_get(self);
-    if (e->oob_gc && e->since_gc >= 2 * e->oob_gc) {
+    e->dispatcher = rb_thread_current();
+    if (!e->threaded && e->busy) /* the last one was never responded to: forget it */
+        end_request(e->slots);
+    if (e->oob_gc && e->since_gc >= 2 * e->oob_gc && !e->busy) {
         /* Never idle for N more requests: collect now, between two
          * requests, rather than never (see below). */
         e->since_gc = 0;
         oob_gc();
     }
     for (;;) {
-        struct oribi_conn *c = oribi_loop_take(&e->loop);
+        if (e->threaded) {
+            drain_handbacks(e);
+            if (e->stop_pending) {
+                oribi_loop_stop(&e->loop, e->stop_pending == 2);
+                e->stop_pending = 0;
+            }
+            /* All slots busy: the loop goes on with its conns (timers,
+             * flushes, idle keep-alive) but accepts none and hands out
+             * none, so that idle workers get the backlog. */
+            oribi_loop_hold(&e->loop, e->busy == e->nslots);
+        }
+        struct oribi_conn *c = e->busy < e->nslots ? oribi_loop_take(&e->loop) : NULL;
         if (c) {
-            if (e->slot)
-                mark_busy(e->slot, c);
-            e->since_gc++;
-            e->cur_token = oribi_conn_token(c);
-            e->cur_phase = PHASE_APP;
-            e->cur_io = e->cur_stream = Qnil;
-            e->cur_env = oribi_env_build(&e->ctx, c, request_input(e, c));
-            return e->cur_env;
+            struct oribi_slot *s = e->slots;
+            while (s->phase != PHASE_NONE)
+                s++;
+            return start_request(e, s, c);
         }
         /* Under load the next request is often already there: look without
          * giving up the GVL, which costs a futex handoff each way. */
@@ -262,15 +413,18 @@ static VALUE engine_next_request(VALUE self)
         /* Out-of-band GC (oob_gc): once N requests went by, at the first
          * moment the loop has nothing to do: every response handed to the
          * kernel (or waiting on its client), closed connections closed, no
-         * request waiting. A worker that is never idle collects after 2N
-         * requests, before taking the next one (above). */
-        if (r == LOOP_IDLE && e->oob_gc && e->since_gc >= e->oob_gc) {
+         * request waiting or in an app thread. A worker that is never idle
+         * collects after 2N requests, before taking the next one (above). */
+        if (r == LOOP_IDLE && e->oob_gc && e->since_gc >= e->oob_gc && !e->busy) {
             e->since_gc = 0;
             oob_gc();
             continue;
         }
-        if (r == LOOP_IDLE)
+        if (r == LOOP_IDLE) {
+            e->in_loop = 1;
             r = (intptr_t)rb_thread_call_without_gvl(run_nogvl, &e->loop, wake_ubf, &e->loop);
+            e->in_loop = 0;
+        }
         if (r == LOOP_STOPPED)
             return Qnil;
         if (r == LOOP_INTERRUPTED)
@@ -278,14 +432,11 @@ static VALUE engine_next_request(VALUE self)
     }
 }
 
-/* ---- the current request ---- */
+/* ---- the slot's request ---- */
 
-struct oribi_conn *oribi_engine_current(struct engine *e)
+struct oribi_conn *oribi_slot_conn(struct oribi_slot *s)
 {
-    if (!e->cur_token || (e->cur_phase != PHASE_APP && e->cur_phase != PHASE_RESPONDING))
-        return NULL;
-    struct oribi_conn *c = oribi_loop_conn(&e->loop, e->cur_token);
-    return c && c->state == CONN_APP ? c : NULL;
+    return s->phase == PHASE_APP || s->phase == PHASE_RESPONDING ? s->c : NULL;
 }
 
 int oribi_engine_wait(int fd, int events, int64_t timeout_ms)
@@ -294,40 +445,40 @@ int oribi_engine_wait(int fd, int events, int64_t timeout_ms)
     return rb_wait_for_single_fd(fd, events, &tv) > 0;
 }
 
-int oribi_engine_drain(struct engine *e, struct oribi_conn *c)
+int oribi_engine_drain(struct oribi_slot *s, struct oribi_conn *c)
 {
-    uint64_t token = oribi_conn_token(c);
+    uint64_t seq = s->seq;
     while (c->wlen > c->woff) {
         if (oribi_conn_flush(c) < 0)
             return -1;
         if (c->wlen == c->woff)
             break;
-        if (!oribi_engine_wait(c->fd, RB_WAITFD_OUT, e->loop.opt.write_timeout_ms))
+        if (!oribi_engine_wait(c->fd, RB_WAITFD_OUT, s->e->loop.opt.write_timeout_ms))
             return -2;
         /* Other threads ran while we waited (one writing to a stream, say):
-         * if the response ended meanwhile, c may be another client's now. */
-        if (!e->ready || oribi_loop_conn(&e->loop, token) != c || c->state != CONN_APP)
+         * if the response ended meanwhile, c may be another request's now. */
+        if (!s->e->ready || s->seq != seq || oribi_slot_conn(s) != c)
             return -1;
     }
     return 0;
 }
 
-static void end_request(struct engine *e)
+static void end_request(struct oribi_slot *s)
 {
-    if (e->slot)
-        oribi_slot_idle(e->slot);
-    if (!NIL_P(e->cur_stream))
-        oribi_stream_finish(e->cur_stream);
-    if (!NIL_P(e->spilled_input)) {
-        VALUE io = e->spilled_input;
-        e->spilled_input = Qnil;
+    score_done(s->e, s);
+    if (!NIL_P(s->stream))
+        oribi_stream_finish(s->stream);
+    if (!NIL_P(s->spilled_input)) {
+        VALUE io = s->spilled_input;
+        s->spilled_input = Qnil;
         rb_io_close(io);
     }
-    e->cur_token = 0;
-    e->cur_env = Qnil;
-    e->cur_phase = PHASE_NONE;
-    e->cur_resp = NULL;
-    e->cur_io = e->cur_stream = Qnil;
+    s->c = NULL;
+    s->env = Qnil;
+    s->phase = PHASE_NONE;
+    s->resp = NULL;
+    s->io = s->stream = Qnil;
+    s->e->busy--;
 }
 
 /* ---- rack.response_finished ---- */
@@ -381,14 +532,14 @@ static VALUE respond_all(VALUE arg)
 
 /* After a full hijack the socket is the app's: the response is ignored
  * (SPEC), the body still closed. */
-static VALUE respond_hijacked(struct engine *e, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
+static VALUE respond_hijacked(struct oribi_slot *s, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
 {
-    struct resp r = {.e = e, .body = body, .to_close = body, .file_fd = -1};
+    struct resp r = {.e = s->e, .s = s, .body = body, .to_close = body, .file_fd = -1};
     int state = 0;
     rb_protect(oribi_respond_close, (VALUE)&r, &state);
     VALUE exc = state ? rb_errinfo() : Qnil;
     rb_set_errinfo(Qnil);
-    end_request(e);
+    end_request(s);
     response_finished(env, status, headers, NIL_P(error) ? exc : error, 0);
     if (state)
         rb_jump_tag(state);
@@ -406,24 +557,27 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     VALUE env, status, headers, body, error;
     rb_scan_args(argc, argv, "41", &env, &status, &headers, &body, &error);
     struct engine *e = oribi_engine_get(self);
-    if (env != e->cur_env || e->cur_phase == PHASE_NONE)
+    struct oribi_slot *s = e->slots, *end = e->slots + e->nslots;
+    while (s < end && (s->env != env || s->phase == PHASE_NONE))
+        s++;
+    if (s == end)
         rb_raise(rb_eArgError, "no request in progress for this env");
     if (!rb_obj_is_kind_of(error, rb_eException))
         error = Qnil;
-    if (e->cur_phase == PHASE_HIJACKED)
-        return respond_hijacked(e, env, status, headers, body, error);
-    struct oribi_conn *c = oribi_engine_current(e);
+    if (s->phase == PHASE_HIJACKED)
+        return respond_hijacked(s, env, status, headers, body, error);
+    struct oribi_conn *c = oribi_slot_conn(s);
     if (!c)
         rb_raise(rb_eArgError, "no request in progress for this env");
 
-    struct resp r = {.e = e, .engine = self, .c = c, .env = env, .body = body, .to_close = body, .headers = headers,
+    struct resp r = {.e = e, .s = s, .engine = self, .c = c, .env = env, .body = body, .to_close = body, .headers = headers,
                      .hijack = Qnil, .protocol = Qnil, .file_fd = -1, .app_length = -1,
                      .keepalive = c->req.keepalive && !e->loop.stopping};
     r.status = FIXNUM_P(status) ? FIX2INT(status) : 0;
     r.head_only = c->req.method_len == 4 && memcmp(c->req.method, "HEAD", 4) == 0;
-    e->out_len = 0;
-    e->cur_phase = PHASE_RESPONDING;
-    e->cur_resp = &r;
+    s->out_len = 0;
+    s->phase = PHASE_RESPONDING;
+    s->resp = &r;
     int state = 0;
     VALUE exc = Qnil;
     if (r.status < 100 || r.status > 999) {
@@ -450,9 +604,9 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     }
     if (r.gone)
         r.keepalive = 0;
-    if (e->cur_phase != PHASE_HIJACKED) /* else the app has the socket and c is recycled */
-        oribi_loop_finish(&e->loop, c, r.keepalive);
-    end_request(e);
+    if (s->phase != PHASE_HIJACKED) /* else the app has the socket and c is recycled */
+        give_back(e, c, r.keepalive, 0);
+    end_request(s);
     /* A stream write to a gone client raised so that the body stops; that
      * is the client's doing, not an app error to log. */
     int quiet = r.gone && r.mode == BODY_STREAM;
@@ -473,7 +627,13 @@ static VALUE engine_stop(int argc, VALUE *argv, VALUE self)
     struct engine *e = oribi_engine_get(self);
     VALUE drain;
     rb_scan_args(argc, argv, "01", &drain);
-    oribi_loop_stop(&e->loop, argc == 0 || RTEST(drain));
+    int backlog = argc == 0 || RTEST(drain);
+    /* From an app thread while the dispatcher runs the loop: the dispatcher
+     * stops it. (A trap handler runs on the dispatcher, the loop paused.) */
+    if (e->in_loop && rb_thread_current() != e->dispatcher)
+        e->stop_pending = backlog ? 2 : 1;
+    else
+        oribi_loop_stop(&e->loop, backlog);
     oribi_loop_wake(&e->loop);
     return Qnil;
 }
@@ -489,13 +649,13 @@ static VALUE engine_stats(VALUE self)
 }
 
 /* engine.attach_scoreboard(scoreboard, slot): from now on the engine
- * keeps that slot up to date (requests, connections, queue times). */
+ * keeps that slot's score up to date (requests, connections, queue times). */
 static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
 {
     struct engine *e = oribi_engine_get(self);
-    e->slot = oribi_scoreboard_slot(sb, idx);
+    e->score = oribi_scoreboard_slot(sb, idx);
     e->scoreboard = sb;
-    e->loop.slot = e->slot;
+    e->loop.score = e->score;
     return self;
 }
 
@@ -545,7 +705,10 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cEngine, "stats", engine_stats, 0);
     rb_define_method(cEngine, "attach_scoreboard", engine_attach_scoreboard, 2);
     rb_define_method(cEngine, "close", engine_close, 0);
-    /* The targets of env["rack.hijack"] and env["rack.early_hints"]. */
-    rb_define_private_method(cEngine, "rack_hijack", oribi_full_hijack, 0);
-    rb_define_private_method(cEngine, "rack_early_hints", oribi_early_hints, 1);
+    /* The targets of env["rack.hijack"] and env["rack.early_hints"]: one
+     * Slot per app thread. */
+    cSlot = rb_define_class_under(cEngine, "Slot", rb_cObject);
+    rb_undef_alloc_func(cSlot);
+    rb_define_private_method(cSlot, "rack_hijack", oribi_full_hijack, 0);
+    rb_define_private_method(cSlot, "rack_early_hints", oribi_early_hints, 1);
 }

@@ -19,17 +19,18 @@
 static VALUE cTCPSocket, cUNIXSocket;
 static ID id_for_fd, id_ungetbyte;
 
-VALUE oribi_hijack_io(struct engine *e, struct oribi_conn *c)
+VALUE oribi_hijack_io(struct oribi_slot *s, struct oribi_conn *c)
 {
     /* An early hint or 100 Continue may still be kept: it goes first. */
-    if (oribi_engine_drain(e, c) < 0)
+    if (oribi_engine_drain(s, c) < 0)
         rb_raise(oribi_eClientGone, "the client went away");
-    int is_unix = e->listeners[c->listener].is_unix || c->peer.ss_family == AF_UNIX;
+    int is_unix = s->e->listeners[c->listener].is_unix || c->peer.ss_family == AF_UNIX;
     VALUE ahead = c->len > c->rest_off ? rb_str_new(c->buf + c->rest_off, (long)(c->len - c->rest_off)) : Qnil;
     VALUE io = rb_funcall(is_unix ? cUNIXSocket : cTCPSocket, id_for_fd, 1, INT2FIX(c->fd));
-    oribi_loop_detach(&e->loop, c);
-    e->cur_io = io;
-    e->cur_phase = PHASE_HIJACKED;
+    oribi_engine_detach(s->e, c);
+    s->c = NULL;
+    s->io = io;
+    s->phase = PHASE_HIJACKED;
     if (!NIL_P(ahead))
         rb_funcall(io, id_ungetbyte, 1, ahead);
     return io;
@@ -37,15 +38,15 @@ VALUE oribi_hijack_io(struct engine *e, struct oribi_conn *c)
 
 /* env["rack.hijack"].call: only while the app runs, before the response;
  * a second call returns the same IO. */
-VALUE oribi_full_hijack(VALUE self)
+VALUE oribi_full_hijack(VALUE slot)
 {
-    struct engine *e = oribi_engine_get(self);
-    if (e->cur_phase == PHASE_HIJACKED)
-        return e->cur_io;
-    struct oribi_conn *c = e->cur_phase == PHASE_APP ? oribi_engine_current(e) : NULL;
+    struct oribi_slot *s = oribi_slot_get(slot);
+    if (s->phase == PHASE_HIJACKED)
+        return s->io;
+    struct oribi_conn *c = s->phase == PHASE_APP ? oribi_slot_conn(s) : NULL;
     if (!c)
         rb_raise(rb_eIOError, "rack.hijack: no request in the app (the response has started or is over)");
-    return oribi_hijack_io(e, c);
+    return oribi_hijack_io(s, c);
 }
 
 void Init_oribi_hijack(void)

@@ -39,9 +39,9 @@ int64_t oribi_mono_us(void)
 /* The master's view of this worker's connections (stats): two stores. */
 static inline void publish(struct oribi_loop *loop)
 {
-    if (loop->slot) {
-        loop->slot->conns = loop->nconns;
-        loop->slot->idle = loop->nidle;
+    if (loop->score) {
+        loop->score->conns = loop->nconns;
+        loop->score->idle = loop->nidle;
     }
 }
 
@@ -158,7 +158,8 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
     c->body_fd = -1;
     if (close_fd)
         close(c->fd);
-    loop->by_fd[c->fd] = NULL;
+    if (loop->by_fd[c->fd] == c) /* a detached fd may be another conn's already */
+        loop->by_fd[c->fd] = NULL;
     c->fd = -1;
     c->state = CONN_CLOSED;
     c->gen++;
@@ -175,7 +176,7 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
     c->qnext = loop->free_list;
     loop->free_list = c;
     loop->nconns--;
-    if (!loop->accepting && !loop->stopping && !loop->accept_resume_at)
+    if (!loop->accepting && !loop->stopping && !loop->accept_resume_at && !loop->hold)
         resume_accepting(loop);
 }
 
@@ -194,6 +195,13 @@ int oribi_loop_detach(struct oribi_loop *loop, struct oribi_conn *c)
     c->in_epoll = 0;
     conn_release(loop, c, 0);
     return fd;
+}
+
+void oribi_loop_unwatch(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->in_epoll)
+        epoll_ctl(loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    c->in_epoll = 0;
 }
 
 static int conn_watch(struct oribi_loop *loop, struct oribi_conn *c)
@@ -445,8 +453,23 @@ void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepal
         c->body_fd = -1;
     }
     c->requests++;
-    if (!keepalive || loop->stopping)
+    /* Not loop->stopping: a response that said keep-alive (the drain began
+     * while it was written, or while an app thread handed it back) gets
+     * the idle grace of oribi_loop_stop, so that the request the client may
+     * be sending right now is still answered. */
+    if (!keepalive)
         c->close_after = 1;
+    if (c->app_events) {
+        /* The loop ran while the app had the conn (threads) and took these
+         * edges: act on them now, none may come again. */
+        if (c->app_events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+            c->may_read = 1;
+        if ((c->app_events & EPOLLOUT) && c->wlen > c->woff && oribi_conn_flush(c) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        c->app_events = 0;
+    }
     if (c->wlen > c->woff) {
         c->state = CONN_FLUSH;
         if (conn_watch(loop, c) < 0) {
@@ -601,13 +624,17 @@ static void expire_timers(struct oribi_loop *loop)
     }
     if (loop->accept_resume_at && loop->accept_resume_at <= loop->now) {
         loop->accept_resume_at = 0;
-        if (!loop->stopping)
+        if (!loop->stopping && !loop->hold)
             resume_accepting(loop);
     }
 }
 
 static void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t events)
 {
+    if (c->state == CONN_APP) { /* an app thread writes to it: kept for later */
+        c->app_events |= events;
+        return;
+    }
     if ((events & EPOLLOUT) && c->state == CONN_FLUSH) {
         int r = oribi_conn_flush(c);
         if (r < 0) {
@@ -631,7 +658,7 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
     struct epoll_event events[64];
     for (;;) {
         drain_pending(loop);
-        if (loop->ready_head) {
+        if (loop->ready_head && !loop->hold) {
             publish(loop);
             return LOOP_READY;
         }
@@ -668,9 +695,20 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
             }
         }
         expire_timers(loop);
-        if (!block && !loop->ready_head)
+        if (!block && (!loop->ready_head || loop->hold))
             return LOOP_IDLE;
     }
+}
+
+void oribi_loop_hold(struct oribi_loop *loop, int hold)
+{
+    if (loop->hold == hold)
+        return;
+    loop->hold = hold;
+    if (hold)
+        set_accepting(loop, 0);
+    else if (!loop->stopping && !loop->accept_resume_at)
+        resume_accepting(loop);
 }
 
 struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
@@ -683,6 +721,7 @@ struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
         loop->ready_tail = NULL;
     c->qnext = NULL;
     c->state = CONN_APP;
+    c->app_events = 0;
     loop->requests++;
     if (c->buf_moved) { /* the body grew the buffer: point the head at it again */
         c->req.headers = c->headers;
@@ -710,7 +749,7 @@ void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog)
 {
     if (loop->stopping)
         return;
-    if (drain_backlog && loop->accepting) {
+    if (drain_backlog && (loop->accepting || loop->hold)) {
         /* Connections in the backlog were accepted by the kernel and have
          * sent their request: they are in flight, serve them. */
         for (int i = 0; i < loop->nlisteners; i++)

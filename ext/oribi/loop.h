@@ -78,10 +78,11 @@ struct oribi_loop {
     int npending, pending_cap;
 
     int stopping;                  /* graceful drain: no accepts, no keep-alive */
+    int hold;                      /* every app thread busy: no accepts, no hand-outs */
     uint64_t requests;             /* requests handed to the app */
     uint64_t rejected;             /* requests answered with an error by the loop */
     unsigned nidle;                /* conns waiting for a next request (on the idle timer) */
-    struct oribi_slot *slot;       /* where the conn counts are published, or NULL */
+    struct oribi_score *score;      /* where the conn counts are published, or NULL */
 };
 
 /* CLOCK_MONOTONIC in microseconds (vDSO: no system call). */
@@ -101,6 +102,14 @@ void oribi_loop_free(struct oribi_loop *loop);
  * keep the GVL while there is work, and release it only to sleep. */
 int oribi_loop_run(struct oribi_loop *loop, int block);
 struct oribi_conn *oribi_loop_take(struct oribi_loop *loop);
+
+/* hold 1: oribi_loop_run serves its conns but accepts none and returns no
+ * LOOP_READY (the app has no thread free); hold 0 undoes it. */
+void oribi_loop_hold(struct oribi_loop *loop, int hold);
+
+/* Thread-safe: the conn's fd leaves the epoll set (hijack, from an app
+ * thread; oribi_loop_detach follows on the loop's thread). */
+void oribi_loop_unwatch(struct oribi_loop *loop, struct oribi_conn *c);
 
 /* Thread- and signal-safe: makes oribi_loop_run return LOOP_INTERRUPTED. */
 void oribi_loop_wake(struct oribi_loop *loop);

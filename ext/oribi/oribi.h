@@ -11,5 +11,5 @@ void Init_oribi_scoreboard(VALUE mOribi); /* scoreboard.c: Oribi::Scoreboard (wo
 void Init_oribi_backlog(VALUE mOribi);  /* backlog.c: Oribi.listen_queue (listener backlogs) */
 void Init_oribi_subreaper(VALUE mOribi); /* subreaper.c: Oribi.child_subreaper! (refork) */
 /* The slot idx of an Oribi::Scoreboard (scoreboard.h); raises unless it is one. */
-struct oribi_slot *oribi_scoreboard_slot(VALUE scoreboard, VALUE idx);
+struct oribi_score *oribi_scoreboard_slot(VALUE scoreboard, VALUE idx);
 #endif

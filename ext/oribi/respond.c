@@ -26,7 +26,7 @@
 static ID id_each, id_close, id_to_ary, id_to_path, id_call, id_write;
 static VALUE k_rack_protocol;
 
-static void out_reserve(struct engine *e, size_t n)
+static void out_reserve(struct oribi_slot *e, size_t n)
 {
     if (e->out_cap - e->out_len >= n)
         return;
@@ -40,14 +40,14 @@ static void out_reserve(struct engine *e, size_t n)
     e->out_cap = cap;
 }
 
-static void out_cat(struct engine *e, const char *p, size_t n)
+static void out_cat(struct oribi_slot *e, const char *p, size_t n)
 {
     out_reserve(e, n);
     memcpy(e->out + e->out_len, p, n);
     e->out_len += n;
 }
 
-static void head_line(struct engine *e, const char *s)
+static void head_line(struct oribi_slot *e, const char *s)
 {
     out_cat(e, s, strlen(s));
 }
@@ -66,12 +66,12 @@ static void out_flush(struct resp *r, const struct iovec *extra, int nextra)
     int n = 0;
     if (r->gone)
         return;
-    if (r->e->out_len)
-        iov[n++] = (struct iovec){r->e->out, r->e->out_len};
+    if (r->s->out_len)
+        iov[n++] = (struct iovec){r->s->out, r->s->out_len};
     for (int i = 0; i < nextra && n < (int)(sizeof(iov) / sizeof(iov[0])); i++)
         iov[n++] = extra[i];
     int w = n ? oribi_conn_write(r->c, iov, n) : 0;
-    r->e->out_len = 0;
+    r->s->out_len = 0;
     r->flushed = 1;
     while (w == 1) {
         if ((intptr_t)rb_thread_call_without_gvl(wait_nogvl, r, RUBY_UBF_IO, NULL) < 0) {
@@ -89,14 +89,14 @@ static void out_flush(struct resp *r, const struct iovec *extra, int nextra)
 static void out_drain(struct resp *r)
 {
     out_flush(r, NULL, 0);
-    if (!r->gone && oribi_engine_drain(r->e, r->c) < 0)
+    if (!r->gone && oribi_engine_drain(r->s, r->c) < 0)
         r->gone = 1;
 }
 
 /* ---- the head ---- */
 
 struct head_ctx {
-    struct engine *e;
+    struct oribi_slot *e;
     struct resp *r;      /* NULL for early hints */
     int connection_close;
     int fields;          /* fields written */
@@ -122,7 +122,7 @@ static int parse_length(const char *p, long n, int64_t *out)
     return 1;
 }
 
-static int head_field(struct engine *e, VALUE key, VALUE val)
+static int head_field(struct oribi_slot *e, VALUE key, VALUE val)
 {
     if (!RB_TYPE_P(val, T_STRING)) {
         drop_header(key, "value is not a String");
@@ -231,7 +231,7 @@ static void accept_protocol(struct resp *r)
 
 /* ---- framing ---- */
 
-static void cat_length(struct engine *e, int64_t n)
+static void cat_length(struct oribi_slot *e, int64_t n)
 {
     char cl[40];
     out_cat(e, cl, (size_t)snprintf(cl, sizeof(cl), "content-length: %lld\r\n", (long long)n));
@@ -263,7 +263,7 @@ static int open_body_file(struct resp *r)
  * connection is the app's (hijack) or closes when the body is done. */
 static void frame_switch(struct resp *r)
 {
-    struct engine *e = r->e;
+    struct oribi_slot *e = r->s;
     r->keepalive = 0;
     head_line(e, "connection: upgrade\r\n");
     if (!NIL_P(r->protocol)) {
@@ -291,7 +291,7 @@ static void array_length(struct resp *r)
         total += RSTRING_LEN(part);
     }
     r->mode = BODY_ARRAY;
-    cat_length(r->e, total);
+    cat_length(r->s, total);
 }
 
 /* Chooses the framing: our own length for arrays and files, the app's for
@@ -299,7 +299,7 @@ static void array_length(struct resp *r)
  * HTTP/1.0 and for streams; none after a 101 or a partial hijack. */
 static void frame_body(struct resp *r)
 {
-    struct engine *e = r->e;
+    struct oribi_slot *e = r->s;
     if (r->status == 101)
         return frame_switch(r);
     if (!NIL_P(r->hijack)) {
@@ -366,7 +366,7 @@ static void frame_body(struct resp *r)
 static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
 {
     struct resp *r = (struct resp *)arg;
-    struct engine *e = r->e;
+    struct oribi_slot *e = r->s;
     if (!RB_TYPE_P(chunk, T_STRING))
         rb_raise(rb_eTypeError, "body yielded a non-String (%"PRIsVALUE")", rb_obj_class(chunk));
     size_t n = (size_t)RSTRING_LEN(chunk);
@@ -432,7 +432,7 @@ static void *sendfile_nogvl(void *p)
 
 static void write_file(struct resp *r)
 {
-    struct engine *e = r->e;
+    struct oribi_slot *e = r->s;
     if (r->file_size > 0 && e->out_len) {
         /* The head waits for the first file bytes: one segment, not two. */
         struct iovec iov = {e->out, e->out_len};
@@ -462,8 +462,8 @@ static void write_stream(struct resp *r)
     out_drain(r);
     if (r->gone)
         return;
-    VALUE stream = oribi_stream_new(r->engine);
-    r->e->cur_stream = stream;
+    VALUE stream = oribi_stream_new(r->s->self);
+    r->s->stream = stream;
     rb_funcall(r->body, id_call, 1, stream);
 }
 
@@ -473,14 +473,14 @@ static void write_hijack(struct resp *r)
     out_drain(r);
     if (r->gone)
         return;
-    VALUE io = oribi_hijack_io(r->e, r->c);
+    VALUE io = oribi_hijack_io(r->s, r->c);
     r->c = NULL;
     rb_funcall(r->hijack, id_call, 1, io);
 }
 
 static VALUE write_body(struct resp *r)
 {
-    struct engine *e = r->e;
+    struct oribi_slot *e = r->s;
     switch (r->mode) {
     case BODY_NONE:
         out_flush(r, NULL, 0);
@@ -511,7 +511,7 @@ static VALUE write_body(struct resp *r)
 VALUE oribi_respond_write(VALUE arg)
 {
     struct resp *r = (struct resp *)arg;
-    struct engine *e = r->e;
+    struct oribi_slot *e = r->s;
     size_t n;
     if (r->c->req.upgrade)
         accept_protocol(r);
@@ -554,11 +554,11 @@ VALUE oribi_respond_close(VALUE arg)
 /* env["rack.early_hints"].call(headers): a 103 with the fields that pass
  * the same checks as the final response's. Only while the app runs (the
  * env has it only for HTTP/1.1); later calls do nothing. */
-VALUE oribi_early_hints(VALUE self, VALUE headers)
+VALUE oribi_early_hints(VALUE slot, VALUE headers)
 {
-    struct engine *e = oribi_engine_get(self);
+    struct oribi_slot *e = oribi_slot_get(slot);
     Check_Type(headers, T_HASH);
-    struct oribi_conn *c = e->cur_phase == PHASE_APP ? oribi_engine_current(e) : NULL;
+    struct oribi_conn *c = e->phase == PHASE_APP ? oribi_slot_conn(e) : NULL;
     if (!c || c->req.minor_version != 1)
         return Qnil;
     e->out_len = 0;

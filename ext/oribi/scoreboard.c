@@ -16,7 +16,7 @@
 #include "oribi.h"
 
 struct scoreboard {
-    struct oribi_slot *slots;
+    struct oribi_score *slots;
     long nslots;
     size_t size;
 };
@@ -51,7 +51,7 @@ static VALUE sb_init(VALUE self, VALUE n)
     long slots = NUM2LONG(n);
     if (slots < 1 || slots > 65536)
         rb_raise(rb_eArgError, "1..65536 slots");
-    sb->size = (size_t)slots * sizeof(struct oribi_slot);
+    sb->size = (size_t)slots * sizeof(struct oribi_score);
     void *p = mmap(NULL, sb->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         rb_sys_fail("mmap");
@@ -60,7 +60,7 @@ static VALUE sb_init(VALUE self, VALUE n)
     return self;
 }
 
-struct oribi_slot *oribi_scoreboard_slot(VALUE self, VALUE i)
+struct oribi_score *oribi_scoreboard_slot(VALUE self, VALUE i)
 {
     struct scoreboard *sb = rb_check_typeddata(self, &sb_type);
     long idx = NUM2LONG(i);
@@ -69,8 +69,18 @@ struct oribi_slot *oribi_scoreboard_slot(VALUE self, VALUE i)
     return &sb->slots[idx];
 }
 
-void oribi_slot_busy(struct oribi_slot *s, const char *method, size_t method_len, const char *path,
-                     size_t path_len, int64_t now_ms, int64_t wall_ms, int64_t queue_us, int from_header)
+void oribi_score_take(struct oribi_score *s, int64_t wall_ms, int64_t queue_us, int from_header)
+{
+    s->last_request_ms = wall_ms;
+    if (queue_us >= 0) {
+        s->queue[oribi_queue_bucket(queue_us)]++;
+        s->queue_sum_us += (uint64_t)queue_us;
+        s->queue_header += (unsigned)from_header;
+    }
+}
+
+void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_len, const char *path,
+                      size_t path_len, int64_t since_ms)
 {
     size_t n = method_len < ORIBI_SLOT_REQUEST - 2 ? method_len : ORIBI_SLOT_REQUEST - 2;
     memcpy(s->request, method, n);
@@ -79,33 +89,30 @@ void oribi_slot_busy(struct oribi_slot *s, const char *method, size_t method_len
         path_len = ORIBI_SLOT_REQUEST - 1 - n;
     memcpy(s->request + n, path, path_len);
     s->request[n + path_len] = 0;
-    s->last_request_ms = wall_ms;
-    if (queue_us >= 0) {
-        s->queue[oribi_queue_bucket(queue_us)]++;
-        s->queue_sum_us += (uint64_t)queue_us;
-        s->queue_header += (unsigned)from_header;
-    }
-    __atomic_store_n(&s->busy_since_ms, now_ms, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->busy_since_ms, since_ms, __ATOMIC_RELEASE);
 }
 
 /* busy(slot, method, uri): a request starts (for callers without an
  * engine: tests). The engine marks its slot itself (Engine#scoreboard=). */
 static VALUE sb_busy(VALUE self, VALUE i, VALUE method, VALUE uri)
 {
-    struct oribi_slot *s = oribi_scoreboard_slot(self, i);
+    struct oribi_score *s = oribi_scoreboard_slot(self, i);
     StringValue(method);
     StringValue(uri);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    oribi_slot_busy(s, RSTRING_PTR(method), (size_t)RSTRING_LEN(method), RSTRING_PTR(uri),
-                    (size_t)RSTRING_LEN(uri), mono_ms(), (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, -1, 0);
+    oribi_score_take(s, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, -1, 0);
+    oribi_score_busy(s, RSTRING_PTR(method), (size_t)RSTRING_LEN(method), RSTRING_PTR(uri),
+                     (size_t)RSTRING_LEN(uri), mono_ms());
     return Qnil;
 }
 
 /* idle(slot): the response is out */
 static VALUE sb_idle(VALUE self, VALUE i)
 {
-    oribi_slot_idle(oribi_scoreboard_slot(self, i));
+    struct oribi_score *s = oribi_scoreboard_slot(self, i);
+    oribi_score_idle(s);
+    oribi_score_done(s);
     return Qnil;
 }
 
@@ -114,7 +121,7 @@ static VALUE sb_clear(int argc, VALUE *argv, VALUE self)
 {
     VALUE i, pid, gen;
     rb_scan_args(argc, argv, "21", &i, &pid, &gen);
-    struct oribi_slot *s = oribi_scoreboard_slot(self, i);
+    struct oribi_score *s = oribi_scoreboard_slot(self, i);
     memset((void *)s, 0, sizeof(*s));
     s->pid = NUM2INT(pid);
     s->generation = NIL_P(gen) ? 0 : NUM2UINT(gen);
@@ -125,7 +132,7 @@ static VALUE sb_clear(int argc, VALUE *argv, VALUE self)
  * not stuck any more as far as worker_timeout goes, counters kept. */
 static VALUE sb_unbusy(VALUE self, VALUE i)
 {
-    struct oribi_slot *s = oribi_scoreboard_slot(self, i);
+    struct oribi_score *s = oribi_scoreboard_slot(self, i);
     __atomic_store_n(&s->busy_since_ms, 0, __ATOMIC_RELEASE);
     return Qnil;
 }
@@ -133,7 +140,7 @@ static VALUE sb_unbusy(VALUE self, VALUE i)
 /* [pid, busy_seconds or nil, request, served] */
 static VALUE sb_get(VALUE self, VALUE i)
 {
-    struct oribi_slot *s = oribi_scoreboard_slot(self, i);
+    struct oribi_score *s = oribi_scoreboard_slot(self, i);
     int64_t since = __atomic_load_n(&s->busy_since_ms, __ATOMIC_ACQUIRE);
     char req[ORIBI_SLOT_REQUEST];
     memcpy(req, s->request, ORIBI_SLOT_REQUEST);
@@ -148,7 +155,7 @@ static VALUE sb_get(VALUE self, VALUE i)
  * queue: the histogram's per-bucket counts (not cumulative). */
 static VALUE sb_stats(VALUE self, VALUE i)
 {
-    struct oribi_slot *s = oribi_scoreboard_slot(self, i);
+    struct oribi_score *s = oribi_scoreboard_slot(self, i);
     VALUE r = rb_hash_new();
     VALUE a = sb_get(self, i);
     SET(r, "pid", rb_ary_entry(a, 0));

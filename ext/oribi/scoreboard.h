@@ -16,7 +16,7 @@
 
 #define ORIBI_SLOT_REQUEST 120
 
-struct oribi_slot {
+struct oribi_score {
     volatile int64_t busy_since_ms;   /* CLOCK_MONOTONIC ms; 0 when idle */
     volatile uint64_t served;         /* responses finished */
     volatile int32_t pid;
@@ -30,16 +30,24 @@ struct oribi_slot {
     char request[ORIBI_SLOT_REQUEST]; /* "GET /path" being served, cut to fit */
 };
 
-/* A request goes to the app: mono_ms is now (CLOCK_MONOTONIC), wall_ms the
- * wall clock, queue_us the queue time (< 0: unknown). No allocation, no
- * system call. */
-void oribi_slot_busy(struct oribi_slot *s, const char *method, size_t method_len, const char *path,
-                     size_t path_len, int64_t mono_ms, int64_t wall_ms, int64_t queue_us, int from_header);
+/* A request goes to the app: wall_ms is the wall clock, queue_us its queue
+ * time (< 0: unknown). No allocation, no system call. */
+void oribi_score_take(struct oribi_score *s, int64_t wall_ms, int64_t queue_us, int from_header);
 
-/* The response is over. */
-static inline void oribi_slot_idle(struct oribi_slot *s)
+/* The worker is busy with this request since since_ms (CLOCK_MONOTONIC):
+ * with threads, the oldest request in the app (worker_timeout). */
+void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_len, const char *path,
+                      size_t path_len, int64_t since_ms);
+
+/* No request in the app any more. */
+static inline void oribi_score_idle(struct oribi_score *s)
 {
     __atomic_store_n(&s->busy_since_ms, 0, __ATOMIC_RELEASE);
+}
+
+/* A response is over. */
+static inline void oribi_score_done(struct oribi_score *s)
+{
     s->served++;
 }
 

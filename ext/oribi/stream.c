@@ -1,6 +1,6 @@
 /*
  * Oribi::Stream: what a streaming body (body.call(stream)) writes to and
- * reads from, over the connection of the current request. Not a raw IO, so
+ * reads from, over the connection of its slot's request. Not a raw IO, so
  * that the server's limits hold: a write returns once the kernel took every
  * byte, waiting at most write_timeout each time the socket is full (a
  * stuck client cannot hold a worker forever); a read yields the bytes the
@@ -21,7 +21,7 @@
 #define STREAM_WRITE_SLICE (1024 * 1024) /* bytes handed to the conn per wait */
 
 struct stream {
-    VALUE engine;
+    VALUE slot;
     int read_closed, write_closed;
 };
 
@@ -30,17 +30,17 @@ static ID id_exception, id_wait_readable, id_wait_writable;
 
 static void stream_mark(void *p)
 {
-    rb_gc_mark(((struct stream *)p)->engine);
+    rb_gc_mark(((struct stream *)p)->slot);
 }
 
 static const rb_data_type_t stream_type = {
     "Oribi::Stream", {stream_mark, RUBY_TYPED_DEFAULT_FREE, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
 
-VALUE oribi_stream_new(VALUE engine)
+VALUE oribi_stream_new(VALUE slot)
 {
     struct stream *s;
     VALUE self = TypedData_Make_Struct(cStream, struct stream, &stream_type, s);
-    s->engine = engine;
+    s->slot = slot;
     return self;
 }
 
@@ -50,20 +50,20 @@ void oribi_stream_finish(VALUE self)
     s->read_closed = s->write_closed = 1;
 }
 
-static struct engine *stream_engine(VALUE self)
+static struct oribi_slot *stream_slot(VALUE self)
 {
     struct stream *s = rb_check_typeddata(self, &stream_type);
-    return oribi_engine_get(s->engine);
+    return oribi_slot_get(s->slot);
 }
 
 /* The conn behind the stream; raises IOError as a closed IO would. */
-static struct oribi_conn *stream_conn(VALUE self, struct engine **ep, int writing)
+static struct oribi_conn *stream_conn(VALUE self, struct oribi_slot **ep, int writing)
 {
     struct stream *s = rb_check_typeddata(self, &stream_type);
     if (writing ? s->write_closed : s->read_closed)
         rb_raise(rb_eIOError, writing ? "not opened for writing" : "not opened for reading");
-    struct engine *e = stream_engine(self);
-    struct oribi_conn *c = e->cur_stream == self ? oribi_engine_current(e) : NULL;
+    struct oribi_slot *e = stream_slot(self);
+    struct oribi_conn *c = e->stream == self ? oribi_slot_conn(e) : NULL;
     if (!c)
         rb_raise(rb_eIOError, "closed stream");
     *ep = e;
@@ -71,17 +71,17 @@ static struct oribi_conn *stream_conn(VALUE self, struct engine **ep, int writin
 }
 
 /* The client is gone or stuck: the response cannot go on. */
-NORETURN(static void stream_gone(struct engine *e, int err));
-static void stream_gone(struct engine *e, int err)
+NORETURN(static void stream_gone(struct oribi_slot *e, int err));
+static void stream_gone(struct oribi_slot *e, int err)
 {
-    if (e->cur_resp)
-        e->cur_resp->gone = 1;
+    if (e->resp)
+        e->resp->gone = 1;
     rb_syserr_fail(err, "client connection");
 }
 
-static void check_gone(struct engine *e)
+static void check_gone(struct oribi_slot *e)
 {
-    if (e->cur_resp && e->cur_resp->gone)
+    if (e->resp && e->resp->gone)
         stream_gone(e, EPIPE);
 }
 
@@ -91,7 +91,7 @@ static void check_gone(struct engine *e)
  * Returns the count, 0 at EOF, -1 when nothing is there and !block. */
 static long read_some(VALUE self, char *dst, long max, int block)
 {
-    struct engine *e;
+    struct oribi_slot *e;
     struct oribi_conn *c = stream_conn(self, &e, 0);
     if (c->len > c->rest_off) {
         size_t n = c->len - c->rest_off;
@@ -111,7 +111,7 @@ static long read_some(VALUE self, char *dst, long max, int block)
             rb_syserr_fail(errno, "client connection");
         if (!block)
             return -1;
-        if (!oribi_engine_wait(c->fd, RB_WAITFD_IN, e->loop.opt.body_timeout_ms))
+        if (!oribi_engine_wait(c->fd, RB_WAITFD_IN, e->e->loop.opt.body_timeout_ms))
             rb_syserr_fail(ETIMEDOUT, "no bytes from the client within body_timeout");
         c = stream_conn(self, &e, 0); /* other threads ran meanwhile */
     }
@@ -209,7 +209,7 @@ static void write_all(VALUE self, VALUE str)
     str = rb_str_new_frozen(str);
     long off = 0, len = RSTRING_LEN(str);
     while (off < len) {
-        struct engine *e;
+        struct oribi_slot *e;
         struct oribi_conn *c = stream_conn(self, &e, 1);
         check_gone(e);
         long n = len - off > STREAM_WRITE_SLICE ? STREAM_WRITE_SLICE : len - off;
@@ -236,7 +236,7 @@ static VALUE stream_write(int argc, VALUE *argv, VALUE self)
         total += RSTRING_LEN(str);
     }
     if (argc == 0) {
-        struct engine *e;
+        struct oribi_slot *e;
         stream_conn(self, &e, 1);
     }
     return LONG2NUM(total);
@@ -260,7 +260,7 @@ static VALUE stream_write_nonblock(int argc, VALUE *argv, VALUE self)
         exception = ex == Qundef || RTEST(ex);
     }
     str = rb_obj_as_string(str);
-    struct engine *e;
+    struct oribi_slot *e;
     struct oribi_conn *c = stream_conn(self, &e, 1);
     check_gone(e);
     ssize_t n = -1;
@@ -284,7 +284,7 @@ static VALUE stream_write_nonblock(int argc, VALUE *argv, VALUE self)
 /* Writes are not buffered by the stream: nothing to flush. */
 static VALUE stream_flush(VALUE self)
 {
-    struct engine *e;
+    struct oribi_slot *e;
     stream_conn(self, &e, 1);
     return self;
 }
@@ -298,8 +298,8 @@ static VALUE stream_close_write(VALUE self)
     struct stream *s = rb_check_typeddata(self, &stream_type);
     if (s->write_closed)
         return Qnil;
-    struct engine *e = stream_engine(self);
-    struct oribi_conn *c = e->cur_stream == self ? oribi_engine_current(e) : NULL;
+    struct oribi_slot *e = stream_slot(self);
+    struct oribi_conn *c = e->stream == self ? oribi_slot_conn(e) : NULL;
     s->write_closed = 1;
     if (c && oribi_engine_drain(e, c) == 0)
         shutdown(c->fd, SHUT_WR);

@@ -93,7 +93,7 @@ module Oribi
     # Options the C engine reads (Engine.new), passed through as they are.
     ENGINE = %i[keepalive keepalive_timeout keepalive_requests header_timeout body_timeout
                 write_timeout max_body body_buffer max_request_line max_header_bytes
-                max_headers max_connections tmpdir oob_gc].freeze
+                max_headers max_connections tmpdir oob_gc threads].freeze
 
     DEFAULT_FILE = "config/oribi.rb"
 

@@ -101,11 +101,9 @@ module Oribi
       n = @config[:workers]
       workers = n.zero? ? "single process" : "#{n} worker#{'s' if n > 1}"
       Log.info("Oribi #{VERSION} (Ruby #{RUBY_VERSION}, rack #{Rack.release}), pid #{Process.pid}, " \
-               "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}")
+               "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}" \
+               "#{", #{@config[:threads]} threads per worker" if @config[:threads] > 1}")
       @listeners.all.each { |l| Log.info("listening on #{l}") }
-      return unless @config[:threads] > 1
-
-      Log.info("threads #{@config[:threads]}: accepted, but workers run one thread for now")
     end
   end
 end

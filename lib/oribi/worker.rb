@@ -6,7 +6,8 @@ module Oribi
   # One worker: the C engine owns the sockets and hands over complete
   # requests; this loop calls the app and gives back the response. It runs
   # in a forked child of the master, or in the server process itself with
-  # `workers 0`.
+  # `workers 0`. With `threads` > 1 the main thread only dispatches: a pool
+  # of app threads serves the requests (docs/THREADS.md).
   # Raised in the app's thread by soft_timeout with soft_timeout_raise.
   class RequestTimeout < Timeout::Error; end
 
@@ -34,6 +35,9 @@ module Oribi
       @standalone = ready.nil?
       @scoreboard, @sb_slot = scoreboard
       @link = link
+      @threads = @config[:threads]
+      @soft = @config[:soft_timeout].positive? && @config[:soft_timeout]
+      @in_app = {} # Thread => [env, started]: requests inside the app, for soft_timeout
     end
 
     def run
@@ -44,19 +48,13 @@ module Oribi
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
       trap_signals
       @server.write_pid_file if @standalone
-      start_soft_timeout if @config[:soft_timeout].positive?
+      start_soft_timeout if @soft
       @config.hook(:after_worker_boot, @server, @index)
       title
       @ready&.write("#{@index} #{Process.pid}\n")
       @ready&.close unless @link # a mold forks workers that report on it
       Systemd.notify("READY=1\nMAINPID=#{Process.pid}") if @standalone
-      while (env = @engine.next_request)
-        @served += 1
-        retire if @served == @limit # before the response, so that it says connection: close
-        serve(env)
-        title if (@served % TITLE_EVERY).zero?
-        # oob_gc runs in the engine, when its loop is idle (engine.c).
-      end
+      @threads > 1 ? dispatch : serve_each
     ensure
       @config.hook(:before_worker_exit, @server, @index) if @engine
       @engine&.close
@@ -80,6 +78,43 @@ module Oribi
 
     private
 
+    # One thread: the loop and the app take turns on it, no pool, no queue.
+    # The engine keeps the scoreboard and runs oob_gc itself (engine.c).
+    def serve_each
+      while (env = @engine.next_request)
+        @served += 1
+        retire if @served == @limit # before the response, so that it says connection: close
+        serve(env)
+        title if (@served % TITLE_EVERY).zero?
+      end
+    end
+
+    # Several threads: this (main) thread runs the loop, its trap handlers
+    # and retire; the pool runs the app. The engine hands out a request only
+    # when one of the threads' slots is free, so the queue holds at most
+    # the few a thread is about to take.
+    def dispatch
+      queue = Thread::Queue.new
+      pool = Array.new(@threads) { Thread.new { serve_queue(queue) } }
+      while (env = @engine.next_request)
+        @served += 1
+        retire if @served == @limit
+        queue << env
+        title if (@served % TITLE_EVERY).zero?
+      end
+    ensure # graceful drain: every thread finishes what it has
+      queue&.close
+      pool&.each(&:join)
+    end
+
+    def serve_queue(queue)
+      while (env = queue.pop)
+        serve(env)
+      end
+    rescue RequestTimeout # soft_timeout_raise landing just after its request ended
+      retry
+    end
+
     def trap_signals
       if @link
         trap("URG") do
@@ -99,27 +134,30 @@ module Oribi
     end
 
     # A watchdog thread, only when soft_timeout is set: a request inside the
-    # app for longer is logged once with where the app is (its backtrace),
-    # and with soft_timeout_raise interrupted by Oribi::RequestTimeout, which
-    # the app sees like any exception (the client gets a 500).
+    # app for longer is logged once with where the app is (its thread's
+    # backtrace), and with soft_timeout_raise interrupted by
+    # Oribi::RequestTimeout, which the app sees like any exception (the
+    # client gets a 500). Each app thread has its own record.
     def start_soft_timeout
-      @soft = @config[:soft_timeout]
       tick = [@soft / 4.0, 0.25].min
-      main = Thread.current
       Thread.new do
-        reported = nil
+        reported = {}.compare_by_identity # env => true, while it is in the app
         loop do
           sleep tick
-          env, started = @in_app
-          next unless env && !reported.equal?(env)
+          now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          live = @in_app.to_a
+          live.each do |thread, (env, started)|
+            running = now - started
+            next if running < @soft || reported.key?(env)
 
-          running = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
-          next if running < @soft
+            reported[env] = true
+            Log.info("soft_timeout: #{env['REQUEST_METHOD']} #{env['REQUEST_URI']} running #{running.round(1)} s\n    " +
+                     (thread.backtrace || []).first(20).join("\n    "))
+            next unless @config[:soft_timeout_raise] && @in_app[thread]&.first.equal?(env)
 
-          reported = env
-          Log.info("soft_timeout: #{env['REQUEST_METHOD']} #{env['REQUEST_URI']} running #{running.round(1)} s\n    " +
-                   (main.backtrace || []).first(20).join("\n    "))
-          main.raise(RequestTimeout, "request ran longer than soft_timeout (#{@soft} s)") if @config[:soft_timeout_raise] && @in_app
+            thread.raise(RequestTimeout, "request ran longer than soft_timeout (#{@soft} s)")
+          end
+          reported.keep_if { |env, _| live.any? { |_, (e, _)| e.equal?(env) } }
         end
       end
     end
@@ -159,7 +197,7 @@ module Oribi
     end
 
     def call_app(env)
-      @in_app = [env, Process.clock_gettime(Process::CLOCK_MONOTONIC)] if @soft
+      @in_app[Thread.current] = [env, Process.clock_gettime(Process::CLOCK_MONOTONIC)] if @soft
       @app.call(env)
     rescue SystemExit, SignalException
       raise
@@ -167,7 +205,7 @@ module Oribi
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: app raised", e)
       [500, ERROR_HEADERS.dup, ERROR_BODY, e] # e goes to rack.response_finished
     ensure
-      @in_app = nil
+      @in_app.delete(Thread.current) if @soft
     end
   end
 end
