@@ -63,7 +63,7 @@ module Oribi
                      "       oribi tune [options] --url URL | --unix PATH   (a running server: the rate search only)\n\n" \
                      "Starts the app for each workers × threads setting, finds the highest rate meeting the SLO\n" \
                      "(bisection), and recommends a setting. The total time is estimated when it starts\n" \
-                     "(defaults: #{Etc.nprocessors} × 5 settings, each ≤ ~50 s). See docs/TUNE.md.\n\n"
+                     "(defaults: #{Etc.nprocessors} × 5 settings of about 50 s each). See docs/TUNE.md.\n\n"
           o.on("-w", "--workers LIST", "worker counts: 1..4 or 1,2,4 (default 1..CPUs = 1..#{Etc.nprocessors})") { |x| v[:workers] = self.class.list(x) }
           o.on("-t", "--threads LIST", "threads per worker: 1..4 or 1,2,4 (default 1,2,4,8,16)") { |x| v[:threads] = self.class.list(x) }
           o.on("--slo SLO", "latency objective, p50|p90|p95|p99|p99.9=TIME, comma-joined (default p99=200ms)") { |x| v[:slo] = x }
@@ -134,12 +134,12 @@ module Oribi
         o[:workers].product(o[:threads]).map { |w, t| { workers: w, threads: t } }
       end
 
-      # An upper bound: boot, warm-up, estimate, every probe (a probe of an
-      # overloaded server may wait up to its timeout for the last answers).
+      # Boot, warm-up, estimate, every probe, and a second to settle after
+      # each failed probe (about half of them).
       def estimate(o)
         n = settings(o).size
-        each = (o[:url] || o[:unix] ? 0 : BOOT) + 2 * o[:warmup] + o[:steps] * o[:duration]
-        format("oribi tune: %d setting%s × (boot, %gs warm-up, %gs estimate, ≤ %d probes of %gs): about %s at most",
+        each = (o[:url] || o[:unix] ? 0 : BOOT) + 2 * o[:warmup] + 0.3 + o[:steps] * (o[:duration] + 0.5)
+        format("oribi tune: %d setting%s × (boot, %gs warm-up, %gs estimate, ≤ %d probes of %gs): about %s",
                n, n == 1 ? "" : "s", o[:warmup], o[:warmup], o[:steps], o[:duration], minutes(n * each))
       end
 
@@ -194,9 +194,11 @@ module Oribi
         concurrency = [(s[:workers] || 1) * (s[:threads] || 1) * 2, 4].max
         est = load(o, target, connections: concurrency, duration: o[:warmup], warmup: o[:warmup])
         capacity = Bench::Report.totals(est)[:throughput]
+        idle = idle_latency(o, target)
         last = nil
         search = Search.new(tolerance: o[:tolerance], max_steps: o[:steps], measure: lambda { |rate, step|
           show(lbl, index, total, "probe #{step}/#{o[:steps]}", rate: rate, last_p99: last&.dig(:latency, :p99))
+          settle(o, target, idle) if last && !last[:pass]
           last = probe(o, target, pids, rate)
         })
         found = search.run(capacity.positive? ? capacity : 1.0)
@@ -235,12 +237,30 @@ module Oribi
       end
 
       # One Loadgen run: closed loop with connections:, or open loop at rate:.
-      def load(o, target, connections: nil, rate: nil, duration:, warmup: nil)
-        run = { request: request(o, target), threads: 1, keepalive: true, duration: duration,
+      def load(o, target, connections: nil, rate: nil, duration: nil, requests: nil, warmup: nil)
+        run = { request: request(o, target), threads: 1, keepalive: true, duration: duration, requests: requests,
                 timeout: [10 * o[:slo].longest, 2.0].max, **target.except(:authority) }
         run.merge!(rate ? { rate: rate, connections: 1 } : { connections: connections })
         run[:warmup] = warmup if warmup
-        Loadgen.run(run) { @stop ? :stop : nil }
+        Loadgen.run(run.compact) { @stop ? :stop : nil }
+      end
+
+      # One request at a time on an idle server: the latency to come back to.
+      def idle_latency(o, target)
+        r = load(o, target, connections: 1, duration: 0.3)
+        r[:latency][:p50] ? r[:latency][:p50] / 1e6 : o[:slo].longest
+      end
+
+      # After an overloaded probe the server still holds its queue (the
+      # listen backlog, requests being served for clients long gone): the
+      # next probe would measure that queue, not its own rate. Send single
+      # requests until one is answered about as fast as on an idle server.
+      def settle(o, target, idle)
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + [10 * o[:slo].longest, 5.0].max
+        until @stop || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+          us = load(o, target, connections: 1, requests: 1)[:latency][:max]
+          break if us && us / 1e6 <= 2 * idle + 0.002
+        end
       end
 
       # A probe at one rate, reduced to what the search and the report need.

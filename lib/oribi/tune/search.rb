@@ -65,8 +65,8 @@ module Oribi
       def probe(rate)
         return nil if @steps.size >= @max_steps
 
-        s = @measure.call(rate, @steps.size + 1)
-        @steps << s.merge(rate: rate)
+        s = @measure.call(rate, @steps.size + 1).merge(rate: rate)
+        @steps << s
         s
       end
     end
