@@ -46,6 +46,12 @@ class TuneReportTest < Minitest::Test
     assert_equal [1, 1], pick(Recommend.call([result(1, 4, 300, 44), result(1, 1, 300, 44)]), :best)
   end
 
+  def test_window_widens_to_the_search_tolerance
+    rs = [result(2, 4, 400, 66), result(2, 1, 370, 64)]
+    assert_equal [2, 4], pick(Recommend.call(rs), :cheapest)
+    assert_equal [2, 1], pick(Recommend.call(rs, tolerance: 0.1), :cheapest) # 7.5% apart: not told apart at 10%
+  end
+
   def test_memory_limit_excludes_settings
     rs = [result(4, 4, 400, 120), result(2, 4, 300, 70), result(1, 1, 100, 40)]
     rec = Recommend.call(rs, memory_limit: 100 * MIB)
@@ -64,10 +70,12 @@ class TuneReportTest < Minitest::Test
     slo = Oribi::Tune::SLO.parse("p99=200ms, p50=20ms")
     assert_equal({ p99: 0.2, p50: 0.02 }, slo.limits)
     assert_equal "p99=200ms,p50=20ms", slo.to_s
-    ok = { rate: 100.0, requests: 100, ok: 100, throughput: 99.0, latency: { p50: 0.01, p99: 0.1 } }
+    ok = { rate: 100.0, requests: 100, ok: 100, elapsed: 1.0, throughput: 100.0, latency: { p50: 0.01, p99: 0.1 } }
     assert_nil slo.violation(ok)
     assert_equal "1 of 100 failed", slo.violation(ok.merge(ok: 99))
-    assert_equal "answered 80/s of 100/s", slo.violation(ok.merge(throughput: 80.0))
+    # 100/s for 1 s, p99 100 ms: 90 due, and 90% of them must be answered
+    assert_nil slo.violation(ok.merge(ok: 81, requests: 81, throughput: 81.0))
+    assert_equal "answered 80/s of 100/s", slo.violation(ok.merge(ok: 80, requests: 80, throughput: 80.0))
     assert_equal "p99 250.0ms > 200.0ms", slo.violation(ok.merge(latency: { p50: 0.01, p99: 0.25 }))
     assert_equal "no responses", slo.violation(ok.merge(requests: 0, ok: 0))
     assert_equal 2.0, Oribi::Tune::SLO.parse("p99.9=2s").limits[:p999]
@@ -77,7 +85,7 @@ class TuneReportTest < Minitest::Test
   def run_doc(limit: nil)
     rs = [result(1, 1, 100, 40), result(2, 4, 400, 64), result(4, 4, 410, 130, status: :memory),
           { workers: 4, threads: 8, status: :projected, note: "150.0MiB > 100.0MiB" }, result(1, 8, nil, 41, status: :slo)]
-    { slo: Oribi::Tune::SLO.parse("p99=200ms"), path: "/", duration: 1.0, memory_limit: limit, results: rs }
+    { slo: Oribi::Tune::SLO.parse("p99=200ms"), path: "/", duration: 1.0, tolerance: 0.05, memory_limit: limit, results: rs }
   end
 
   def test_table_and_summary
@@ -88,21 +96,21 @@ class TuneReportTest < Minitest::Test
     assert_match(/^\s+4\s+4 .*130\.0MiB\s+over memory limit$/, text)
     assert_match(/^\s+4\s+8 .*skipped: projected over memory limit; 150\.0MiB > 100\.0MiB$/, text)
     assert_match(/^\s+1\s+8 .*no rate within SLO$/, text)
-    assert_includes text, "Best throughput within the SLO (p99=200ms, total RSS ≤ 100.0MiB): 2 workers × 4 threads, 400.0 req/s"
+    assert_includes text, "Best throughput within the SLO (p99=200ms, total RSS ≤ 100.0MiB): 2 workers × 4 threads, 408 req/s"
     assert_includes text, "Run it with: oribi -w 2 -t 4\n"
     assert_includes Oribi::Tune::Report.text(run_doc.merge(results: [])), "No setting met the SLO"
   end
 
   def test_json_document
     d = JSON.parse(Oribi::Tune::Report.json(run_doc(limit: 100 * MIB)))
-    assert_equal %w[slo path duration_s memory_limit_bytes settings recommendation], d.keys
+    assert_equal %w[slo path duration_s tolerance memory_limit_bytes settings recommendation], d.keys
     s = d["settings"][1]
     assert_equal %w[workers threads status note max_rate throughput latency_ms cpu_percent memory_bytes steps], s.keys
     assert_equal [2, 4, "ok", 400.0, 30.0, 50.0], [s["workers"], s["threads"], s["status"], s["throughput"], s["latency_ms"]["p99"], s["cpu_percent"]]
     assert_equal %w[master_rss master_pss worker_rss worker_pss total_rss total_pss], s["memory_bytes"].keys
     assert_equal [{ "rate" => 100.0, "throughput" => 99.0, "p99_ms" => 30.0, "pass" => true, "why" => nil },
                   { "rate" => 200.0, "throughput" => 120.0, "p99_ms" => 900.0, "pass" => false, "why" => "p99 900.0ms > 200.0ms" }], s["steps"]
-    assert_equal({ "workers" => 2, "threads" => 4, "throughput" => 400.0 }, d["recommendation"]["cheapest"])
+    assert_equal({ "workers" => 2, "threads" => 4, "max_rate" => 408.0, "throughput" => 400.0 }, d["recommendation"]["cheapest"])
     assert_equal "over memory limit", d["settings"][2]["status"]
     assert_equal "skipped: projected over memory limit", d["settings"][3]["status"]
   end

@@ -154,7 +154,8 @@ module Oribi
         list.each_with_index do |s, i|
           results << (@stop ? s.merge(status: :interrupted) : setting(o, s, i + 1, list.size, results))
         end
-        { slo: o[:slo], path: o[:path], duration: o[:duration], memory_limit: o[:memory_limit], results: results }
+        { slo: o[:slo], path: o[:path], duration: o[:duration], tolerance: o[:tolerance], memory_limit: o[:memory_limit],
+          results: results }
       ensure
         trap("INT", old || "DEFAULT")
         @progress&.finish
@@ -271,7 +272,7 @@ module Oribi
         wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
         t = Bench::Report.totals(r)
         lat = r[:latency].slice(:p50, :p90, :p95, :p99, :p999).transform_values { |us| us && us / 1e6 }
-        sample = { rate: rate, requests: t[:total], ok: t[:ok], throughput: t[:throughput], latency: lat,
+        sample = { rate: rate, requests: t[:total], ok: t[:ok], elapsed: t[:elapsed], throughput: t[:throughput], latency: lat,
                    cpu: pids.empty? ? nil : (Resources.cpu_seconds(pids) - cpu0) / wall }
         why = @stop ? "interrupted" : o[:slo].violation(sample)
         sample.merge(pass: why.nil?, why: why)

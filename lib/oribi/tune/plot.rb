@@ -27,7 +27,7 @@ module Oribi
           </style></head><body>
           <h1>#{esc.(title)}</h1>
           <pre>#{esc.(Report.text(run))}</pre>
-          <h2>Throughput within the SLO vs threads</h2>
+          <h2>Highest rate within the SLO vs threads</h2>
           <div class="key" id="key-throughput"></div>
           <canvas id="throughput" width="1000" height="360"></canvas>
           <h2>p99 at that rate vs threads (log scale)</h2>
@@ -65,7 +65,7 @@ module Oribi
           });
           document.getElementById("key-" + id).innerHTML = WORKERS.map((w, i) => `<span><b style="background:${PALETTE[i % PALETTE.length]}"></b>${w} worker${w === 1 ? "" : "s"}</span>`).join("");
         }
-        byThreads("throughput", s => s.max_rate == null ? null : s.throughput, (v, a, b) => linScale(Math.max(...v), a, b), v => Math.round(v) + "/s");
+        byThreads("throughput", s => s.max_rate, (v, a, b) => linScale(Math.max(...v), a, b), v => Math.round(v) + "/s");
         byThreads("p99", s => s.max_rate == null ? null : s.latency_ms.p99 * 1000, (v, a, b) => logScale(Math.min(...v), Math.max(...v), a, b));
         (function rssChart() {
           const c = document.getElementById("rss"), ctx = c.getContext("2d"), W = c.width, H = c.height;

@@ -9,8 +9,9 @@ module Oribi
     # the table, the recommendation lines, and the JSON document (the HTML
     # page is tune/plot.rb, built from the same document).
     #
-    # run: { slo:, path:, duration:, memory_limit:, results: [result] };
-    # result: { workers:, threads:, status:, note:, rate:, throughput:,
+    # run: { slo:, path:, duration:, tolerance:, memory_limit:, results: [result] };
+    # result: { workers:, threads:, status:, note:, rate: (the highest
+    #           passing rate), throughput: (answered per second at it),
     #           latency: { p50:, p95:, p99: } (seconds), cpu: (CPU seconds
     #           per second), memory: { master_rss:, master_pss:, worker_rss:,
     #           worker_pss:, total_rss:, total_pss: } (bytes), steps: [...] }
@@ -61,7 +62,9 @@ module Oribi
         marks.join("; ")
       end
 
-      def recommendation(run) = Recommend.call(run[:results], memory_limit: run[:memory_limit])
+      def recommendation(run) = Recommend.call(run[:results], memory_limit: run[:memory_limit], tolerance: run[:tolerance] || 0)
+
+      def window(run) = ([Recommend::WITHIN, run[:tolerance] || 0].max * 100).round
 
       def summary(run)
         rec = recommendation(run)
@@ -70,10 +73,10 @@ module Oribi
 
         b = rec[:best]
         c = rec[:cheapest]
-        out = +"Best throughput within the SLO (#{run[:slo]}#{limit}): #{label(b)}, #{format('%.1f', b[:throughput])} req/s, " \
+        out = +"Best throughput within the SLO (#{run[:slo]}#{limit}): #{label(b)}, #{format('%.0f', b[:rate])} req/s, " \
                "p99 #{ms(b.dig(:latency, :p99))}, total RSS #{size(b.dig(:memory, :total_rss))}\n"
-        out << "Recommended (least memory within #{(Recommend::WITHIN * 100).round}% of the best): #{label(c)}, " \
-               "#{format('%.1f', c[:throughput])} req/s, p99 #{ms(c.dig(:latency, :p99))}, total RSS #{size(c.dig(:memory, :total_rss))}\n"
+        out << "Recommended (least memory within #{window(run)}% of the best): #{label(c)}, " \
+               "#{format('%.0f', c[:rate])} req/s, p99 #{ms(c.dig(:latency, :p99))}, total RSS #{size(c.dig(:memory, :total_rss))}\n"
         out << "Run it with: oribi -w #{c[:workers]} -t #{c[:threads]}\n" if c[:workers]
         out
       end
@@ -84,9 +87,10 @@ module Oribi
 
       def document(run)
         rec = recommendation(run)
-        pick = ->(r) { r && { workers: r[:workers], threads: r[:threads], throughput: round(r[:throughput], 1) } }
+        pick = ->(r) { r && { workers: r[:workers], threads: r[:threads], max_rate: round(r[:rate], 1), throughput: round(r[:throughput], 1) } }
         {
-          slo: run[:slo].to_s, path: run[:path], duration_s: run[:duration], memory_limit_bytes: run[:memory_limit],
+          slo: run[:slo].to_s, path: run[:path], duration_s: run[:duration], tolerance: run[:tolerance],
+          memory_limit_bytes: run[:memory_limit],
           settings: run[:results].map do |r|
             {
               workers: r[:workers], threads: r[:threads], status: STATUS.fetch(r[:status]), note: r[:note],

@@ -5,9 +5,10 @@ module Oribi
     # The service-level objective a rate must meet: `p99=200ms`, several
     # joined by commas (`p50=20ms,p99=200ms`). On top of the latency
     # bounds, every request must succeed (a 2xx/3xx status, no error) and
-    # the server must keep up: at least KEEP_UP of the offered rate answered
+    # the server must keep up: at least KEEP_UP of the requests sent answered
     # within the run (an open-loop run stops at its deadline, so requests a
-    # saturated server never answered would otherwise go unseen).
+    # saturated server never answered would otherwise go unseen; those sent
+    # in its last p99 are still on their way and not counted against it).
     class SLO
       class Error < StandardError; end
 
@@ -40,13 +41,14 @@ module Oribi
       def longest = @limits.values.max
 
       # nil when the sample meets the objective, else why not. sample:
-      # { requests:, ok:, rate:, throughput:, latency: { p99: seconds, ... } }
+      # { requests:, ok:, rate:, elapsed:, throughput:, latency: { p99: seconds, ... } }
       def violation(sample)
         return "no responses" if sample[:requests].zero?
         return "#{sample[:requests] - sample[:ok]} of #{sample[:requests]} failed" if sample[:ok] < sample[:requests]
-        if sample[:throughput] < KEEP_UP * sample[:rate]
-          return format("answered %.0f/s of %.0f/s", sample[:throughput], sample[:rate])
-        end
+
+        elapsed = sample[:elapsed]
+        due = sample[:rate] * [elapsed - (sample[:latency][:p99] || 0), elapsed / 2].max
+        return format("answered %.0f/s of %.0f/s", sample[:throughput], sample[:rate]) if sample[:ok] < KEEP_UP * due
 
         @limits.each do |k, limit|
           v = sample[:latency][k]
