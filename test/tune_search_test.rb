@@ -55,6 +55,13 @@ class TuneSearchTest < Minitest::Test
     refute r.passed?
   end
 
+  def test_a_stop_sample_ends_the_search
+    measure = ->(rate, step) { { pass: true, stop: step == 2 } }
+    r = Oribi::Tune::Search.new(measure: measure, max_steps: 10).run(10)
+    assert_equal [10, 20], r.steps.map { |s| s[:rate] }
+    assert_equal 10, r.rate
+  end
+
   def test_sample_of_the_best_rate_is_kept
     measure = ->(rate, _) { { pass: rate <= 50, p99: rate / 1000.0 } }
     r = Oribi::Tune::Search.new(measure: measure, tolerance: 0.1, max_steps: 10).run(40)

@@ -3,6 +3,8 @@
 require_relative "test_helper"
 require "json"
 require "open3"
+require "pty"
+require "oribi/tune/resources"
 
 # `oribi tune` end to end: real servers (started by tune on unix sockets)
 # for an IO-bound app (20 ms sleep) and a CPU-bound app (3 ms of CPU), a
@@ -103,6 +105,31 @@ class TuneTest < Minitest::Test
     run[:json][:settings].each do |s|
       assert_operator s[:cpu_percent] / 100.0 / s[:throughput], :>=, 0.002, run[:out] # CPU seconds per request (ticks: ±10 ms)
       assert_operator s[:max_rate], :<=, s[:workers] * 1.15 / 0.003, run[:out]
+    end
+  end
+
+  # On a terminal: the live line (setting, probe, rate, last p99); Ctrl-C
+  # stops the probe and the server, and still prints the table.
+  def test_progress_line_and_ctrl_c
+    PTY.spawn(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "-d", "400ms", "--steps", "20",
+              "--tolerance", "0.1", "-w", "1", "-t", "1,2", File.join(APPS, "io_bound.ru")) do |r, _w, pid|
+      seen = +""
+      master = nil
+      Timeout.timeout(40) do
+        seen << r.readpartial(4096).force_encoding("UTF-8") until seen.match?(%r{\[1/2\] 1w×1t  probe 2/20  \d+/s  last p99 [\d.]+ms})
+        master = Oribi::Tune::Resources.children(pid).first
+        Process.kill(:INT, pid)
+        loop { seen << r.readpartial(4096).force_encoding("UTF-8") }
+      rescue Errno::EIO, EOFError
+        nil # the pty closes when the process is gone
+      end
+      _, st = Process.wait2(pid)
+      assert_equal 1, st.exitstatus, seen # nothing completed, nothing recommended
+      assert_match(/\e\[Kworkers  threads/, seen) # the line erased, then the table
+      assert_match(/^\s+1\s+1 .*interrupted\r?$/, seen)
+      assert_match(/^\s+1\s+2 .*interrupted\r?$/, seen)
+      assert master, seen
+      assert_raises(Errno::ESRCH) { Process.kill(0, master) } # the server is gone
     end
   end
 

@@ -150,14 +150,14 @@ module Oribi
         results = []
         @progress = Progress.new(@err) if @err.respond_to?(:tty?) && @err.tty?
         @stop = false
-        old = trap("INT") { @stop = true }
+        old = %w[INT TERM HUP].to_h { |sig| [sig, trap(sig) { @stop = true }] } # stop and report; never leave a server behind
         list.each_with_index do |s, i|
           results << (@stop ? s.merge(status: :interrupted) : setting(o, s, i + 1, list.size, results))
         end
         { slo: o[:slo], path: o[:path], duration: o[:duration], tolerance: o[:tolerance], memory_limit: o[:memory_limit],
           results: results }
       ensure
-        trap("INT", old || "DEFAULT")
+        old&.each { |sig, handler| trap(sig, handler || "DEFAULT") }
         @progress&.finish
       end
 
@@ -204,11 +204,13 @@ module Oribi
         })
         found = search.run(capacity.positive? ? capacity : 1.0)
         result = s.merge(steps: found.steps, capacity: capacity)
-        if found.passed?
+        if @stop
+          result.merge!(status: :interrupted)
+        elsif found.passed?
           smp = found.sample
           result.merge!(status: :ok, rate: found.rate, throughput: smp[:throughput], latency: smp[:latency], cpu: smp[:cpu])
         else
-          result.merge!(status: @stop ? :interrupted : :slo, note: found.steps.last&.dig(:why))
+          result.merge!(status: :slo, note: found.steps.last&.dig(:why))
         end
         result[:memory] = memory(server) if server
         result[:status] = :memory if result[:status] == :ok && Recommend.over_limit?(result, o[:memory_limit])
@@ -274,7 +276,9 @@ module Oribi
         lat = r[:latency].slice(:p50, :p90, :p95, :p99, :p999).transform_values { |us| us && us / 1e6 }
         sample = { rate: rate, requests: t[:total], ok: t[:ok], elapsed: t[:elapsed], throughput: t[:throughput], latency: lat,
                    cpu: pids.empty? ? nil : (Resources.cpu_seconds(pids) - cpu0) / wall }
-        why = @stop ? "interrupted" : o[:slo].violation(sample)
+        return sample.merge(pass: false, why: "interrupted", stop: true) if @stop
+
+        why = o[:slo].violation(sample)
         sample.merge(pass: why.nil?, why: why)
       end
 

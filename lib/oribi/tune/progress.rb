@@ -9,8 +9,8 @@ module Oribi
         @io = io
       end
 
-      def update(*args)
-        @io.write("\r\e[K" + self.class.line(*args))
+      def update(*args, **kw)
+        @io.write("\r\e[K" + self.class.line(*args, **kw))
         @io.flush
       end
 

@@ -7,7 +7,8 @@ module Oribi
     # while it fails) to bracket the answer, then bisect the bracket until it
     # is within `tolerance` of its low end. Never more than `max_steps`
     # probes. `measure.call(rate, step)` runs the load and returns a Hash
-    # with at least `pass:` (true when success was 100% and the SLO held).
+    # with at least `pass:` (true when success was 100% and the SLO held);
+    # `stop: true` in it ends the search there (the user interrupted).
     class Search
       Result = Struct.new(:rate, :sample, :steps, :bracket, keyword_init: true) do
         def passed? = !sample.nil?
@@ -63,11 +64,11 @@ module Oribi
       private
 
       def probe(rate)
-        return nil if @steps.size >= @max_steps
+        return nil if @steps.size >= @max_steps || @steps.last&.dig(:stop)
 
         s = @measure.call(rate, @steps.size + 1).merge(rate: rate)
         @steps << s
-        s
+        s[:stop] ? nil : s
       end
     end
   end
