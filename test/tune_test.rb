@@ -12,7 +12,7 @@ require "oribi/tune/resources"
 # runs once (about 30 s) and the tests share its result. Functional
 # properties only, with margins for a noisy shared 2-core box.
 class TuneTest < Minitest::Test
-  ARGS = %w[--quick -d 700ms -w 1..2 -t 1,4 --slo p99=300ms].freeze
+  ARGS = %w[--quick -d 700ms -w 1..2 -t 1,4 --slo p99=500ms].freeze
   @@runs = {} # rubocop:disable Style/ClassVars -- one tune per app, shared by the tests
 
   def tune(app)
@@ -59,7 +59,7 @@ class TuneTest < Minitest::Test
       assert s[:steps].any? { |st| st[:pass] }, s.inspect
       # the reported rate is the highest that passed; the bisection tried one above it
       assert_equal s[:steps].select { |st| st[:pass] }.map { |st| st[:rate] }.max, s[:max_rate]
-      assert_operator s[:latency_ms][:p99], :<=, 300
+      assert_operator s[:latency_ms][:p99], :<=, 500
       assert_operator s[:latency_ms][:p50], :>=, 19 # the app sleeps 20 ms
       m = s[:memory_bytes]
       assert_operator m[:worker_rss], :>, 5 * 1024 * 1024

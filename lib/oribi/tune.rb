@@ -200,7 +200,7 @@ module Oribi
         search = Search.new(tolerance: o[:tolerance], max_steps: o[:steps], measure: lambda { |rate, step|
           show(lbl, index, total, "probe #{step}/#{o[:steps]}", rate: rate, last_p99: last&.dig(:latency, :p99))
           settle(o, target, idle) if last && !last[:pass]
-          last = probe(o, target, pids, rate)
+          last = probe(o, target, pids, rate, concurrency)
         })
         found = search.run(capacity.positive? ? capacity : 1.0)
         result = s.merge(steps: found.steps, capacity: capacity)
@@ -239,11 +239,13 @@ module Oribi
         (head << "\r\n").b
       end
 
-      # One Loadgen run: closed loop with connections:, or open loop at rate:.
+      # One Loadgen run: closed loop with connections:, or open loop at rate:
+      # on at most connections: (requests wait for one to be free, late:
+      # their latency still runs from when they were due).
       def load(o, target, connections: nil, rate: nil, duration: nil, requests: nil, warmup: nil)
         run = { request: request(o, target), threads: 1, keepalive: true, duration: duration, requests: requests,
                 timeout: [10 * o[:slo].longest, 2.0].max, **target.except(:authority) }
-        run.merge!(rate ? { rate: rate, connections: 1 } : { connections: connections })
+        run.merge!(rate ? { rate: rate, connections: 1, max_connections: connections } : { connections: connections })
         run[:warmup] = warmup if warmup
         Loadgen.run(run.compact) { @stop ? :stop : nil }
       end
@@ -259,7 +261,7 @@ module Oribi
       # next probe would measure that queue, not its own rate. Send single
       # requests until one is answered about as fast as on an idle server.
       def settle(o, target, idle)
-        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + [10 * o[:slo].longest, 5.0].max
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + [10 * o[:slo].longest, 2 * o[:duration], 5.0].max
         until @stop || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
           us = load(o, target, connections: 1, requests: 1)[:latency][:max]
           break if us && us / 1e6 <= 2 * idle + 0.002
@@ -267,10 +269,17 @@ module Oribi
       end
 
       # A probe at one rate, reduced to what the search and the report need.
-      def probe(o, target, pids, rate)
+      # Connections are bounded to twice what the rate needs at the SLO's
+      # latency (Little's law) plus the server's concurrency: enough for any
+      # rate that can pass, and an overloaded server is left with a queue it
+      # clears in about twice the SLO, rather than the thousand requests an
+      # unbounded open loop would pile up (which it would serve to clients
+      # long gone, while the next probe waits behind them).
+      def probe(o, target, pids, rate, concurrency)
         t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
         cpu0 = Resources.cpu_seconds(pids)
-        r = load(o, target, rate: rate, duration: o[:duration])
+        conns = [(2 * rate * o[:slo].longest).ceil + concurrency + 8, 1000].min
+        r = load(o, target, rate: rate, connections: conns, duration: o[:duration])
         wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
         t = Bench::Report.totals(r)
         lat = r[:latency].slice(:p50, :p90, :p95, :p99, :p999).transform_values { |us| us && us / 1e6 }
