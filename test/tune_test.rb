@@ -104,7 +104,7 @@ class TuneTest < Minitest::Test
     run = tune("cpu_bound.ru")
     run[:json][:settings].each do |s|
       assert_operator s[:cpu_percent] / 100.0 / s[:throughput], :>=, 0.002, run[:out] # CPU seconds per request (ticks: ±10 ms)
-      assert_operator s[:max_rate], :<=, s[:workers] * 1.15 / 0.003, run[:out]
+      assert_operator s[:max_rate], :<=, s[:workers] * 1.25 / 0.003, run[:out] # margin: keep-up slack, clock
     end
   end
 

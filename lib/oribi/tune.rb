@@ -191,6 +191,7 @@ module Oribi
                                         boot_timeout: o[:boot_timeout]) if s[:workers]
         target = server ? { unix_path: server.sock } : target(o)
         pids = server ? server.pids : []
+        first_response(o, target)
         show(lbl, index, total, "warm-up + capacity estimate")
         concurrency = [(s[:workers] || 1) * (s[:threads] || 1) * 2, 4].max
         est = load(o, target, connections: concurrency, duration: o[:warmup], warmup: o[:warmup])
@@ -250,6 +251,15 @@ module Oribi
         Loadgen.run(run.compact) { @stop ? :stop : nil }
       end
 
+      # Ready means serving: a booted master may still wait for its workers
+      # to load the app. One request at a time until one is answered.
+      def first_response(o, target)
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + o[:boot_timeout]
+        until @stop || load(o, target, connections: 1, requests: 1)[:requests].positive?
+          raise Server::BootError, "no response in #{o[:boot_timeout]}s" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        end
+      end
+
       # One request at a time on an idle server: the latency to come back to.
       def idle_latency(o, target)
         r = load(o, target, connections: 1, duration: 0.3)
@@ -282,7 +292,7 @@ module Oribi
         r = load(o, target, rate: rate, connections: conns, duration: o[:duration])
         wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
         t = Bench::Report.totals(r)
-        lat = r[:latency].slice(:p50, :p90, :p95, :p99, :p999).transform_values { |us| us && us / 1e6 }
+        lat = r[:latency].slice(:mean, :p50, :p90, :p95, :p99, :p999).transform_values { |us| us && us / 1e6 }
         sample = { rate: rate, requests: t[:total], ok: t[:ok], elapsed: t[:elapsed], throughput: t[:throughput], latency: lat,
                    cpu: pids.empty? ? nil : (Resources.cpu_seconds(pids) - cpu0) / wall }
         return sample.merge(pass: false, why: "interrupted", stop: true) if @stop
