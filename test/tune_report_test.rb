@@ -70,13 +70,15 @@ class TuneReportTest < Minitest::Test
     slo = Oribi::Tune::SLO.parse("p99=200ms, p50=20ms")
     assert_equal({ p99: 0.2, p50: 0.02 }, slo.limits)
     assert_equal "p99=200ms,p50=20ms", slo.to_s
-    ok = { rate: 100.0, requests: 100, ok: 100, elapsed: 1.0, throughput: 100.0, latency: { mean: 0.1, p50: 0.01, p99: 0.2 } }
+    ok = { rate: 100.0, requests: 100, ok: 100, elapsed: 1.05, attack: 0.99, throughput: 95.2, latency: { p50: 0.01, p99: 0.1 } }
     assert_nil slo.violation(ok)
     assert_equal "1 of 100 failed", slo.violation(ok.merge(ok: 99))
-    # 100/s for 1 s, mean 100 ms: 10 in flight at the end, 90 due, 95% of them answered
-    assert_nil slo.violation(ok.merge(ok: 86, requests: 86, throughput: 86.0))
-    assert_equal "answered 85/s of 100/s", slo.violation(ok.merge(ok: 85, requests: 85, throughput: 85.0))
-    assert_equal "p99 250.0ms > 200.0ms", slo.violation(ok.merge(latency: { mean: 0.01, p50: 0.01, p99: 0.25 }))
+    # 100 requests at 100/s: served at 90/s or better, the last one's p50 aside
+    assert_nil slo.violation(ok.merge(elapsed: 1.10)) # 99 / (1.10 - 0.01) = 90.8/s
+    assert_equal "served 89/s of 100/s", slo.violation(ok.merge(elapsed: 1.12))
+    assert_equal "served 86/s of 100/s", slo.violation(ok.merge(attack: 1.15)) # could not send on time
+    assert_nil slo.violation(ok.merge(requests: 1, ok: 1, elapsed: 0.01, attack: 0.0))
+    assert_equal "p99 250.0ms > 200.0ms", slo.violation(ok.merge(latency: { p50: 0.01, p99: 0.25 }))
     assert_equal "no responses", slo.violation(ok.merge(requests: 0, ok: 0))
     assert_equal 2.0, Oribi::Tune::SLO.parse("p99.9=2s").limits[:p999]
     %w[p99 p98=1ms p99=fast].each { |bad| assert_raises(Oribi::Tune::SLO::Error) { Oribi::Tune::SLO.parse(bad) } }

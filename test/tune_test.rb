@@ -12,7 +12,7 @@ require "oribi/tune/resources"
 # runs once (about 30 s) and the tests share its result. Functional
 # properties only, with margins for a noisy shared 2-core box.
 class TuneTest < Minitest::Test
-  ARGS = %w[--quick -d 700ms -w 1..2 -t 1,4 --slo p99=500ms].freeze
+  ARGS = %w[--quick -w 1..2 -t 1,4 --slo p99=500ms].freeze
   @@runs = {} # rubocop:disable Style/ClassVars -- one tune per app, shared by the tests
 
   def tune(app)

@@ -278,7 +278,9 @@ module Oribi
         end
       end
 
-      # A probe at one rate, reduced to what the search and the report need.
+      # A probe at one rate, reduced to what the search and the report need:
+      # rate × duration requests sent on schedule, every response awaited
+      # (vegeta's way: nothing in flight goes uncounted).
       # Connections are bounded to twice what the rate needs at the SLO's
       # latency (Little's law) plus the server's concurrency: enough for any
       # rate that can pass, and an overloaded server is left with a queue it
@@ -289,11 +291,12 @@ module Oribi
         t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
         cpu0 = Resources.cpu_seconds(pids)
         conns = [(2 * rate * o[:slo].longest).ceil + concurrency + 8, 1000].min
-        r = load(o, target, rate: rate, connections: conns, duration: o[:duration])
+        r = load(o, target, rate: rate, connections: conns, requests: [(rate * o[:duration]).round, 1].max)
         wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
         t = Bench::Report.totals(r)
         lat = r[:latency].slice(:mean, :p50, :p90, :p95, :p99, :p999).transform_values { |us| us && us / 1e6 }
-        sample = { rate: rate, requests: t[:total], ok: t[:ok], elapsed: t[:elapsed], throughput: t[:throughput], latency: lat,
+        sample = { rate: rate, requests: t[:total], ok: t[:ok], elapsed: t[:elapsed], attack: t[:attack],
+                   throughput: t[:throughput], latency: lat,
                    cpu: pids.empty? ? nil : (Resources.cpu_seconds(pids) - cpu0) / wall }
         return sample.merge(pass: false, why: "interrupted", stop: true) if @stop
 
