@@ -49,7 +49,8 @@ module Oribi
         const THREADS = [...new Set(S.map(s => s.threads))].sort((a, b) => a - b);
         const WORKERS = [...new Set(S.map(s => s.workers))].sort((a, b) => a - b);
         const M = { l: 70, r: 20, t: 10, b: 30 };
-        function bytes(b) { return b >= 1073741824 ? (b / 1073741824).toPrecision(3) + "GiB" : (b / 1048576).toPrecision(3) + "MiB"; }
+        const MIB = 1048576;
+        function mib(v) { return v >= 1024 ? (v / 1024).toPrecision(3) + "GiB" : Math.round(v) + "MiB"; }
         function byThreads(id, value, scale, label) {
           const c = document.getElementById(id), ctx = c.getContext("2d"), W = c.width, H = c.height;
           const vals = S.map(value).filter(v => v != null);
@@ -71,19 +72,19 @@ module Oribi
           const c = document.getElementById("rss"), ctx = c.getContext("2d"), W = c.width, H = c.height;
           const R = S.filter(s => s.memory_bytes);
           if (!R.length) { ctx.fillText("no memory measured", W / 2, H / 2); return; }
-          const y = linScale(Math.max(...R.map(s => s.memory_bytes.total_rss), D.memory_limit_bytes || 0), M.t, H - M.b);
+          const y = linScale(Math.max(...R.map(s => s.memory_bytes.total_rss), D.memory_limit_bytes || 0) / MIB, M.t, H - M.b);
           const bw = (W - M.l - M.r) / R.length, x = i => M.l + (i + 0.5) * bw;
-          frame(ctx, W, H, M, y, R.map((s, i) => [x(i) - 10, s.workers + "w×" + s.threads + "t"]), bytes);
+          frame(ctx, W, H, M, y, R.map((s, i) => [x(i) - 10, s.workers + "w×" + s.threads + "t"]), mib);
           R.forEach((s, i) => {
-            const m = s.memory_bytes, top = y(m.total_rss), mid = y(m.master_rss);
+            const m = s.memory_bytes, top = y(m.total_rss / MIB), mid = y(m.master_rss / MIB);
             ctx.fillStyle = "#aec7e8"; ctx.fillRect(x(i) - bw * 0.3, top, bw * 0.6, mid - top);
             ctx.fillStyle = "#1f77b4"; ctx.fillRect(x(i) - bw * 0.3, mid, bw * 0.6, H - M.b - mid);
-            ctx.fillStyle = "#222"; ctx.fillText(bytes(m.total_rss), x(i) - 20, top - 4);
+            ctx.fillStyle = "#222"; ctx.fillText(mib(m.total_rss / MIB), x(i) - 20, top - 4);
           });
           if (D.memory_limit_bytes) {
-            const py = y(D.memory_limit_bytes);
+            const py = y(D.memory_limit_bytes / MIB);
             ctx.strokeStyle = "#d62728"; ctx.setLineDash([6, 4]); ctx.beginPath(); ctx.moveTo(M.l, py); ctx.lineTo(W - M.r, py); ctx.stroke(); ctx.setLineDash([]);
-            ctx.fillStyle = "#d62728"; ctx.fillText("memory limit " + bytes(D.memory_limit_bytes), W - M.r - 160, py - 4);
+            ctx.fillStyle = "#d62728"; ctx.fillText("memory limit " + mib(D.memory_limit_bytes / MIB), W - M.r - 160, py - 4);
           }
         })();
       JS
