@@ -257,6 +257,8 @@ module Oribi
         deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + o[:boot_timeout]
         until @stop || load(o, target, connections: 1, requests: 1)[:requests].positive?
           raise Server::BootError, "no response in #{o[:boot_timeout]}s" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+          sleep 0.05 # polling a condition (an answer), bounded above
         end
       end
 
@@ -275,6 +277,8 @@ module Oribi
         until @stop || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
           us = load(o, target, connections: 1, requests: 1)[:latency][:max]
           break if us && us / 1e6 <= 2 * idle + 0.002
+
+          sleep 0.05 unless us # an error, not an answer: no hammering
         end
       end
 
