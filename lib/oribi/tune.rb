@@ -63,7 +63,7 @@ module Oribi
                      "       oribi tune [options] --url URL | --unix PATH   (a running server: the rate search only)\n\n" \
                      "Starts the app for each workers × threads setting, finds the highest rate meeting the SLO\n" \
                      "(bisection), and recommends a setting. The total time is estimated when it starts\n" \
-                     "(defaults: #{Etc.nprocessors} × 5 settings of about 50 s each). See docs/TUNE.md.\n\n"
+                     "(defaults: #{Etc.nprocessors} × 5 settings of about 50 s each, #{minutes(Etc.nprocessors * 5 * 50)}). See docs/TUNE.md.\n\n"
           o.on("-w", "--workers LIST", "worker counts: 1..4 or 1,2,4 (default 1..CPUs = 1..#{Etc.nprocessors})") { |x| v[:workers] = self.class.list(x) }
           o.on("-t", "--threads LIST", "threads per worker: 1..4 or 1,2,4 (default 1,2,4,8,16)") { |x| v[:threads] = self.class.list(x) }
           o.on("--slo SLO", "latency objective, p50|p90|p95|p99|p99.9=TIME, comma-joined (default p99=200ms)") { |x| v[:slo] = x }
