@@ -73,6 +73,7 @@ class TuneReportTest < Minitest::Test
     ok = { rate: 100.0, requests: 100, ok: 100, elapsed: 1.05, attack: 0.99, throughput: 95.2, latency: { p50: 0.01, p99: 0.1 } }
     assert_nil slo.violation(ok)
     assert_equal "1 of 100 failed", slo.violation(ok.merge(ok: 99))
+    assert_equal "3 of 100 failed (timeout 2, connect 1)", slo.violation(ok.merge(ok: 97, errors: { timeout: 2, connect: 1, read: 0 }))
     # 100 requests at 100/s: served at 90/s or better, the last one's p50 aside
     assert_nil slo.violation(ok.merge(elapsed: 1.10)) # 99 / (1.10 - 0.01) = 90.8/s
     assert_equal "served 89/s of 100/s", slo.violation(ok.merge(elapsed: 1.12))

@@ -299,7 +299,7 @@ module Oribi
         wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
         t = Bench::Report.totals(r)
         lat = r[:latency].slice(:mean, :p50, :p90, :p95, :p99, :p999).transform_values { |us| us && us / 1e6 }
-        sample = { rate: rate, requests: t[:total], ok: t[:ok], elapsed: t[:elapsed], attack: t[:attack],
+        sample = { rate: rate, requests: t[:total], ok: t[:ok], errors: r[:errors], elapsed: t[:elapsed], attack: t[:attack],
                    throughput: t[:throughput], latency: lat,
                    cpu: pids.empty? ? nil : (Resources.cpu_seconds(pids) - cpu0) / wall }
         return sample.merge(pass: false, why: "interrupted", stop: true) if @stop

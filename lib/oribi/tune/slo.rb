@@ -43,11 +43,14 @@ module Oribi
       def longest = @limits.values.max
 
       # nil when the sample meets the objective, else why not. sample:
-      # { rate:, requests:, ok:, elapsed:, attack: (first to last send),
-      #   latency: { p50:, p99: seconds, ... } }
+      # { rate:, requests:, ok:, errors: { timeout: n, ... }, elapsed:,
+      #   attack: (first to last send), latency: { p50:, p99: seconds, ... } }
       def violation(sample)
         return "no responses" if sample[:requests].zero?
-        return "#{sample[:requests] - sample[:ok]} of #{sample[:requests]} failed" if sample[:ok] < sample[:requests]
+        if sample[:ok] < sample[:requests]
+          kinds = (sample[:errors] || {}).select { |_, n| n.positive? }.map { |k, n| "#{k} #{n}" }
+          return "#{sample[:requests] - sample[:ok]} of #{sample[:requests]} failed#{" (#{kinds.join(', ')})" unless kinds.empty?}"
+        end
 
         if sample[:requests] > 1
           # n requests sent 1/rate apart: n - 1 intervals, then the last one's latency
