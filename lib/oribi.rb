@@ -20,4 +20,9 @@ module Oribi
   autoload :Signals, "oribi/signals"
   autoload :AccessLog, "oribi/access_log"
   autoload :Systemd, "oribi/systemd"
+  autoload :Control, "oribi/control"
+  autoload :Stats, "oribi/stats"
+  autoload :Ctl, "oribi/ctl"
+  autoload :Mold, "oribi/mold"
+  autoload :Refork, "oribi/refork"
 end

@@ -58,6 +58,7 @@ struct oribi_conn {
     size_t wlen, woff, wcap;
 
     unsigned requests;     /* served on this connection */
+    int64_t seen_us;       /* when the worker first saw the current request (queue_time.h), 0 not yet */
     int64_t deadline;      /* ms, monotonic */
     struct oribi_conn *tprev, *tnext;
     struct oribi_conn *qnext; /* ready queue, free list */

@@ -21,11 +21,21 @@
 
 #include "engine.h"
 #include "oribi.h"
+#include "queue_time.h"
 #include "response.h"
 
 VALUE oribi_eClientGone;
-static VALUE cEngine, cStringIO, k_response_finished;
-static ID id_new, id_for_fd, id_call, id_rewind, id_error, id_method;
+static VALUE cEngine, cStringIO, k_response_finished, mGC, minor_gc_opts;
+static ID id_new, id_for_fd, id_call, id_rewind, id_error, id_method, id_start;
+
+/* oob_gc's collection: a minor GC swept at once. It takes the garbage of
+ * the last requests (what they allocated and dropped is young), which is
+ * what a GC in the next request would have collected, at a fraction of a
+ * full GC's cost; Ruby still runs major GCs when the old generation grows. */
+static void oob_gc(void)
+{
+    rb_funcallv_kw(mGC, id_start, 1, &minor_gc_opts, RB_PASS_KEYWORDS);
+}
 
 static void engine_mark(void *p)
 {
@@ -43,6 +53,7 @@ static void engine_mark(void *p)
     rb_gc_mark(e->cur_env);
     rb_gc_mark(e->cur_io);
     rb_gc_mark(e->cur_stream);
+    rb_gc_mark(e->scoreboard);
 }
 
 static void engine_free(void *p)
@@ -63,6 +74,7 @@ static VALUE engine_alloc(VALUE klass)
     e->empty_input = e->spilled_input = e->tmpdir = Qnil;
     e->ctx.hijack = e->ctx.early_hints = e->ctx.tmpl = e->ctx.tmpl_errors = Qnil;
     e->cur_env = e->cur_io = e->cur_stream = Qnil;
+    e->scoreboard = Qnil;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
 
@@ -153,6 +165,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     o.max_connections = (unsigned)opt_int(opts, "max_connections", ORIBI_DEFAULT_MAX_CONNECTIONS);
     if (o.max_connections < 1)
         rb_raise(rb_eArgError, "max_connections must be at least 1");
+    e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0);
     VALUE tmpdir = rb_hash_lookup2(opts, ID2SYM(rb_intern("tmpdir")), Qnil);
     e->tmpdir = rb_obj_freeze(rb_str_new_cstr(NIL_P(tmpdir) ? (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp")
                                                            : StringValueCStr(tmpdir)));
@@ -198,13 +211,43 @@ static VALUE request_input(struct engine *e, struct oribi_conn *c)
     return e->empty_input;
 }
 
+/* The scoreboard learns what goes to the app, and the request's queue
+ * time: from X-Request-Start when a proxy sent a usable one (up to a day
+ * old; a proxy clock slightly ahead counts as 0), else from when the loop
+ * first saw the request. */
+static void mark_busy(struct oribi_slot *slot, struct oribi_conn *c)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    int64_t mono_us = oribi_mono_us();
+    int64_t queue_us = c->seen_us ? mono_us - c->seen_us : -1;
+    int from_header = 0;
+    int64_t start = oribi_request_start_us(&c->req);
+    if (start >= 0 && wall_us - start < 86400LL * 1000000) {
+        queue_us = wall_us > start ? wall_us - start : 0;
+        from_header = 1;
+    }
+    oribi_slot_busy(slot, c->req.method, c->req.method_len, c->req.target, c->req.target_len, mono_us / 1000,
+                    wall_us / 1000, queue_us, from_header);
+}
+
 /* Returns the next request's env, or nil once a stopping loop is drained. */
 static VALUE engine_next_request(VALUE self)
 {
     struct engine *e = oribi_engine_get(self);
+    if (e->oob_gc && e->since_gc >= 2 * e->oob_gc) {
+        /* Never idle for N more requests: collect now, between two
+         * requests, rather than never (see below). */
+        e->since_gc = 0;
+        oob_gc();
+    }
     for (;;) {
         struct oribi_conn *c = oribi_loop_take(&e->loop);
         if (c) {
+            if (e->slot)
+                mark_busy(e->slot, c);
+            e->since_gc++;
             e->cur_token = oribi_conn_token(c);
             e->cur_phase = PHASE_APP;
             e->cur_io = e->cur_stream = Qnil;
@@ -216,6 +259,16 @@ static VALUE engine_next_request(VALUE self)
         intptr_t r = oribi_loop_run(&e->loop, 0);
         if (r == LOOP_READY)
             continue;
+        /* Out-of-band GC (oob_gc): once N requests went by, at the first
+         * moment the loop has nothing to do: every response handed to the
+         * kernel (or waiting on its client), closed connections closed, no
+         * request waiting. A worker that is never idle collects after 2N
+         * requests, before taking the next one (above). */
+        if (r == LOOP_IDLE && e->oob_gc && e->since_gc >= e->oob_gc) {
+            e->since_gc = 0;
+            oob_gc();
+            continue;
+        }
         if (r == LOOP_IDLE)
             r = (intptr_t)rb_thread_call_without_gvl(run_nogvl, &e->loop, wake_ubf, &e->loop);
         if (r == LOOP_STOPPED)
@@ -261,6 +314,8 @@ int oribi_engine_drain(struct engine *e, struct oribi_conn *c)
 
 static void end_request(struct engine *e)
 {
+    if (e->slot)
+        oribi_slot_idle(e->slot);
     if (!NIL_P(e->cur_stream))
         oribi_stream_finish(e->cur_stream);
     if (!NIL_P(e->spilled_input)) {
@@ -433,6 +488,17 @@ static VALUE engine_stats(VALUE self)
     return h;
 }
 
+/* engine.attach_scoreboard(scoreboard, slot): from now on the engine
+ * keeps that slot up to date (requests, connections, queue times). */
+static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
+{
+    struct engine *e = oribi_engine_get(self);
+    e->slot = oribi_scoreboard_slot(sb, idx);
+    e->scoreboard = sb;
+    e->loop.slot = e->slot;
+    return self;
+}
+
 static VALUE engine_close(VALUE self)
 {
     struct engine *e = rb_check_typeddata(self, &engine_type);
@@ -455,6 +521,13 @@ void Init_oribi_engine(VALUE mOribi)
     id_error = rb_intern("error");
     id_method = rb_intern("method");
     k_response_finished = oribi_fstr("rack.response_finished");
+    id_start = rb_intern("start");
+    mGC = rb_const_get(rb_cObject, rb_intern("GC"));
+    minor_gc_opts = rb_hash_new();
+    rb_hash_aset(minor_gc_opts, ID2SYM(rb_intern("full_mark")), Qfalse);
+    rb_hash_aset(minor_gc_opts, ID2SYM(rb_intern("immediate_sweep")), Qtrue);
+    rb_obj_freeze(minor_gc_opts);
+    rb_gc_register_mark_object(minor_gc_opts);
     oribi_env_init();
     Init_oribi_respond();
     Init_oribi_hijack();
@@ -470,6 +543,7 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cEngine, "respond", engine_respond, -1);
     rb_define_method(cEngine, "stop", engine_stop, -1);
     rb_define_method(cEngine, "stats", engine_stats, 0);
+    rb_define_method(cEngine, "attach_scoreboard", engine_attach_scoreboard, 2);
     rb_define_method(cEngine, "close", engine_close, 0);
     /* The targets of env["rack.hijack"] and env["rack.early_hints"]. */
     rb_define_private_method(cEngine, "rack_hijack", oribi_full_hijack, 0);

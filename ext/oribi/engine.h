@@ -41,6 +41,12 @@ struct engine {
     struct resp *cur_resp; /* while PHASE_RESPONDING */
     VALUE cur_io;        /* the socket handed to the app (hijack), else nil */
     VALUE cur_stream;    /* the Oribi::Stream given to a streaming body, else nil */
+
+    VALUE scoreboard;    /* the Oribi::Scoreboard holding slot, else nil */
+    struct oribi_slot *slot; /* where this worker says what it is doing, or NULL */
+
+    uint64_t oob_gc;     /* out-of-band GC every this many requests, 0 off */
+    uint64_t since_gc;   /* requests taken since the last one */
 };
 
 enum { BODY_NONE, BODY_ARRAY, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE, BODY_FILE, BODY_STREAM, BODY_HIJACK };

@@ -29,6 +29,22 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t oribi_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The master's view of this worker's connections (stats): two stores. */
+static inline void publish(struct oribi_loop *loop)
+{
+    if (loop->slot) {
+        loop->slot->conns = loop->nconns;
+        loop->slot->idle = loop->nidle;
+    }
+}
+
 /* ---- timers: one FIFO per kind; all entries of a kind share one duration,
  * so appending keeps each list sorted by deadline. ---- */
 
@@ -36,6 +52,8 @@ static void timer_unlink(struct oribi_loop *loop, struct oribi_conn *c)
 {
     if (c->timer == TIMER_NONE)
         return;
+    if (c->timer == TIMER_IDLE)
+        loop->nidle--;
     struct oribi_conn **list = loop->timers[c->timer];
     if (c->tprev)
         c->tprev->tnext = c->tnext;
@@ -54,6 +72,8 @@ static void timer_arm(struct oribi_loop *loop, struct oribi_conn *c, int kind)
     timer_unlink(loop, c);
     struct oribi_conn **list = loop->timers[kind];
     c->timer = (unsigned char)kind;
+    if (kind == TIMER_IDLE)
+        loop->nidle++;
     c->deadline = loop->now + loop->timeout_ms[kind];
     c->tprev = list[1];
     c->tnext = NULL;
@@ -119,6 +139,7 @@ static struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->body_fd = -1;
     c->wlen = c->woff = 0;
     c->requests = 0;
+    c->seen_us = 0;
     c->qnext = NULL;
     loop->by_fd[fd] = c;
     loop->nconns++;
@@ -340,6 +361,8 @@ static void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
         size_t space = c->cap - c->len;
         ssize_t n = read(c->fd, c->buf + c->len, space);
         if (n > 0) {
+            if (!c->seen_us && c->state == CONN_HEAD && c->len == 0)
+                c->seen_us = oribi_mono_us(); /* the first byte of a next request */
             c->len += (size_t)n;
             c->may_read = (size_t)n == space;
             conn_process(loop, c);
@@ -377,6 +400,8 @@ static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
     c->len -= c->rest_off;
     c->rest_off = c->head_len = c->last_len = 0;
     c->state = CONN_HEAD;
+    /* A pipelined request was there all along, but waited for this one. */
+    c->seen_us = c->len ? oribi_mono_us() : 0;
     timer_arm(loop, c, c->len ? TIMER_HEAD : TIMER_IDLE);
     /* Pipelined bytes and the socket are looked at from the loop, not from
      * here: this runs inside a response, and a pipeline of answers the loop
@@ -487,6 +512,7 @@ static int accept_one(struct oribi_loop *loop, int li)
     memcpy(&c->peer, &ss, sl < sizeof(ss) ? sl : sizeof(ss));
     c->peer_len = sl;
     c->may_read = 1;
+    c->seen_us = oribi_mono_us();
     timer_arm(loop, c, TIMER_HEAD);
     conn_read(loop, c);
     if (loop->nconns >= loop->opt.max_connections)
@@ -605,8 +631,10 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
     struct epoll_event events[64];
     for (;;) {
         drain_pending(loop);
-        if (loop->ready_head)
+        if (loop->ready_head) {
+            publish(loop);
             return LOOP_READY;
+        }
         if (loop->wake_pending) {
             uint64_t v;
             ssize_t r = read(loop->wakefd, &v, sizeof(v));
@@ -618,6 +646,7 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
             return LOOP_STOPPED;
         if (block)
             loop->now = now_ms(); /* the app may have run long since the last wakeup */
+        publish(loop);
         int n = epoll_wait(loop->epfd, events, 64, block ? next_timeout(loop) : 0);
         loop->now = now_ms();
         if (n < 0) {

@@ -14,6 +14,7 @@
 #include "conn.h"
 #include "output.h"
 #include "parser.h"
+#include "scoreboard.h"
 
 #define ORIBI_MAX_LISTENERS 64
 
@@ -79,7 +80,12 @@ struct oribi_loop {
     int stopping;                  /* graceful drain: no accepts, no keep-alive */
     uint64_t requests;             /* requests handed to the app */
     uint64_t rejected;             /* requests answered with an error by the loop */
+    unsigned nidle;                /* conns waiting for a next request (on the idle timer) */
+    struct oribi_slot *slot;       /* where the conn counts are published, or NULL */
 };
+
+/* CLOCK_MONOTONIC in microseconds (vDSO: no system call). */
+int64_t oribi_mono_us(void);
 
 enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };
 

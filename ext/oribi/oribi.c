@@ -11,4 +11,6 @@ __attribute__((visibility("default"))) void Init_oribi(void)
     Init_oribi_engine(mOribi);
     Init_oribi_loadgen(mOribi);
     Init_oribi_scoreboard(mOribi);
+    Init_oribi_backlog(mOribi);
+    Init_oribi_subreaper(mOribi);
 }

@@ -8,4 +8,8 @@ void Init_oribi_parser(VALUE mOribi);  /* parser_ruby.c: Oribi::Parser (tests, f
 void Init_oribi_engine(VALUE mOribi);  /* engine.c: Oribi::Engine (the worker's C loop) */
 void Init_oribi_loadgen(VALUE mOribi); /* loadgen.c: Oribi::Loadgen (oribi bench) */
 void Init_oribi_scoreboard(VALUE mOribi); /* scoreboard.c: Oribi::Scoreboard (worker states) */
+void Init_oribi_backlog(VALUE mOribi);  /* backlog.c: Oribi.listen_queue (listener backlogs) */
+void Init_oribi_subreaper(VALUE mOribi); /* subreaper.c: Oribi.child_subreaper! (refork) */
+/* The slot idx of an Oribi::Scoreboard (scoreboard.h); raises unless it is one. */
+struct oribi_slot *oribi_scoreboard_slot(VALUE scoreboard, VALUE idx);
 #endif

@@ -1,29 +1,22 @@
 /*
- * Oribi::Scoreboard: a page of shared memory, mapped by the master before
- * it forks, where each worker says what it is doing (the request it is
- * busy with and since when, how many it served). The master reads it to
- * kill a worker stuck past worker_timeout and to report stats, without a
- * pipe round trip or any help from the stuck worker.
+ * Oribi::Scoreboard: shared memory, mapped by the master before it forks,
+ * with one slot per worker (scoreboard.h) where the worker's engine says
+ * what it is doing: the request it is busy with and since when, how many
+ * it served, its connections, its requests' queue times. The master reads
+ * it to kill a worker stuck past worker_timeout and to report stats,
+ * without a pipe round trip or any help from the (maybe stuck) worker.
  */
+#include "scoreboard.h"
+
 #include <ruby.h>
-#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 
 #include "oribi.h"
 
-#define SLOT_PATH 120
-
-struct slot {
-    volatile int64_t busy_since_ms; /* CLOCK_MONOTONIC ms; 0 when idle */
-    volatile uint64_t served;
-    volatile int32_t pid;
-    char request[SLOT_PATH];        /* "GET /path", cut to fit */
-};
-
 struct scoreboard {
-    struct slot *slots;
+    struct oribi_slot *slots;
     long nslots;
     size_t size;
 };
@@ -58,7 +51,7 @@ static VALUE sb_init(VALUE self, VALUE n)
     long slots = NUM2LONG(n);
     if (slots < 1 || slots > 65536)
         rb_raise(rb_eArgError, "1..65536 slots");
-    sb->size = (size_t)slots * sizeof(struct slot);
+    sb->size = (size_t)slots * sizeof(struct oribi_slot);
     void *p = mmap(NULL, sb->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         rb_sys_fail("mmap");
@@ -67,7 +60,7 @@ static VALUE sb_init(VALUE self, VALUE n)
     return self;
 }
 
-static struct slot *get_slot(VALUE self, VALUE i)
+struct oribi_slot *oribi_scoreboard_slot(VALUE self, VALUE i)
 {
     struct scoreboard *sb = rb_check_typeddata(self, &sb_type);
     long idx = NUM2LONG(i);
@@ -76,58 +69,104 @@ static struct slot *get_slot(VALUE self, VALUE i)
     return &sb->slots[idx];
 }
 
-/* busy(slot, method, uri): a request starts. Copied straight into the
- * slot ("GET /path", cut to fit): nothing is allocated per request. The
- * pid was set by clear() when the master forked the worker. */
+void oribi_slot_busy(struct oribi_slot *s, const char *method, size_t method_len, const char *path,
+                     size_t path_len, int64_t now_ms, int64_t wall_ms, int64_t queue_us, int from_header)
+{
+    size_t n = method_len < ORIBI_SLOT_REQUEST - 2 ? method_len : ORIBI_SLOT_REQUEST - 2;
+    memcpy(s->request, method, n);
+    s->request[n++] = ' ';
+    if (path_len > ORIBI_SLOT_REQUEST - 1 - n)
+        path_len = ORIBI_SLOT_REQUEST - 1 - n;
+    memcpy(s->request + n, path, path_len);
+    s->request[n + path_len] = 0;
+    s->last_request_ms = wall_ms;
+    if (queue_us >= 0) {
+        s->queue[oribi_queue_bucket(queue_us)]++;
+        s->queue_sum_us += (uint64_t)queue_us;
+        s->queue_header += (unsigned)from_header;
+    }
+    __atomic_store_n(&s->busy_since_ms, now_ms, __ATOMIC_RELEASE);
+}
+
+/* busy(slot, method, uri): a request starts (for callers without an
+ * engine: tests). The engine marks its slot itself (Engine#scoreboard=). */
 static VALUE sb_busy(VALUE self, VALUE i, VALUE method, VALUE uri)
 {
-    struct slot *s = get_slot(self, i);
-    size_t n = 0;
-    const VALUE parts[2] = {method, uri};
-    for (int k = 0; k < 2; k++) {
-        if (!RB_TYPE_P(parts[k], T_STRING))
-            continue;
-        size_t len = (size_t)RSTRING_LEN(parts[k]);
-        if (k && n < SLOT_PATH - 1)
-            s->request[n++] = ' ';
-        if (len > SLOT_PATH - 1 - n)
-            len = SLOT_PATH - 1 - n;
-        memcpy(s->request + n, RSTRING_PTR(parts[k]), len);
-        n += len;
-    }
-    s->request[n] = 0;
-    __atomic_store_n(&s->busy_since_ms, mono_ms(), __ATOMIC_RELEASE);
+    struct oribi_slot *s = oribi_scoreboard_slot(self, i);
+    StringValue(method);
+    StringValue(uri);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    oribi_slot_busy(s, RSTRING_PTR(method), (size_t)RSTRING_LEN(method), RSTRING_PTR(uri),
+                    (size_t)RSTRING_LEN(uri), mono_ms(), (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, -1, 0);
     return Qnil;
 }
 
 /* idle(slot): the response is out */
 static VALUE sb_idle(VALUE self, VALUE i)
 {
-    struct slot *s = get_slot(self, i);
-    __atomic_store_n(&s->busy_since_ms, 0, __ATOMIC_RELEASE);
-    s->served++;
+    oribi_slot_idle(oribi_scoreboard_slot(self, i));
     return Qnil;
 }
 
-/* clear(slot, pid): a new worker takes the slot */
-static VALUE sb_clear(VALUE self, VALUE i, VALUE pid)
+/* clear(slot, pid, generation = 0): a new worker takes the slot */
+static VALUE sb_clear(int argc, VALUE *argv, VALUE self)
 {
-    struct slot *s = get_slot(self, i);
+    VALUE i, pid, gen;
+    rb_scan_args(argc, argv, "21", &i, &pid, &gen);
+    struct oribi_slot *s = oribi_scoreboard_slot(self, i);
     memset((void *)s, 0, sizeof(*s));
     s->pid = NUM2INT(pid);
+    s->generation = NIL_P(gen) ? 0 : NUM2UINT(gen);
+    return Qnil;
+}
+
+/* unbusy(slot): the master gave up on the request (the worker is killed):
+ * not stuck any more as far as worker_timeout goes, counters kept. */
+static VALUE sb_unbusy(VALUE self, VALUE i)
+{
+    struct oribi_slot *s = oribi_scoreboard_slot(self, i);
+    __atomic_store_n(&s->busy_since_ms, 0, __ATOMIC_RELEASE);
     return Qnil;
 }
 
 /* [pid, busy_seconds or nil, request, served] */
 static VALUE sb_get(VALUE self, VALUE i)
 {
-    struct slot *s = get_slot(self, i);
+    struct oribi_slot *s = oribi_scoreboard_slot(self, i);
     int64_t since = __atomic_load_n(&s->busy_since_ms, __ATOMIC_ACQUIRE);
-    char req[SLOT_PATH];
-    memcpy(req, s->request, SLOT_PATH);
-    req[SLOT_PATH - 1] = 0;
+    char req[ORIBI_SLOT_REQUEST];
+    memcpy(req, s->request, ORIBI_SLOT_REQUEST);
+    req[ORIBI_SLOT_REQUEST - 1] = 0;
     VALUE busy = since ? DBL2NUM((double)(mono_ms() - since) / 1000.0) : Qnil;
     return rb_ary_new_from_args(4, INT2NUM(s->pid), busy, rb_str_new_cstr(req), ULL2NUM(s->served));
+}
+
+#define SET(h, k, v) rb_hash_aset(h, ID2SYM(rb_intern(k)), v)
+
+/* stats(slot) → Hash: everything the slot says, for the control endpoint.
+ * queue: the histogram's per-bucket counts (not cumulative). */
+static VALUE sb_stats(VALUE self, VALUE i)
+{
+    struct oribi_slot *s = oribi_scoreboard_slot(self, i);
+    VALUE r = rb_hash_new();
+    VALUE a = sb_get(self, i);
+    SET(r, "pid", rb_ary_entry(a, 0));
+    SET(r, "busy", rb_ary_entry(a, 1));
+    SET(r, "request", NIL_P(rb_ary_entry(a, 1)) ? Qnil : rb_ary_entry(a, 2));
+    SET(r, "served", rb_ary_entry(a, 3));
+    SET(r, "connections", UINT2NUM(s->conns));
+    SET(r, "idle_connections", UINT2NUM(s->idle));
+    SET(r, "generation", UINT2NUM(s->generation));
+    int64_t last = s->last_request_ms;
+    SET(r, "last_request_at", last ? DBL2NUM((double)last / 1000.0) : Qnil);
+    VALUE q = rb_ary_new_capa(ORIBI_QUEUE_BUCKETS);
+    for (int k = 0; k < ORIBI_QUEUE_BUCKETS; k++)
+        rb_ary_push(q, ULL2NUM(s->queue[k]));
+    SET(r, "queue", q);
+    SET(r, "queue_sum", DBL2NUM((double)s->queue_sum_us / 1e6));
+    SET(r, "queue_from_header", ULL2NUM(s->queue_header));
+    return r;
 }
 
 static VALUE sb_size(VALUE self)
@@ -136,14 +175,35 @@ static VALUE sb_size(VALUE self)
     return LONG2NUM(sb->nslots);
 }
 
+/* Scoreboard::QUEUE_BOUNDS: the buckets' upper bounds in seconds (+Inf last omitted) */
+static VALUE queue_bounds(void)
+{
+    VALUE a = rb_ary_new_capa(ORIBI_QUEUE_BUCKETS - 1);
+    for (int k = 0; k < ORIBI_QUEUE_BUCKETS - 1; k++)
+        rb_ary_push(a, DBL2NUM((double)oribi_queue_bounds_us[k] / 1e6));
+    return rb_obj_freeze(a);
+}
+
+/* Scoreboard.parse_request_start(value) → microseconds or nil (tests) */
+static VALUE sb_parse_request_start(VALUE klass, VALUE v)
+{
+    StringValue(v);
+    int64_t us = oribi_parse_request_start(RSTRING_PTR(v), (size_t)RSTRING_LEN(v));
+    return us < 0 ? Qnil : LL2NUM(us);
+}
+
 void Init_oribi_scoreboard(VALUE mOribi)
 {
     VALUE c = rb_define_class_under(mOribi, "Scoreboard", rb_cObject);
     rb_define_alloc_func(c, sb_alloc);
+    rb_define_const(c, "QUEUE_BOUNDS", queue_bounds());
+    rb_define_singleton_method(c, "parse_request_start", sb_parse_request_start, 1);
     rb_define_method(c, "initialize", sb_init, 1);
     rb_define_method(c, "busy", sb_busy, 3);
     rb_define_method(c, "idle", sb_idle, 1);
-    rb_define_method(c, "clear", sb_clear, 2);
+    rb_define_method(c, "unbusy", sb_unbusy, 1);
+    rb_define_method(c, "clear", sb_clear, -1);
     rb_define_method(c, "get", sb_get, 1);
+    rb_define_method(c, "stats", sb_stats, 1);
     rb_define_method(c, "size", sb_size, 0);
 }

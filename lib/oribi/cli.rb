@@ -25,7 +25,9 @@ module Oribi
       v = {}
       binds = []
       parser = OptionParser.new do |o|
-        o.banner = "Usage: oribi [options] [RACKUP_FILE (default config.ru)]"
+        o.banner = "Usage: oribi [options] [RACKUP_FILE (default config.ru)]\n" \
+                   "       oribi ctl stats|metrics|ready|restart|stop (docs/CONTROL.md)\n" \
+                   "       oribi bench URL (docs/BENCH.md)"
         o.separator ""
         o.on("-C", "--config FILE", "config file (default config/oribi.rb if present)") { |x| v[:config_file] = x }
         o.on("-b", "--bind URI", "tcp://HOST:PORT or unix:///PATH; repeatable (default tcp://0.0.0.0:$PORT or 9292)") { |x| binds << x }
@@ -55,6 +57,11 @@ module Oribi
         o.on("--soft-timeout SEC", Float, "log a request running longer, with its backtrace; 0 = off (default 0)") { |x| v[:soft_timeout] = x }
         o.on("--[no-]soft-timeout-raise", "also raise Oribi::RequestTimeout in the app (default off)") { |x| v[:soft_timeout_raise] = x }
         o.on("--rolling-interval SEC", Float, "pause between workers in a rolling restart (default 1)") { |x| v[:rolling_interval] = x }
+        o.on("--refork-after N,N", Array, "refork workers from a warm one after N requests (default off)") do |x|
+          v[:refork_after] = x.map { |n| Integer(n, 10) }
+        rescue ArgumentError
+          raise OptionParser::InvalidArgument, "--refork-after #{x.join(',')} (expected request counts)"
+        end
         o.on("--oob-gc N", Integer, "run GC between requests every N requests; 0 = off (default 0)") { |x| v[:oob_gc] = x }
         o.on("--shutdown-timeout SEC", Float, "kill workers still busy this long after TERM (default 25)") { |x| v[:shutdown_timeout] = x }
         o.on("--access-log [FILE]", "log each request to FILE (default: stderr); off unless given") { |x| v[:access_log] = x || "-" }
@@ -62,6 +69,8 @@ module Oribi
         o.on("--stdout FILE", "append stdout to FILE (reopened on USR1)") { |x| v[:stdout_path] = x }
         o.on("--stderr FILE", "append stderr to FILE (reopened on USR1)") { |x| v[:stderr_path] = x }
         o.on("--pid FILE", "write the server's pid to FILE") { |x| v[:pid_file] = x }
+        o.on("--control URI", "control endpoint (stats, readyz, restart): unix:///PATH or tcp://HOST:PORT (default off)") { |x| v[:control] = x }
+        o.on("--control-token TOKEN", "token the control endpoint requires; needed for TCP (default $ORIBI_CONTROL_TOKEN)") { |x| v[:control_token] = x }
         o.on("-v", "--version", "print the version") do
           puts "oribi #{VERSION}"
           exit 0

@@ -67,7 +67,14 @@ module Oribi
                  hint: "seconds, 0 = off"),
       Option.new(name: :soft_timeout_raise, default: false, check: BOOL),
       Option.new(name: :rolling_interval, default: 1, check: ->(v) { v.is_a?(Numeric) && v >= 0 }),
+      Option.new(name: :refork_after, default: [].freeze,
+                 check: ->(v) { v.is_a?(Array) && v.all? { |n| n.is_a?(Integer) && n.positive? } },
+                 hint: "a list of request counts, [] = off"),
       Option.new(name: :oob_gc, default: 0, check: COUNT, hint: "requests between GCs, 0 = off"),
+      Option.new(name: :control, default: nil,
+                 check: ->(v) { v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z})) },
+                 hint: "nil, tcp://HOST:PORT or unix:///PATH"),
+      Option.new(name: :control_token, default: -> { ENV["ORIBI_CONTROL_TOKEN"] }, check: OPTIONAL_STRING),
       Option.new(name: :tmpdir, default: -> { ENV["TMPDIR"] || "/tmp" }, check: STRING),
       Option.new(name: :access_log, default: nil, check: OPTIONAL_STRING),
       Option.new(name: :access_log_format, default: "combined",
@@ -86,7 +93,7 @@ module Oribi
     # Options the C engine reads (Engine.new), passed through as they are.
     ENGINE = %i[keepalive keepalive_timeout keepalive_requests header_timeout body_timeout
                 write_timeout max_body body_buffer max_request_line max_header_bytes
-                max_headers max_connections tmpdir].freeze
+                max_headers max_connections tmpdir oob_gc].freeze
 
     DEFAULT_FILE = "config/oribi.rb"
 

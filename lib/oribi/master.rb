@@ -6,15 +6,19 @@ module Oribi
   # a request past worker_timeout, and acts on the operator's signals
   # (docs/SIGNALS.md): graceful stop, more or fewer workers, log reopening,
   # rolling restart (HUP) and hot restart of the whole server (USR2). It
-  # never serves a request itself.
+  # never serves a request itself; it answers the control endpoint when
+  # there is one (docs/CONTROL.md).
   class Master
+    include Refork
+
     SIGNALS = %w[TERM INT QUIT TTIN TTOU USR1 USR2 HUP CHLD].freeze
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
     QUICK_CRASH = 5.0     # a worker that dies sooner than this after boot crashed "quickly"
     KILL_WAIT = 5.0       # after SIGKILL, how long to wait for the last reaps
     SCOREBOARD_SLOTS = 1024
 
-    Slot = Struct.new(:index, :pid, :started, :booted, :retiring, :sb, keyword_init: true)
+    # link: with refork, a socket to the worker (and to the mold it may become)
+    Slot = Struct.new(:index, :pid, :started, :booted, :retiring, :sb, :link, :generation, :mold, keyword_init: true)
 
     def initialize(server, app)
       @server = server
@@ -29,6 +33,13 @@ module Oribi
       @deadline = nil
       @rolling = []        # pids still to replace in a rolling restart
       @heir = nil          # [pid, ready pipe] of a new generation being born (USR2)
+      @generation = 0      # refork: how many molds there were; workers forked by the latest have it
+      @mold = nil          # refork: the Slot of the mold new workers fork from
+      @promoting = nil     # refork: pid of the worker becoming the mold
+      @started_at = Time.now
+      # What workers that are gone served, so that totals never go down.
+      @retired = { served: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
+                   queue_from_header: 0 }
     end
 
     # Returns the exit status: 0 after a graceful stop.
@@ -43,13 +54,19 @@ module Oribi
       @watchdog_interval = Systemd.watchdog_interval
       @next_watchdog = now
       Process.setproctitle("oribi master #{@server.listeners.all.map(&:uri).join(' ')}")
+      @control = @server.control
+      Oribi.child_subreaper! if refork?
       loop do
         spawn_missing unless @stopping
-        @signals.wait(wait_time, [@ready_r, @heir&.last].compact).each { |sig| handle(sig) }
+        reads, writes = @control ? @control.wait_ios : [[], []]
+        reads << @slots[@promoting].link if @promoting && @slots[@promoting]
+        @signals.wait(wait_time, [@ready_r, @heir&.last, *reads].compact, writes).each { |sig| handle(sig) }
+        serve_control
         read_ready
         watch_heir
         reap
         roll
+        refork
         enforce_timeouts
         enforce_deadline
         supervise
@@ -64,7 +81,8 @@ module Oribi
 
     def wait_time
       times = [@deadline, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
-               (@roll_next_at if @rolling.any?), (now + 1 if @config[:worker_timeout].positive?)].compact
+               (@roll_next_at if @rolling.any?), (now + 1 if @config[:worker_timeout].positive?),
+               @control&.next_deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
 
@@ -118,6 +136,7 @@ module Oribi
       return if now < @respawn_at
 
       live = @slots.values.reject(&:retiring).map(&:index)
+      live << @slots[@promoting].index if @promoting && @slots[@promoting] # to come from the mold
       (0...@count).each do |index|
         next if live.include?(index)
 
@@ -128,15 +147,24 @@ module Oribi
 
     def spawn(index)
       sb = @free_sb.shift
+      slot = spawn_from_mold(index, sb) if @mold
+      return slot if slot
+
       @config.hook(:before_fork, @server, index)
+      ours, theirs = UNIXSocket.pair if refork?
       pid = fork do
         @signals.reset
         @ready_r.close
         @heir&.last&.close
+        @control&.close_in_child
+        ours&.close
+        @slots.each_value { |s| s.link&.close } # a mold must see EOF when the master closes its link
         Process.setproctitle("oribi worker[#{index}] booting")
         @config.hook(:after_fork, @server, index)
         app = @app || @server.load_app
-        Worker.new(@server, app, index: index, ready: @ready_w, scoreboard: [@scoreboard, sb]).run
+        worker = Worker.new(@server, app, index: index, ready: @ready_w, scoreboard: [@scoreboard, sb], link: theirs)
+        worker.run
+        Mold.new(@server, app, link: theirs, ready: @ready_w, scoreboard: @scoreboard, generation: 1).run if worker.promoted?
         $stdout.flush # exit! skips at_exit and buffered output
         $stderr.flush
         exit!(0)
@@ -144,8 +172,9 @@ module Oribi
         Log.error("worker[#{index}] failed", e) unless e.is_a?(SystemExit)
         exit!(1)
       end
+      theirs&.close
       @scoreboard.clear(sb, pid)
-      @slots[pid] = Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb)
+      @slots[pid] = Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb, link: ours, generation: 0)
     end
 
     def read_ready
@@ -173,6 +202,9 @@ module Oribi
           next
         end
         slot = @slots.delete(pid) or next
+        slot.link&.close
+        mold_gone(slot) if slot.mold
+        retire_counters(slot.sb)
         @free_sb << slot.sb
         read_ready # a worker may have booted and died between two looks
         died(slot, status)
@@ -219,6 +251,8 @@ module Oribi
     def rolling_restart
       return Log.info("HUP ignored: stopping") if @stopping
       return Log.info("HUP ignored: a rolling restart is under way") if @rolling.any?
+
+      drop_mold # new workers come from the master again (and load the app anew when not preloaded)
 
       @rolling = @slots.values.reject(&:retiring).sort_by(&:index).map(&:pid)
       @roll_next_at = now
@@ -269,7 +303,9 @@ module Oribi
         r.close
         fds = @server.listeners.all.to_h { |l| [l.fileno, l.fileno] }
         fds[w.fileno] = w.fileno
+        fds[@control.fileno] = @control.fileno if @control && !@control.closed?
         env = { "ORIBI_INHERIT" => inherit, "ORIBI_READY_FD" => w.fileno.to_s,
+                "ORIBI_CONTROL_FD" => (@control.fileno.to_s if @control && !@control.closed?),
                 "SERVER_STARTER_PORT" => nil, "LISTEN_FDS" => nil, "LISTEN_PID" => nil }
         Dir.chdir(dir)
         exec(env, RbConfig.ruby, *argv, fds)
@@ -293,6 +329,7 @@ module Oribi
         @heir.last.close
         @heir = nil
         @server.listeners.handed_over!
+        @control&.hand_over!
         shutdown("USR2: generation #{pid} is serving", drain_backlog: false)
       else
         heir_failed("closed its pipe before it was ready")
@@ -320,6 +357,7 @@ module Oribi
       if !@notified_ready && !@stopping && @slots.size >= @count && @slots.values.all?(&:booted)
         @notified_ready = true
         Systemd.notify("READY=1\nMAINPID=#{Process.pid}\nSTATUS=#{@count} workers")
+        @control&.take_ownership! if ENV["ORIBI_READY_FD"]
         @server.notify_parent_ready
       end
       return unless (interval = @watchdog_interval) && now >= @next_watchdog
@@ -340,9 +378,87 @@ module Oribi
 
         Log.error("worker[#{slot.index}] pid #{slot.pid} stuck #{busy.round(1)} s on #{request.inspect} " \
                   "(worker_timeout #{limit} s): killing it")
-        @scoreboard.clear(slot.sb, slot.pid)
+        @scoreboard.unbusy(slot.sb) # its counters stay, for the totals
         signal(slot.pid, :KILL)
       end
+    end
+
+    # ---- control endpoint and stats (docs/CONTROL.md) ----
+
+    def serve_control
+      return unless @control
+
+      @control.serve { |method, path, _query| control_request(method, path) }
+      action, @control_action = @control_action, nil
+      case action
+      when :restart then rolling_restart
+      when :stop then shutdown("control: stop")
+      end
+    end
+
+    ROUTES = { "/stats" => "GET", "/metrics" => "GET", "/readyz" => "GET", "/healthz" => "GET",
+               "/restart" => "POST", "/stop" => "POST" }.freeze
+
+    # → [status, content type, body]; actions run once the answer is out.
+    def control_request(method, path)
+      want = ROUTES[path] or return [404, "text/plain", "Not Found\n"]
+      return [405, "text/plain", "use #{want}\n", { "allow" => want }] unless method == want
+
+      case path
+      when "/stats" then [200, "application/json", Stats.json(stats)]
+      when "/metrics" then [200, "text/plain; version=0.0.4; charset=utf-8", Stats.prometheus(stats)]
+      when "/readyz"
+        state = readiness
+        [state == "ready" ? 200 : 503, "text/plain", "#{state}\n"]
+      when "/healthz" then [200, "text/plain", "ok\n"]
+      when "/restart"
+        return [409, "text/plain", "stopping\n"] if @stopping
+        return [409, "text/plain", "a rolling restart is under way\n"] if @rolling.any?
+
+        @control_action = :restart
+        [202, "text/plain", "rolling restart of #{@slots.size} worker(s)\n"]
+      when "/stop"
+        @control_action = :stop
+        [202, "text/plain", "stopping\n"]
+      end
+    end
+
+    # "ready", or why not: "stopping" once draining, "booting" until the
+    # configured number of workers serve.
+    def readiness
+      return "stopping" if @stopping
+      return "booting" if @slots.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) } < @count
+
+      "ready"
+    end
+
+    def retire_counters(sb)
+      w = @scoreboard.stats(sb)
+      @retired[:served] += w[:served]
+      @retired[:queue] = @retired[:queue].zip(w[:queue]).map(&:sum)
+      @retired[:queue_sum] += w[:queue_sum]
+      @retired[:queue_from_header] += w[:queue_from_header]
+    end
+
+    def stats
+      workers = @slots.values.sort_by { |s| [s.index, s.started] }.map do |slot|
+        w = @scoreboard.stats(slot.sb)
+        { index: slot.index, pid: slot.pid, generation: w[:generation], booted: !!slot.booted,
+          retiring: !!slot.retiring, mold: !!slot.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
+          served: w[:served], connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
+          last_request_at: w[:last_request_at], rss: Stats.rss(slot.pid), queue: w[:queue],
+          queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header] }
+      end
+      queue = workers.map { |w| w[:queue] }.reduce(@retired[:queue]) { |a, b| a.zip(b).map(&:sum) }
+      { pid: Process.pid, version: VERSION, started_at: @started_at.to_f.round(3),
+        uptime: (Time.now - @started_at).round(3), state: readiness, ready: readiness == "ready",
+        workers_configured: @count, workers_booted: workers.count { |w| w[:booted] && !w[:retiring] },
+        requests_total: @retired[:served] + workers.sum { |w| w[:served] },
+        listeners: Stats.listeners(@server.listeners),
+        queue_time: { buckets: Stats.cumulative(queue), sum: (@retired[:queue_sum] + workers.sum { |w| w[:queue_sum] }).round(6),
+                      count: queue.sum,
+                      from_header: @retired[:queue_from_header] + workers.sum { |w| w[:queue_from_header] } },
+        workers: workers.map { |w| w.except(:queue, :queue_sum, :queue_from_header).merge(queue_count: w[:queue].sum) } }
     end
 
     def enforce_deadline

@@ -67,7 +67,7 @@ module Oribi
 
         # WEBrick's AccessLog is an Array of loggers; Oribi's is a path.
         if (name = names[key.to_s]) && !(FOREIGN.include?(key) && value.is_a?(Array))
-          values[name] = coerce(value)
+          values[name] = name == :refork_after ? counts(value) : coerce(value)
         elsif !FOREIGN.include?(key)
           Log.info("ignoring unknown server option #{key} (`rackup -s oribi -h` lists them)")
         end
@@ -96,6 +96,13 @@ module Oribi
       when /\A[+-]?\d*\.\d+\z/ then Float(value)
       else value
       end
+    end
+
+    # refork_after from -O: "100" or "100,1000" (an Array is kept as it is).
+    def counts(value)
+      return value if value.is_a?(Array)
+
+      value.to_s.split(",").map { |n| Integer(n.strip, 10, exception: false) || n }
     end
 
     # nil (the Config default) when the caller names no listener. rackup and

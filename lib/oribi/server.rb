@@ -7,7 +7,7 @@ module Oribi
   # app (before forking when preload_app), and serves it from this process
   # (`workers 0`) or from a Master's forked workers.
   class Server
-    attr_reader :config, :listeners, :launch
+    attr_reader :config, :listeners, :launch, :control
 
     def initialize(config)
       @config = config
@@ -34,9 +34,10 @@ module Oribi
       ENV["RACK_ENV"] = @config[:environment]
       Log.reopen(@config)
       File.umask(@config[:umask]) if @config[:umask]
+      standalone = @config[:workers].zero?
+      @control = open_control(standalone) # first: once the listeners accept, it answers too
       @listeners = Listeners.new(@config[:binds], backlog: @config[:backlog],
                                                   reuse_port: @config[:reuse_port], unix_mode: @config[:unix_mode])
-      standalone = @config[:workers].zero?
       app ||= load_app if @config[:preload_app] || standalone
       banner
       if standalone
@@ -46,6 +47,7 @@ module Oribi
         Master.new(self, app).run
       end
     ensure
+      @control&.close
       @listeners&.close
       remove_pid_file
     end
@@ -73,6 +75,19 @@ module Oribi
     end
 
     private
+
+    # Bound before the app loads, so that readiness probes get "booting"
+    # (once the master runs) rather than a refused connection. The master
+    # answers it: there is none with `workers 0`.
+    def open_control(standalone)
+      uri = @config[:control] or return nil
+      raise Config::Error, "control needs a master: workers must be at least 1" if standalone
+
+      fd = ENV.delete("ORIBI_CONTROL_FD")
+      control = Control.new(uri, token: @config[:control_token], fd: (Integer(fd, 10) if fd))
+      Log.info("control endpoint on #{uri}")
+      control
+    end
 
     # Only our own: after a USR2 handover the file holds the new master's pid.
     def remove_pid_file

@@ -18,11 +18,11 @@ module Oribi
       @names = names
     end
 
-    # Waits up to timeout seconds (nil: forever) for a signal or for one of
-    # ios to become readable; returns the signals that arrived, oldest
-    # first (maybe none).
-    def wait(timeout, ios = [])
-      IO.select([@reader, *ios], nil, nil, timeout) if @queue.empty?
+    # Waits up to timeout seconds (nil: forever) for a signal, for one of
+    # ios to become readable or one of writes writable; returns the signals
+    # that arrived, oldest first (maybe none).
+    def wait(timeout, ios = [], writes = [])
+      IO.select([@reader, *ios], writes, nil, timeout) if @queue.empty?
       @reader.read_nonblock(1024, exception: false)
       taken = @queue.dup
       @queue.clear

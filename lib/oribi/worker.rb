@@ -19,7 +19,11 @@ module Oribi
 
     # ready: an IO the master reads "index pid" lines from, nil standalone.
     # scoreboard: [Scoreboard, slot] where the master watches this worker.
-    def initialize(server, app, index: 0, ready: nil, scoreboard: nil)
+    # link: with refork, a socket to the master, which may promote this
+    # worker to be the mold (SIGURG): it then drains and returns from #run
+    # with #promoted? true, its listeners still open for the workers the
+    # mold will fork.
+    def initialize(server, app, index: 0, ready: nil, scoreboard: nil, link: nil)
       @server = server
       @config = server.config
       @app = app
@@ -29,12 +33,14 @@ module Oribi
       @limit = request_limit
       @standalone = ready.nil?
       @scoreboard, @sb_slot = scoreboard
-      @oob_gc = @config[:oob_gc]
+      @link = link
     end
 
     def run
       # rack.multiprocess: whether another process may run the app at the same time
       @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: @config[:workers] > 1))
+      # The engine marks its slot busy/idle itself: no Ruby call per request.
+      @engine.attach_scoreboard(@scoreboard, @sb_slot) if @scoreboard
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
       trap_signals
       @server.write_pid_file if @standalone
@@ -42,18 +48,14 @@ module Oribi
       @config.hook(:after_worker_boot, @server, @index)
       title
       @ready&.write("#{@index} #{Process.pid}\n")
-      @ready&.close
+      @ready&.close unless @link # a mold forks workers that report on it
       Systemd.notify("READY=1\nMAINPID=#{Process.pid}") if @standalone
       while (env = @engine.next_request)
         @served += 1
         retire if @served == @limit # before the response, so that it says connection: close
-        @scoreboard&.busy(@sb_slot, env["REQUEST_METHOD"], env["REQUEST_URI"])
         serve(env)
-        @scoreboard&.idle(@sb_slot)
         title if (@served % TITLE_EVERY).zero?
-        # Out-of-band GC: the response is out, so the pause costs no client
-        # time (BRIEF: Rhebok's OobGC).
-        GC.start if @oob_gc.positive? && (@served % @oob_gc).zero?
+        # oob_gc runs in the engine, when its loop is idle (engine.c).
       end
     ensure
       @config.hook(:before_worker_exit, @server, @index) if @engine
@@ -66,16 +68,27 @@ module Oribi
     # (start_server, systemd) holds the listeners for the next generation,
     # which will serve them.
     def stop(drain_backlog: @server.listeners.supervisor.nil?)
-      return exit!(0) if @stopping # a second TERM: no more waiting
+      return exit!(0) if @stopping && !@promoted # a second TERM: no more waiting
 
+      @promoted = false # a stop while becoming the mold: just stop
       @stopping = true
       @engine.stop(drain_backlog)
       @server.listeners.close_sockets
     end
 
+    def promoted? = @promoted
+
     private
 
     def trap_signals
+      if @link
+        trap("URG") do
+          next if @stopping
+
+          @promoted = @stopping = true
+          @engine.stop(false) # the other workers take the backlog; listeners stay open
+        end
+      end
       %w[TERM INT QUIT].each { |sig| trap(sig) { stop } }
       # from the master: others go on (or a next generation), leave the backlog
       trap("USR2") { stop(drain_backlog: false) }

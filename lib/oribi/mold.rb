@@ -1,0 +1,80 @@
+# frozen_string_literal: true
+
+module Oribi
+  # Refork (docs/REFORK.md): a worker that served long enough to be warm —
+  # its lazily built caches, its code paths' inline caches — is promoted by
+  # the master to be the mold. It stops serving and from then on only forks
+  # new workers on the master's request, so they start with its warm memory,
+  # shared copy-on-write among all of them instead of each warming its own.
+  #
+  # Each one is forked through a middle process that exits at once, so the
+  # worker is adopted by the master (a child subreaper) and supervised like
+  # any other. The master and the mold talk over the mold's link (a unix
+  # socketpair made when the worker was forked): "spawn INDEX SLOT" one
+  # way; the other, the new worker's pid with the master's end of the new
+  # worker's own link (SCM_RIGHTS), so that it can be promoted in turn.
+  # The link's EOF (the master closed it, or died) ends the mold.
+  class Mold
+    def initialize(server, app, link:, ready:, scoreboard:, generation:)
+      @server = server
+      @app = app
+      @link = link
+      @ready = ready
+      @scoreboard = scoreboard
+      @generation = generation
+    end
+
+    def run
+      %w[TERM INT QUIT USR2].each { |sig| trap(sig) { exit!(0) } }
+      trap("URG", "IGNORE")
+      Process.setproctitle("oribi mold (generation #{@generation})")
+      # What is garbage now would be copied into every worker: collect it
+      # and pack the heap once, before the first fork.
+      GC.start
+      GC.compact if GC.respond_to?(:compact)
+      @link.write("mold #{Process.pid}\n")
+      while (line = @link.gets)
+        cmd, index, slot = line.split
+        spawn(Integer(index, 10), Integer(slot, 10)) if cmd == "spawn"
+      end
+    end
+
+    private
+
+    def spawn(index, slot)
+      ours, theirs = UNIXSocket.pair
+      r, w = IO.pipe
+      middle = fork do
+        r.close
+        ours.close
+        pid = fork { work(index, slot, theirs, w) }
+        w.write(pid.to_s)
+        exit!(0)
+      end
+      w.close
+      theirs.close
+      Process.wait(middle)
+      pid = r.read.to_i
+      r.close
+      @link.sendmsg("#{pid}\n", 0, nil, Socket::AncillaryData.unix_rights(ours))
+    ensure
+      ours&.close
+    end
+
+    def work(index, slot, link, pipe)
+      @link.close
+      pipe.close
+      Process.setproctitle("oribi worker[#{index}] booting")
+      @server.config.hook(:after_fork, @server, index)
+      worker = Worker.new(@server, @app, index: index, ready: @ready, scoreboard: [@scoreboard, slot], link: link)
+      worker.run
+      Mold.new(@server, @app, link: link, ready: @ready, scoreboard: @scoreboard, generation: @generation + 1).run if worker.promoted?
+      $stdout.flush
+      $stderr.flush
+      exit!(0)
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      Log.error("worker[#{index}] failed", e) unless e.is_a?(SystemExit)
+      exit!(1)
+    end
+  end
+end

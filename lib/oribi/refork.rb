@@ -1,0 +1,86 @@
+# frozen_string_literal: true
+
+module Oribi
+  # The master's side of refork (docs/REFORK.md; the mold's side is
+  # mold.rb): when to promote a worker to mold, and forking workers through
+  # it. Mixed into Master, whose state (@slots, @mold, @generation,
+  # @promoting, @rolling) it works on.
+  module Refork
+    MOLD_TIMEOUT = 5.0 # how long the mold may take to fork a worker
+
+    private
+
+    def refork? = @config[:refork_after].any?
+
+    # Once a worker served the next refork_after count, it is promoted to
+    # be the mold; once it says it is one, every worker of an older
+    # generation is replaced, one at a time as in a rolling restart, by one
+    # the mold forks.
+    def refork
+      return unless refork? && !@stopping && @heir.nil?
+      return watch_promotion if @promoting
+      return if @rolling.any?
+
+      threshold = @config[:refork_after][@generation] or return
+      candidates = @slots.values.select { |s| s.booted && !s.retiring && s.link }
+      best = candidates.max_by { |s| @scoreboard.get(s.sb)[3] } or return
+      return if @scoreboard.get(best.sb)[3] < threshold
+
+      Log.info("refork: worker[#{best.index}] pid #{best.pid} served #{threshold}+ requests: promoting it to mold")
+      best.retiring = best.mold = true
+      @promoting = best.pid
+      signal(best.pid, :URG)
+    end
+
+    def watch_promotion
+      slot = @slots[@promoting]
+      return @promoting = nil unless slot # died: the next look picks another
+
+      data = slot.link.read_nonblock(64, exception: false)
+      return if data == :wait_readable
+
+      @promoting = nil
+      return Log.error("refork: worker[#{slot.index}] pid #{slot.pid} did not become the mold") unless data&.start_with?("mold")
+
+      drop_mold
+      @mold = slot
+      @generation += 1
+      @rolling = @slots.values.reject { |s| s.retiring || s.generation >= @generation }.sort_by(&:index).map(&:pid)
+      @roll_next_at = now
+      @roll_new = nil
+      Log.info("refork: pid #{slot.pid} is the mold of generation #{@generation}; reforking #{@rolling.size} worker(s)")
+    end
+
+    # → the Slot of a worker the mold forked, nil when it could not (then
+    # the master forks one itself).
+    def spawn_from_mold(index, sb)
+      link = @mold.link
+      link.write("spawn #{index} #{sb}\n")
+      raise IOError, "no answer in #{MOLD_TIMEOUT} s" unless link.wait_readable(MOLD_TIMEOUT)
+
+      data, _, _, rights = link.recvmsg(64, 0, 64, scm_rights: true)
+      pid = data.to_i
+      raise IOError, "bad answer #{data.inspect}" unless pid.positive?
+
+      @scoreboard.clear(sb, pid, @generation)
+      @slots[pid] = Master::Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb,
+                             link: rights&.unix_rights&.first, generation: @generation)
+    rescue SystemCallError, IOError => e
+      Log.error("refork: the mold (pid #{@mold.pid}) failed to fork worker[#{index}] (#{e.message}); forking it here")
+      drop_mold
+      nil
+    end
+
+    def drop_mold
+      return unless @mold
+
+      @mold.link.close unless @mold.link.closed? # EOF: the mold exits
+      @mold = nil
+    end
+
+    def mold_gone(slot)
+      @mold = nil if @mold.equal?(slot)
+      @promoting = nil if @promoting == slot.pid
+    end
+  end
+end

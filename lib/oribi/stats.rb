@@ -1,0 +1,92 @@
+# frozen_string_literal: true
+
+require "json"
+
+module Oribi
+  # What the control endpoint reports (docs/CONTROL.md): a snapshot the
+  # master takes of itself, its listeners and the workers' scoreboard slots,
+  # rendered as JSON (/stats) or Prometheus text (/metrics).
+  module Stats
+    PAGE = begin
+      Etc.sysconf(Etc::SC_PAGESIZE)
+    rescue StandardError
+      4096
+    end
+
+    module_function
+
+    # Resident set size of a process in bytes, nil when unknown.
+    def rss(pid)
+      File.read("/proc/#{pid}/statm").split[1].to_i * PAGE
+    rescue SystemCallError
+      nil
+    end
+
+    # [{uri:, backlog:, backlog_max:}] for listeners still open here.
+    def listeners(listeners)
+      listeners.all.reject { |l| l.socket.closed? }.map do |l|
+        queued, max = Oribi.listen_queue(l.fileno)
+        { uri: l.uri, backlog: queued, backlog_max: max }
+      end
+    end
+
+    # Queue time histogram as cumulative buckets {"0.001" => n, ..., "+Inf" => total}.
+    def cumulative(counts)
+      les = Scoreboard::QUEUE_BOUNDS.map { |b| format_le(b) } << "+Inf"
+      total = 0
+      les.zip(counts).to_h { |le, n| [le, total += n] }
+    end
+
+    def format_le(b) = (b == b.round ? b.round.to_s : b.to_s)
+
+    def json(snapshot) = "#{JSON.pretty_generate(snapshot)}\n"
+
+    # Prometheus text exposition format 0.0.4.
+    def prometheus(s)
+      out = +""
+      metric = lambda do |name, type, help, samples|
+        out << "# HELP #{name} #{help}\n# TYPE #{name} #{type}\n"
+        samples.each do |labels, value|
+          next if value.nil?
+
+          l = labels.empty? ? "" : "{#{labels.map { |k, v| "#{k}=\"#{escape(v)}\"" }.join(',')}}"
+          out << "#{name}#{l} #{value}\n"
+        end
+      end
+      metric.call("oribi_workers", "gauge", "Worker processes the master keeps running.", [[{}, s[:workers_configured]]])
+      metric.call("oribi_workers_booted", "gauge", "Worker processes booted and serving.", [[{}, s[:workers_booted]]])
+      metric.call("oribi_ready", "gauge", "1 when /readyz answers 200.", [[{}, s[:ready] ? 1 : 0]])
+      metric.call("oribi_requests_total", "counter", "Requests served by all workers, past ones included.",
+                  [[{}, s[:requests_total]]])
+      live = s[:workers].reject { |w| w[:retiring] }
+      per = lambda { |key| live.map { |w| [{ worker: w[:index] }, yield_value(w, key)] } }
+      metric.call("oribi_worker_requests_total", "counter", "Requests served by the worker.", per.call(:served))
+      metric.call("oribi_worker_busy", "gauge", "1 while the worker's app runs a request.", per.call(:busy))
+      metric.call("oribi_worker_connections", "gauge", "Open connections of the worker, by state.",
+                  live.flat_map do |w|
+                    [[{ worker: w[:index], state: "active" }, w[:connections][:active]],
+                     [{ worker: w[:index], state: "idle" }, w[:connections][:idle]]]
+                  end)
+      metric.call("oribi_worker_last_request_timestamp_seconds", "gauge", "When the worker took its last request.",
+                  per.call(:last_request_at))
+      metric.call("oribi_worker_rss_bytes", "gauge", "Resident memory of the worker.", per.call(:rss))
+      metric.call("oribi_listener_backlog", "gauge", "Connections waiting in the listener's accept queue.",
+                  s[:listeners].map { |l| [{ listener: l[:uri] }, l[:backlog]] })
+      metric.call("oribi_listener_backlog_max", "gauge", "The listener's accept queue limit.",
+                  s[:listeners].map { |l| [{ listener: l[:uri] }, l[:backlog_max]] })
+      q = s[:queue_time]
+      out << "# HELP oribi_request_queue_seconds Time from accept (or X-Request-Start) to the app.\n" \
+             "# TYPE oribi_request_queue_seconds histogram\n"
+      q[:buckets].each { |le, n| out << "oribi_request_queue_seconds_bucket{le=\"#{le}\"} #{n}\n" }
+      out << "oribi_request_queue_seconds_sum #{q[:sum]}\noribi_request_queue_seconds_count #{q[:count]}\n"
+      out
+    end
+
+    def yield_value(w, key)
+      v = w[key]
+      key == :busy ? (v ? 1 : 0) : v
+    end
+
+    def escape(v) = v.to_s.gsub("\\", "\\\\\\\\").gsub("\"", "\\\"").gsub("\n", "\\n")
+  end
+end

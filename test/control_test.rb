@@ -1,0 +1,324 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "json"
+
+# The control endpoint (docs/CONTROL.md): stats through the scoreboard,
+# readiness, restart and stop, and `oribi ctl`.
+class ControlTest < Minitest::Test
+  TOKEN = "s3cret-token"
+
+  def start(*args, workers: 2, control: :unix, **kw)
+    @dir = Dir.mktmpdir("oribi-control")
+    @control = control == :unix ? "unix://#{@dir}/control.sock" : "tcp://127.0.0.1:#{free_port}"
+    extra = control == :unix ? [] : ["--control-token", TOKEN]
+    @srv&.stop
+    @srv = ServerProcess.new("stats.ru", "--control", @control, *extra, *args, workers: workers, **kw)
+    assert wait_until { control_socket.close || true rescue false }, "no control endpoint" # rubocop:disable Style/RescueModifier
+  end
+
+  def teardown
+    @srv&.stop
+    FileUtils.rm_rf(@dir) if @dir
+  end
+
+  def free_port
+    s = TCPServer.new("127.0.0.1", 0)
+    s.addr[1]
+  ensure
+    s&.close
+  end
+
+  def control_socket
+    kind, host, port = Oribi::Listeners.parse(@control)
+    kind == :unix ? UNIXSocket.new(host) : TCPSocket.new(host, port)
+  end
+
+  def control(path, method: "GET", headers: {})
+    sock = control_socket
+    HTTPClient.request(sock, path, method: method, headers: headers)
+  ensure
+    sock&.close
+  end
+
+  def stats
+    res = control("/stats")
+    assert_equal 200, res.status, res.body
+    JSON.parse(res.body)
+  end
+
+  def get(path = "/", sock: @srv.tcp, headers: { "Connection" => "close" })
+    HTTPClient.request(sock, path, headers: headers)
+  end
+
+  def ctl(*args)
+    out = IO.popen([RbConfig.ruby, File.join(ROOT, "exe/oribi"), "ctl", *args, "--control", @control], err: %i[child out], &:read)
+    [$?.exitstatus, out]
+  end
+
+  def test_stats_count_requests_per_worker
+    start
+    assert wait_until { control("/readyz").status == 200 }
+    pids = Hash.new(0)
+    20.times { pids[get.body.split.first.to_i] += 1 }
+    s = stats
+    assert_equal 20, s["requests_total"]
+    served = s["workers"].to_h { |w| [w["pid"], w["served"]] }
+    assert_equal pids, served.reject { |_, n| n.zero? }
+    assert_equal 2, s["workers_booted"]
+    assert s["workers"].all? { |w| w["rss"].positive? && !w["busy"] }
+    assert_equal 20, s["queue_time"]["count"]
+    assert_equal 20, s["queue_time"]["buckets"]["+Inf"]
+    refute_nil s["workers"].max_by { |w| w["served"] }["last_request_at"]
+  end
+
+  def test_busy_worker_and_its_request
+    start(workers: 1)
+    slow = @srv.tcp
+    slow.write("GET /?sleep=2 HTTP/1.1\r\nHost: t\r\n\r\n")
+    busy = wait_until { stats["workers"].find { |w| w["busy"] } }
+    assert busy, "no worker shown busy"
+    assert_equal "GET /?sleep=2", busy["request"]
+    assert_equal 1, busy["connections"]["active"]
+    assert_equal 200, HTTPClient.read_response(slow).status
+    assert wait_until { stats["workers"].none? { |w| w["busy"] } }
+  ensure
+    slow&.close
+  end
+
+  def test_active_and_idle_connections
+    start(workers: 1)
+    idle = 3.times.map { @srv.tcp }
+    idle.each { |s| assert_equal 200, get(sock: s, headers: {}).status } # kept alive, now idle
+    partial = @srv.tcp
+    partial.write("GET / HTTP/1.1\r\nHo") # a request on its way: active
+    conns = wait_until { (c = stats["workers"][0]["connections"]) == { "active" => 1, "idle" => 3 } && c }
+    assert conns, "connections: #{stats['workers'][0]['connections']}"
+    idle.each(&:close)
+    assert wait_until { stats["workers"][0]["connections"]["idle"].zero? }
+  ensure
+    [*idle, partial].compact.each(&:close)
+  end
+
+  def test_queue_time_from_x_request_start
+    start(workers: 1)
+    cumulative = -> { stats["queue_time"]["buckets"] }
+    before = cumulative.call
+    # nginx's t=${msec}: 0.3 s ago lands in the 0.5 bucket, not 0.25
+    get(headers: { "Connection" => "close", "X-Request-Start" => format("t=%.3f", Time.now.to_f - 0.3) })
+    after = cumulative.call
+    assert_equal before["0.25"], after["0.25"]
+    assert_equal before["0.5"] + 1, after["0.5"]
+    # Heroku's milliseconds: 3 s ago lands in 5, not 2.5
+    get(headers: { "Connection" => "close", "X-Request-Start" => ((Time.now.to_f - 3) * 1000).round.to_s })
+    last = cumulative.call
+    assert_equal after["2.5"], last["2.5"]
+    assert_equal after["5"] + 1, last["5"]
+    assert_equal 2, stats["queue_time"]["from_header"]
+    assert_operator stats["queue_time"]["sum"], :>=, 3.3
+  end
+
+  def test_x_request_start_forms
+    parse = Oribi::Scoreboard.method(:parse_request_start)
+    assert_equal 1_700_000_000_123_000, parse.call("t=1700000000.123") # nginx ${msec}
+    assert_equal 1_700_000_000_123_456, parse.call("t=1700000000123456") # microseconds
+    assert_equal 1_700_000_000_123_000, parse.call("1700000000123") # Heroku milliseconds
+    assert_equal 1_700_000_000_000_000, parse.call("t=1700000000")
+    ["", "t=", "x", "t=12", "t=1700000000.1x", "-1700000000", "t=99999999999999999999999"].each do |bad|
+      assert_nil parse.call(bad), bad
+    end
+  end
+
+  def test_queue_time_counts_the_wait_behind_a_busy_worker
+    start(workers: 1)
+    slow = @srv.tcp
+    slow.write("GET /?sleep=0.6 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { @srv.log.include?("sleeping") }
+    waiting = @srv.tcp
+    waiting.write("GET / HTTP/1.1\r\nHost: t\r\n\r\n") # accepted once the worker is free
+    assert_equal 200, HTTPClient.read_response(slow).status
+    assert_equal 200, HTTPClient.read_response(waiting).status
+    # measured from accept: the time in the kernel's backlog is not seen
+    assert_equal 2, stats["queue_time"]["count"]
+  ensure
+    slow&.close
+    waiting&.close
+  end
+
+  def test_backlog_of_tcp_and_unix_listeners
+    start(workers: 1)
+    slow = @srv.tcp
+    slow.write("GET /?sleep=3 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { @srv.log.include?("sleeping") }
+    queued = 3.times.map { @srv.tcp } + 2.times.map { @srv.unix }
+    queued.each { |s| s.write("GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n") }
+    listeners = wait_until do
+      l = stats["listeners"]
+      l if l.find { |x| x["uri"].start_with?("tcp") }["backlog"] >= 3 && l.find { |x| x["uri"].start_with?("unix") }["backlog"] >= 2
+    end
+    assert listeners, "backlog: #{stats['listeners']}"
+    assert_equal [1024, 1024], listeners.map { |l| l["backlog_max"] }
+    metrics = control("/metrics").body
+    assert_match(/^oribi_listener_backlog\{listener="tcp:[^"]+"\} 3$/, metrics)
+    queued.each { |s| assert_equal 200, HTTPClient.read_response(s).status }
+  ensure
+    [slow, *queued].compact.each(&:close)
+  end
+
+  NAME = "[a-zA-Z_:][a-zA-Z0-9_:]*"
+  LABELS = '\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\\]|\\\\.)*",?)*\}'
+  PROM_LINE = /\A(# (HELP|TYPE) #{NAME} .+|#{NAME}(#{LABELS})? ([-+]?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?|[-+]Inf|NaN))\z/
+
+  def test_metrics_are_prometheus_text
+    start
+    5.times { get }
+    res = control("/metrics")
+    assert_equal 200, res.status
+    assert_match(%r{\Atext/plain; version=0\.0\.4}, res["content-type"])
+    lines = res.body.lines.map(&:chomp)
+    bad = lines.reject { |l| l.match?(PROM_LINE) }
+    assert_empty bad
+    assert_includes lines, "oribi_requests_total 5"
+    assert_includes lines, 'oribi_request_queue_seconds_bucket{le="+Inf"} 5'
+    assert_includes lines, "oribi_request_queue_seconds_count 5"
+    types = lines.grep(/\A# TYPE/).map { |l| l.split[2] }
+    assert_equal types.uniq, types, "a metric declared twice"
+    served = lines.grep(/\Aoribi_worker_requests_total\{/).sum { |l| l.split.last.to_i }
+    assert_equal 5, served
+  end
+
+  def test_tcp_control_needs_the_token
+    start(control: :tcp)
+    assert_equal 401, control("/stats").status
+    assert_equal 403, control("/stats", headers: { "Authorization" => "Bearer wrong" }).status
+    assert_equal 403, control("/stats?token=wrong").status
+    assert_equal 200, control("/stats", headers: { "Authorization" => "Bearer #{TOKEN}" }).status
+    assert_equal 200, control("/readyz?token=#{TOKEN}").status
+    status, out = ctl("ready", "--token", TOKEN)
+    assert_equal [0, "ready\n"], [status, out]
+    status, = ctl("ready", "--token", "nope")
+    assert_equal 1, status
+  end
+
+  def test_tcp_control_without_token_is_refused_at_start
+    out = IO.popen([RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--control", "tcp://127.0.0.1:1", File.join(APPS, "stats.ru")],
+                   err: %i[child out], &:read)
+    refute $?.success?
+    assert_match(/control_token/, out)
+  end
+
+  def test_bad_and_unknown_control_requests
+    start(workers: 1)
+    assert_equal 404, control("/nope").status
+    assert_equal 405, control("/stop").status # GET
+    assert_equal 405, control("/stats", method: "POST").status
+    sock = control_socket
+    sock.write("BAD\r\n\r\n")
+    assert_equal 400, HTTPClient.read_response(sock).status
+    sock.close
+    sock = control_socket
+    sock.write("GET /stats HTTP/1.1\r\n" + "X-Pad: #{'a' * 9000}\r\n\r\n")
+    assert_equal 431, HTTPClient.read_response(sock).status
+    sock.close
+    # a silent client does not hold the master up
+    silent = control_socket
+    assert_equal 200, control("/healthz").status
+    assert_equal 200, get.status
+    assert HTTPClient.closed?(silent, timeout: 10), "a silent control client is dropped"
+  ensure
+    silent&.close
+  end
+
+  def test_readyz_turns_503_on_drain_while_requests_finish
+    start(workers: 1)
+    assert wait_until { control("/readyz").status == 200 }
+    slow = @srv.tcp
+    slow.write("GET /?sleep=2 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { @srv.log.include?("sleeping") }
+    Process.kill(:TERM, @srv.pid)
+    res = wait_until { (r = control("/readyz")).status == 503 && r }
+    assert res, "readyz never turned 503"
+    assert_equal "stopping\n", res.body
+    assert_equal 200, HTTPClient.read_response(slow).status
+    assert @srv.wait_exit(10)&.success?
+  ensure
+    slow&.close
+  end
+
+  def test_readyz_503_until_workers_booted
+    Dir.mktmpdir do |d|
+      conf = File.join(d, "oribi.rb")
+      File.write(conf, "after_fork { |_server, _i| sleep 1.5 }\n")
+      start("-C", conf, workers: 2)
+      res = control("/readyz")
+      assert_equal [503, "booting\n"], [res.status, res.body]
+      assert wait_until(timeout: 10) { control("/readyz").status == 200 }
+    end
+  end
+
+  def test_ctl_restart_replaces_every_worker
+    start("--rolling-interval", "0", workers: 2)
+    assert wait_until { @srv.worker_pids.size == 2 }
+    before = @srv.worker_pids
+    status, out = ctl("restart")
+    assert_equal 0, status, out
+    assert_match(/rolling restart of 2 worker/, out)
+    assert wait_until(timeout: 15) { (@srv.worker_pids & before).empty? && @srv.worker_pids.size == 2 },
+           "workers not replaced: #{before} -> #{@srv.worker_pids}"
+    assert wait_until { @srv.log.include?("rolling restart done") }
+    assert_equal 200, get.status
+    assert_operator stats["workers"].size, :==, 2
+  end
+
+  def test_ctl_stop_makes_the_master_exit_0
+    start(workers: 2)
+    get
+    status, out = ctl("stop")
+    assert_equal [0, "stopping\n"], [status, out]
+    exit_status = @srv.wait_exit(15)
+    assert exit_status&.success?, "exit status #{exit_status.inspect}"
+    refute File.exist?(@control.delete_prefix("unix://")), "the control socket file is removed"
+    status, = ctl("stats")
+    assert_equal 2, status # nothing to talk to
+  end
+
+  def test_hot_restart_hands_the_control_endpoint_over
+    pid_file = File.join(Dir.mktmpdir("oribi-pid"), "pid")
+    start("--pid", pid_file, workers: 1)
+    assert wait_until { File.exist?(pid_file) }
+    old = File.read(pid_file).to_i
+    assert_equal old, stats["pid"]
+    Process.kill(:USR2, old)
+    assert wait_until(timeout: 20) { (File.read(pid_file).to_i rescue old) != old }, "no new generation" # rubocop:disable Style/RescueModifier
+    new = File.read(pid_file).to_i
+    assert wait_until(timeout: 10) { (stats["pid"] rescue nil) == new } # rubocop:disable Style/RescueModifier
+    assert wait_until(timeout: 10) { !File.exist?("/proc/#{old}") || File.read("/proc/#{old}/stat").split[2] == "Z" }
+    assert_equal 200, control("/readyz").status # the file stayed: the new master serves it
+  ensure
+    Process.kill(:TERM, new) if new && new != old
+    wait_until(timeout: 10) { !File.exist?("/proc/#{new}") } if new
+  end
+
+  def test_totals_keep_what_replaced_workers_served
+    start("--rolling-interval", "0", workers: 1)
+    4.times { get }
+    before = @srv.worker_pids
+    ctl("restart")
+    assert wait_until(timeout: 15) { (@srv.worker_pids & before).empty? && stats["workers"].size == 1 }
+    get
+    s = stats
+    assert_equal 5, s["requests_total"]
+    assert_equal 1, s["workers"][0]["served"]
+    assert_equal 5, s["queue_time"]["count"]
+  end
+
+  def test_oob_gc_runs_between_requests
+    start("--oob-gc", "1", workers: 1)
+    counts = 10.times.map { get.body.split.last.to_i } # GC.count as the app saw it
+    # at the first idle moment after each request, or at the latest after 2
+    assert_operator counts.last - counts.first, :>=, 4, "GC counts: #{counts}"
+    start("--oob-gc", "0", workers: 1)
+    counts = 10.times.map { get.body.split.last.to_i }
+    assert_operator counts.last - counts.first, :<, 3, "GC counts without oob_gc: #{counts}"
+  end
+end
