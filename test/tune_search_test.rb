@@ -55,6 +55,20 @@ class TuneSearchTest < Minitest::Test
     refute r.passed?
   end
 
+  def test_a_failure_below_the_estimate_is_probed_again
+    seen = Hash.new(0)
+    measure = lambda do |rate, _|
+      seen[rate] += 1
+      { pass: rate <= 300 && !(rate == 100 && seen[rate] == 1) } # one stall at 100
+    end
+    r = Oribi::Tune::Search.new(measure: measure, tolerance: 0.05, max_steps: 10, confirm_below: 150).run(100)
+    assert_equal [100, 100, 200, 400, 300, 350, 325, 312.5], r.steps.map { |s| s[:rate] }
+    assert_equal 300, r.rate
+    # above the estimate a failure counts at once; the second failure counts too
+    r = Oribi::Tune::Search.new(measure: ->(_, _) { { pass: false } }, max_steps: 10, confirm_below: 100).run(200)
+    assert_equal [200, 100, 100, 50, 50], r.steps.map { |s| s[:rate] }.first(5)
+  end
+
   def test_a_stop_sample_ends_the_search
     measure = ->(rate, step) { { pass: true, stop: step == 2 } }
     r = Oribi::Tune::Search.new(measure: measure, max_steps: 10).run(10)

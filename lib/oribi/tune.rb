@@ -198,7 +198,7 @@ module Oribi
         capacity = Bench::Report.totals(est)[:throughput]
         idle = idle_latency(o, target)
         last = nil
-        search = Search.new(tolerance: o[:tolerance], max_steps: o[:steps], measure: lambda { |rate, step|
+        search = Search.new(tolerance: o[:tolerance], max_steps: o[:steps], confirm_below: capacity, measure: lambda { |rate, step|
           show(lbl, index, total, "probe #{step}/#{o[:steps]}", rate: rate, last_p99: last&.dig(:latency, :p99))
           settle(o, target, idle) if last && !last[:pass]
           last = probe(o, target, pids, rate, concurrency)

@@ -9,6 +9,10 @@ module Oribi
     # probes. `measure.call(rate, step)` runs the load and returns a Hash
     # with at least `pass:` (true when success was 100% and the SLO held);
     # `stop: true` in it ends the search there (the user interrupted).
+    # A failure at or below `confirm_below` (a rate the server has shown
+    # it can serve: the closed-loop estimate) is probed once more before it
+    # counts: on a busy machine one stall can fail a probe, and the search
+    # would never climb back.
     class Search
       Result = Struct.new(:rate, :sample, :steps, :bracket, keyword_init: true) do
         def passed? = !sample.nil?
@@ -16,13 +20,14 @@ module Oribi
 
       attr_reader :max_steps
 
-      def initialize(measure:, tolerance: 0.05, max_steps: 8, min_rate: 1.0)
+      def initialize(measure:, tolerance: 0.05, max_steps: 8, min_rate: 1.0, confirm_below: 0)
         raise ArgumentError, "max_steps must be at least 1" unless max_steps >= 1
 
         @measure = measure
         @tolerance = tolerance
         @max_steps = max_steps
         @min_rate = min_rate
+        @confirm_below = confirm_below
       end
 
       # Result#rate is nil when even min_rate failed (or no probe passed
@@ -63,12 +68,15 @@ module Oribi
 
       private
 
-      def probe(rate)
+      def probe(rate, again: true)
         return nil if @steps.size >= @max_steps || @steps.last&.dig(:stop)
 
         s = @measure.call(rate, @steps.size + 1).merge(rate: rate)
         @steps << s
-        s[:stop] ? nil : s
+        return nil if s[:stop]
+        return probe(rate, again: false) || s if again && !s[:pass] && rate <= @confirm_below
+
+        s
       end
     end
   end
