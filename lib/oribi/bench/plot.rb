@@ -46,8 +46,9 @@ module Oribi
         HTML
       end
 
-      SCRIPT = <<~JS
-        const COLORS = { mean: "#888", p50: "#1f77b4", p99: "#d62728", max: "#2ca02c" };
+      # The drawing helpers, shared with `oribi tune`'s page (tune/plot.rb):
+      # value formats, log and linear scales, grid and labels, a polyline.
+      HELPERS = <<~JS
         function fmt(us) {
           if (us >= 1e6) return (us / 1e6).toPrecision(3) + "s";
           if (us >= 1e3) return (us / 1e3).toPrecision(3) + "ms";
@@ -61,9 +62,19 @@ module Oribi
           for (let e = Math.floor(l0); e <= Math.ceil(l1); e++) if (e >= l0 - 1e-9 && e <= l1 + 1e-9) f.ticks.push(Math.pow(10, e));
           return f;
         }
-        function frame(ctx, W, H, m, y, xlabels) {
+        function linScale(hi, a, b) {
+          hi = hi > 0 ? hi : 1;
+          const raw = hi / 5, mag = Math.pow(10, Math.floor(Math.log10(raw))), n = raw / mag;
+          const step = (n <= 1 ? 1 : n <= 2 ? 2 : n <= 5 ? 5 : 10) * mag; // about 5 round ticks
+          const top = Math.ceil(hi / step) * step;
+          const f = v => b - v / top * (b - a);
+          f.ticks = [];
+          for (let v = 0; v <= top + 1e-9; v += step) f.ticks.push(v);
+          return f;
+        }
+        function frame(ctx, W, H, m, y, xlabels, label = fmt) {
           ctx.strokeStyle = "#eee"; ctx.fillStyle = "#555"; ctx.font = "12px sans-serif";
-          y.ticks.forEach(v => { const py = y(v); ctx.beginPath(); ctx.moveTo(m.l, py); ctx.lineTo(W - m.r, py); ctx.stroke(); ctx.fillText(fmt(v), 4, py + 4); });
+          y.ticks.forEach(v => { const py = y(v); ctx.beginPath(); ctx.moveTo(m.l, py); ctx.lineTo(W - m.r, py); ctx.stroke(); ctx.fillText(label(v), 4, py + 4); });
           xlabels.forEach(([px, text]) => { ctx.fillText(text, px - 10, H - 8); });
         }
         function line(ctx, pts, color) {
@@ -72,6 +83,10 @@ module Oribi
           pts.forEach(([x, v]) => { if (v == null) { started = false; return; } if (!started) { ctx.moveTo(x, v); started = true; } else ctx.lineTo(x, v); });
           ctx.stroke();
         }
+      JS
+
+      SCRIPT = HELPERS + <<~JS
+        const COLORS = { mean: "#888", p50: "#1f77b4", p99: "#d62728", max: "#2ca02c" };
         (function timeChart() {
           const c = document.getElementById("time"), ctx = c.getContext("2d"), W = c.width, H = c.height;
           const m = { l: 60, r: 20, t: 10, b: 30 }, S = D.series;

@@ -1,0 +1,114 @@
+# frozen_string_literal: true
+
+require "json"
+require "oribi/tune/recommend"
+
+module Oribi
+  module Tune
+    # What `oribi tune` prints and writes, as pure functions of the run:
+    # the table, the recommendation lines, and the JSON document (the HTML
+    # page is tune/plot.rb, built from the same document).
+    #
+    # run: { slo:, path:, duration:, tolerance:, memory_limit:, results: [result] };
+    # result: { workers:, threads:, status:, note:, rate: (the highest
+    #           passing rate), throughput: (answered per second at it),
+    #           latency: { p50:, p95:, p99: } (seconds), cpu: (CPU seconds
+    #           per second), memory: { master_rss:, master_pss:, worker_rss:,
+    #           worker_pss:, total_rss:, total_pss: } (bytes), steps: [...] }
+    module Report
+      module_function
+
+      STATUS = {
+        ok: "ok", slo: "no rate within SLO", memory: "over memory limit",
+        projected: "skipped: projected over memory limit", boot: "did not boot", interrupted: "interrupted"
+      }.freeze
+
+      def size(bytes)
+        return "-" if bytes.nil?
+        return format("%.1fGiB", bytes / 1024.0**3) if bytes >= 1024**3
+
+        format("%.1fMiB", bytes / 1024.0**2)
+      end
+
+      def ms(seconds) = seconds.nil? ? "-" : format("%.1fms", seconds * 1000)
+
+      def label(r) = r[:workers] ? "#{r[:workers]} worker#{'s' unless r[:workers] == 1} × #{r[:threads]} thread#{'s' unless r[:threads] == 1}" : "the server"
+
+      def table(run)
+        rec = recommendation(run)
+        head = ["workers", "threads", "max rate", "throughput", "p50", "p95", "p99", "CPU", "RSS/worker", "PSS/worker", "total RSS", "note"]
+        rows = run[:results].map do |r|
+          m = r[:memory] || {}
+          [r[:workers] || "-", r[:threads] || "-",
+           r[:rate] ? format("%.0f/s", r[:rate]) : "-",
+           r[:throughput] ? format("%.1f/s", r[:throughput]) : "-",
+           ms(r.dig(:latency, :p50)), ms(r.dig(:latency, :p95)), ms(r.dig(:latency, :p99)),
+           r[:cpu] ? format("%.0f%%", r[:cpu] * 100) : "-",
+           size(m[:worker_rss]), size(m[:worker_pss]), size(m[:total_rss]),
+           note(r, rec)]
+        end
+        widths = head.each_index.map { |i| ([head] + rows).map { |row| row[i].to_s.size }.max }
+        ([head] + rows).map do |row|
+          row.each_with_index.map { |c, i| i == row.size - 1 ? c.to_s : c.to_s.rjust(widths[i]) }.join("  ").rstrip
+        end.join("\n") << "\n"
+      end
+
+      def note(r, rec)
+        marks = []
+        marks << "best" if rec && rec[:best].equal?(r)
+        marks << "recommended" if rec && rec[:cheapest].equal?(r)
+        marks << STATUS.fetch(r[:status]) unless r[:status] == :ok
+        marks << r[:note] if r[:note]
+        marks.join("; ")
+      end
+
+      def recommendation(run) = Recommend.call(run[:results], memory_limit: run[:memory_limit], tolerance: run[:tolerance] || 0)
+
+      def window(run) = ([Recommend::WITHIN, run[:tolerance] || 0].max * 100).round
+
+      def summary(run)
+        rec = recommendation(run)
+        limit = run[:memory_limit] ? ", total RSS ≤ #{size(run[:memory_limit])}" : ""
+        return "No setting met the SLO (#{run[:slo]}#{limit}).\n" unless rec
+
+        b = rec[:best]
+        c = rec[:cheapest]
+        out = +"Best throughput within the SLO (#{run[:slo]}#{limit}): #{label(b)}, #{format('%.0f', b[:rate])} req/s, " \
+               "p99 #{ms(b.dig(:latency, :p99))}, total RSS #{size(b.dig(:memory, :total_rss))}\n"
+        out << "Recommended (least memory within #{window(run)}% of the best): #{label(c)}, " \
+               "#{format('%.0f', c[:rate])} req/s, p99 #{ms(c.dig(:latency, :p99))}, total RSS #{size(c.dig(:memory, :total_rss))}\n"
+        out << "Run it with: oribi -w #{c[:workers]} -t #{c[:threads]}\n" if c[:workers]
+        out
+      end
+
+      def text(run) = table(run) + "\n" + summary(run)
+
+      def round(x, digits = 3) = x&.round(digits)
+
+      def document(run)
+        rec = recommendation(run)
+        pick = ->(r) { r && { workers: r[:workers], threads: r[:threads], max_rate: round(r[:rate], 1), throughput: round(r[:throughput], 1) } }
+        {
+          slo: run[:slo].to_s, path: run[:path], duration_s: run[:duration], tolerance: run[:tolerance],
+          memory_limit_bytes: run[:memory_limit],
+          settings: run[:results].map do |r|
+            {
+              workers: r[:workers], threads: r[:threads], status: STATUS.fetch(r[:status]), note: r[:note],
+              max_rate: round(r[:rate], 1), throughput: round(r[:throughput], 1),
+              latency_ms: %i[p50 p95 p99].to_h { |k| [k, round(r.dig(:latency, k)&.*(1000))] },
+              cpu_percent: round(r[:cpu]&.*(100), 1),
+              memory_bytes: r[:memory],
+              steps: (r[:steps] || []).map do |s|
+                { rate: round(s[:rate], 1), throughput: round(s[:throughput], 1),
+                  p99_ms: round(s.dig(:latency, :p99)&.*(1000)), pass: s[:pass], why: s[:why] }
+              end
+            }
+          end,
+          recommendation: rec && { best: pick.(rec[:best]), cheapest: pick.(rec[:cheapest]) }
+        }
+      end
+
+      def json(run) = JSON.pretty_generate(document(run)) << "\n"
+    end
+  end
+end

@@ -1,0 +1,53 @@
+# frozen_string_literal: true
+
+require "etc"
+
+module Oribi
+  module Tune
+    # What a server costs, read from /proc (Linux): its workers (the
+    # master's children), CPU time of the whole tree, and RSS and PSS of
+    # each process (PSS shares copy-on-write pages among the processes
+    # mapping them, so the PSS of master and workers adds up to what the
+    # tree really holds; RSS counts shared pages in every process).
+    module Resources
+      module_function
+
+      TICK = Etc.sysconf(Etc::SC_CLK_TCK).to_f
+
+      # Live children of pid, sorted.
+      def children(pid)
+        Dir.glob("/proc/[0-9]*/stat").filter_map do |f|
+          fields = stat_fields(File.read(f))
+          File.basename(File.dirname(f)).to_i if fields[1].to_i == pid && fields[0] != "Z"
+        rescue SystemCallError
+          nil
+        end.sort
+      end
+
+      # CPU seconds (user + system, all threads) used so far by pids
+      # together; a pid gone meanwhile counts for nothing.
+      def cpu_seconds(pids)
+        pids.sum do |pid|
+          f = stat_fields(File.read("/proc/#{pid}/stat"))
+          (f[11].to_i + f[12].to_i) / TICK # utime, stime: fields 14, 15
+        rescue SystemCallError
+          0.0
+        end
+      end
+
+      # { rss:, pss: } in bytes, nil when the process is gone.
+      def memory(pid)
+        text = File.read("/proc/#{pid}/smaps_rollup")
+        { rss: kib(text, "Rss"), pss: kib(text, "Pss") }
+      rescue SystemCallError
+        nil
+      end
+
+      def kib(text, key) = text[/^#{key}:\s+(\d+) kB/, 1].to_i * 1024
+
+      # Fields after "(comm)", which may itself hold spaces or parentheses:
+      # [state, ppid, ...].
+      def stat_fields(stat) = stat.sub(/\A.*\) /m, "").split
+    end
+  end
+end

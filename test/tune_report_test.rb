@@ -1,0 +1,167 @@
+# frozen_string_literal: true
+
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "minitest/autorun"
+require "stringio"
+require "json"
+require "oribi/tune"
+
+# `oribi tune` without a server: the recommendation, the SLO, the table,
+# JSON and HTML renderings, and the command line.
+class TuneReportTest < Minitest::Test
+  MIB = 1024 * 1024
+  Recommend = Oribi::Tune::Recommend
+
+  def result(workers, threads, throughput, rss_mib, status: :ok)
+    { workers: workers, threads: threads, status: status, rate: throughput && throughput * 1.02, throughput: throughput,
+      latency: { p50: 0.01, p95: 0.02, p99: 0.03 }, cpu: 0.5,
+      memory: { master_rss: 20 * MIB, master_pss: 15 * MIB, worker_rss: (rss_mib - 20) * MIB / workers,
+                worker_pss: 10 * MIB, total_rss: rss_mib * MIB, total_pss: (rss_mib - 10) * MIB },
+      steps: [{ rate: 100.0, throughput: 99.0, latency: { p99: 0.03 }, pass: true, why: nil },
+              { rate: 200.0, throughput: 120.0, latency: { p99: 0.9 }, pass: false, why: "p99 900.0ms > 200.0ms" }] }
+  end
+
+  def pick(rec, key) = rec[key].values_at(:workers, :threads)
+
+  def test_best_is_the_highest_throughput_within_the_slo
+    rs = [result(1, 1, 100, 40), result(2, 1, 190, 60), result(2, 4, 400, 64), result(4, 8, nil, 100, status: :slo)]
+    rec = Recommend.call(rs)
+    assert_equal [2, 4], pick(rec, :best)
+    assert_equal [2, 4], pick(rec, :cheapest)
+  end
+
+  def test_cheapest_within_five_percent_of_the_best
+    rs = [result(4, 4, 400, 120), result(2, 8, 385, 70), result(3, 4, 390, 90), result(2, 4, 370, 60)]
+    rec = Recommend.call(rs)
+    assert_equal [4, 4], pick(rec, :best)
+    assert_equal [2, 8], pick(rec, :cheapest) # 2×4 is cheaper but 7.5% slower
+  end
+
+  def test_equal_memory_goes_to_fewer_workers_times_threads
+    rs = [result(2, 4, 600, 66), result(2, 1, 590, 64), result(1, 1, 330, 44)]
+    rec = Recommend.call(rs)
+    assert_equal [2, 4], pick(rec, :best)
+    assert_equal [2, 1], pick(rec, :cheapest)
+    # and among equal throughput, the best is the smaller setting too
+    assert_equal [1, 1], pick(Recommend.call([result(1, 4, 300, 44), result(1, 1, 300, 44)]), :best)
+  end
+
+  def test_window_widens_to_the_search_tolerance
+    rs = [result(2, 4, 400, 66), result(2, 1, 370, 64)]
+    assert_equal [2, 4], pick(Recommend.call(rs), :cheapest)
+    assert_equal [2, 1], pick(Recommend.call(rs, tolerance: 0.1), :cheapest) # 7.5% apart: not told apart at 10%
+  end
+
+  def test_memory_limit_excludes_settings
+    rs = [result(4, 4, 400, 120), result(2, 4, 300, 70), result(1, 1, 100, 40)]
+    rec = Recommend.call(rs, memory_limit: 100 * MIB)
+    assert_equal [2, 4], pick(rec, :best)
+    assert_nil Recommend.call(rs, memory_limit: 30 * MIB)
+    assert_nil Recommend.call([result(1, 1, nil, 40, status: :slo)])
+  end
+
+  def test_projected_rss_from_the_same_threads
+    rs = [result(1, 4, 100, 50), result(2, 4, 190, 80)] # 2 workers: 30 MiB each + 20 master
+    assert_equal 20 * MIB + 30 * MIB * 4, Recommend.projected_rss(rs, 4, 4)
+    assert_nil Recommend.projected_rss(rs, 4, 8)
+  end
+
+  def test_slo
+    slo = Oribi::Tune::SLO.parse("p99=200ms, p50=20ms")
+    assert_equal({ p99: 0.2, p50: 0.02 }, slo.limits)
+    assert_equal "p99=200ms,p50=20ms", slo.to_s
+    ok = { rate: 100.0, requests: 100, ok: 100, elapsed: 1.05, attack: 0.99, throughput: 95.2, latency: { p50: 0.01, p99: 0.1 } }
+    assert_nil slo.violation(ok)
+    assert_equal "1 of 100 failed", slo.violation(ok.merge(ok: 99))
+    assert_equal "3 of 100 failed (timeout 2, connect 1)", slo.violation(ok.merge(ok: 97, errors: { timeout: 2, connect: 1, read: 0 }))
+    # 100 requests at 100/s: served at 90/s or better, the last one's p50 aside
+    assert_nil slo.violation(ok.merge(elapsed: 1.10)) # 99 / (1.10 - 0.01) = 90.8/s
+    assert_equal "served 89/s of 100/s", slo.violation(ok.merge(elapsed: 1.12))
+    assert_equal "served 86/s of 100/s", slo.violation(ok.merge(attack: 1.15)) # could not send on time
+    assert_nil slo.violation(ok.merge(requests: 1, ok: 1, elapsed: 0.01, attack: 0.0))
+    assert_equal "p99 250.0ms > 200.0ms", slo.violation(ok.merge(latency: { p50: 0.01, p99: 0.25 }))
+    assert_equal "no responses", slo.violation(ok.merge(requests: 0, ok: 0))
+    assert_equal 2.0, Oribi::Tune::SLO.parse("p99.9=2s").limits[:p999]
+    %w[p99 p98=1ms p99=fast].each { |bad| assert_raises(Oribi::Tune::SLO::Error) { Oribi::Tune::SLO.parse(bad) } }
+  end
+
+  def run_doc(limit: nil)
+    rs = [result(1, 1, 100, 40), result(2, 4, 400, 64), result(4, 4, 410, 130, status: :memory),
+          { workers: 4, threads: 8, status: :projected, note: "150.0MiB > 100.0MiB" }, result(1, 8, nil, 41, status: :slo)]
+    { slo: Oribi::Tune::SLO.parse("p99=200ms"), path: "/", duration: 1.0, tolerance: 0.05, memory_limit: limit, results: rs }
+  end
+
+  def test_table_and_summary
+    text = Oribi::Tune::Report.text(run_doc(limit: 100 * MIB))
+    lines = text.lines
+    assert_match(/\A\s*workers\s+threads\s+max rate\s+throughput\s+p50\s+p95\s+p99\s+CPU\s+RSS\/worker\s+PSS\/worker\s+total RSS\s+note\n/, lines[0])
+    assert_match(/^\s+2\s+4\s+408\/s\s+400\.0\/s\s+10\.0ms\s+20\.0ms\s+30\.0ms\s+50%\s+22\.0MiB\s+10\.0MiB\s+64\.0MiB\s+best; recommended$/, text)
+    assert_match(/^\s+4\s+4 .*130\.0MiB\s+over memory limit$/, text)
+    assert_match(/^\s+4\s+8 .*skipped: projected over memory limit; 150\.0MiB > 100\.0MiB$/, text)
+    assert_match(/^\s+1\s+8 .*no rate within SLO$/, text)
+    assert_includes text, "Best throughput within the SLO (p99=200ms, total RSS ≤ 100.0MiB): 2 workers × 4 threads, 408 req/s"
+    assert_includes text, "Run it with: oribi -w 2 -t 4\n"
+    assert_includes Oribi::Tune::Report.text(run_doc.merge(results: [])), "No setting met the SLO"
+  end
+
+  def test_json_document
+    d = JSON.parse(Oribi::Tune::Report.json(run_doc(limit: 100 * MIB)))
+    assert_equal %w[slo path duration_s tolerance memory_limit_bytes settings recommendation], d.keys
+    s = d["settings"][1]
+    assert_equal %w[workers threads status note max_rate throughput latency_ms cpu_percent memory_bytes steps], s.keys
+    assert_equal [2, 4, "ok", 400.0, 30.0, 50.0], [s["workers"], s["threads"], s["status"], s["throughput"], s["latency_ms"]["p99"], s["cpu_percent"]]
+    assert_equal %w[master_rss master_pss worker_rss worker_pss total_rss total_pss], s["memory_bytes"].keys
+    assert_equal [{ "rate" => 100.0, "throughput" => 99.0, "p99_ms" => 30.0, "pass" => true, "why" => nil },
+                  { "rate" => 200.0, "throughput" => 120.0, "p99_ms" => 900.0, "pass" => false, "why" => "p99 900.0ms > 200.0ms" }], s["steps"]
+    assert_equal({ "workers" => 2, "threads" => 4, "max_rate" => 408.0, "throughput" => 400.0 }, d["recommendation"]["cheapest"])
+    assert_equal "over memory limit", d["settings"][2]["status"]
+    assert_equal "skipped: projected over memory limit", d["settings"][3]["status"]
+  end
+
+  def test_html_has_the_plots_and_fetches_nothing
+    html = Oribi::Tune::Plot.html(run_doc(limit: 100 * MIB), title: "t <x>")
+    %w[throughput p99 rss].each { |id| assert_includes html, %(<canvas id="#{id}") }
+    assert_includes html, "function logScale" # the helpers shared with oribi bench --plot
+    assert_includes html, "function linScale"
+    assert_includes html, "t &lt;x&gt;"
+    assert_includes html, "Run it with: oribi -w 2 -t 4"
+    refute_match(/<script[^>]+src=|<link|https?:/, html)
+    data = JSON.parse(html[/const D = (.*);$/, 1])
+    assert_equal 5, data["settings"].size
+  end
+
+  def parse(*argv) = Oribi::Tune::CLI.new(StringIO.new, StringIO.new).parse(argv)
+
+  def app = File.expand_path("apps/io_bound.ru", __dir__)
+
+  def test_command_line
+    o = parse("-w", "1..3", "-t", "1,4,2", "--slo", "p95=50ms", "--memory-limit", "1.5G", "--quick", "-d", "2s", app)
+    assert_equal [[1, 2, 3], [1, 2, 4], 2.0, 0.5, 5, 0.1], o.values_at(:workers, :threads, :duration, :warmup, :steps, :tolerance)
+    assert_equal (1.5 * 1024**3).round, o[:memory_limit]
+    assert_equal({ p95: 0.05 }, o[:slo].limits)
+    d = parse(app)
+    assert_equal [(1..Etc.nprocessors).to_a, [1, 2, 4, 8, 16], 5.0, 8, "/"], d.values_at(:workers, :threads, :duration, :steps, :path)
+    assert_equal 512 * 1024 * 1024, Oribi::Tune::CLI.size("512M")
+    assert_equal 1000, Oribi::Tune::CLI.size("1000")
+  end
+
+  def test_bad_flags_give_one_line_and_exit_2
+    [[], %w[-w 0 x.ru], %w[-t 1..x], %w[--slo p99], %w[--memory-limit lots], %w[--steps 1], ["--url", "http://x/", app],
+     %w[--url http://x/ --unix /x], %w[/nonexistent.ru], %w[--path x], %w[--bogus]].each do |argv|
+      out = StringIO.new
+      err = StringIO.new
+      assert_equal 2, Oribi::Tune::CLI.run(argv, out: out, err: err), argv.inspect
+      assert_empty out.string
+      assert_match(/\Aoribi tune: [^\n]+\n\z/, err.string, argv.inspect)
+    end
+  end
+
+  def test_estimate_and_progress_line
+    cli = Oribi::Tune::CLI.new(StringIO.new, StringIO.new)
+    assert_equal "oribi tune: 4 settings × (boot, 0.5s warm-up, 0.5s estimate, ≤ 5 probes of 1s): about 43 s",
+                 cli.estimate(parse("-w", "1..2", "-t", "1,4", "--quick", app))
+    assert_match(/: about 8 min\z/, cli.estimate(parse("-w", "1..2", app)))
+    assert_equal "[2/4] 1w×4t  probe 3/5  412/s  last p99 23.1ms",
+                 Oribi::Tune::Progress.line("1w×4t", 2, 4, "probe 3/5", rate: 412.3, last_p99: 0.0231)
+  end
+end
