@@ -1,0 +1,13 @@
+# frozen_string_literal: true
+
+# Reads a request body (the suite POSTs 64 KiB) and answers its size: the
+# server's body buffering and rack.input.
+run lambda { |env|
+  input = env["rack.input"]
+  size = 0
+  buf = +""
+  while input.read(16_384, buf)
+    size += buf.bytesize
+  end
+  [200, { "content-type" => "text/plain" }, ["#{size}\n"]]
+}
