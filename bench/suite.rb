@@ -147,7 +147,7 @@ module Bench
       MD
       SERVERS.each do |s|
         v = servers.include?(s.name) ? version(s) : nil
-        note = unavailable[s.name] ? "**failed**: #{unavailable[s.name]}" : s.note.to_s
+        note = unavailable[s.name] ? "#{s.note}; **failed**: #{unavailable[s.name].join('; ')}" : s.note.to_s
         note = "not in this run" if !servers.include?(s.name) && !unavailable[s.name]
         out << "| #{s.name} | #{v || '-'} | #{note.gsub('|', '\\|')} |\n"
       end

@@ -23,6 +23,9 @@ module Bench
       def run(servers, workloads)
         servers.reject(&:ceiling?).product(workloads).flat_map do |server, w|
           measure(server, w)
+        rescue StandardError => e # one server's failure is a missing row, not a lost run
+          @out.puts "allocs: #{server.name} #{w.name}: #{e.class}: #{e.message}"
+          []
         end
       end
 
@@ -65,8 +68,8 @@ module Bench
       def read(target)
         sock = target[:unix_path] ? UNIXSocket.new(target[:unix_path]) : TCPSocket.new(target[:host], target[:port])
         sock.write("GET /__alloc HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        body = sock.read.split("\r\n\r\n", 2)[1].to_s
-        body.split.map(&:to_i)
+        m = sock.read.match(/^(\d+) (\d+)\r?$/) or raise "no /__alloc answer"
+        [m[1].to_i, m[2].to_i]
       ensure
         sock&.close
       end

@@ -31,7 +31,7 @@ module Bench
         @err = err
         @tmp = opts[:tmpdir]
         @cells = []
-        @unavailable = {} # server name => why
+        @unavailable = {} # server name => why, for each workload it failed on
       end
 
       # The cells to run, in order, grouped by boot: [[server, workload,
@@ -88,8 +88,6 @@ module Bench
         @estimate = estimate
         done = 0
         plan.each do |server, wname, listen, cells|
-          next if @unavailable[server.name]
-
           run_boot(server, Suite.workload(wname), listen, cells) do |cell|
             done += 1
             progress(done, total, cell)
@@ -112,8 +110,10 @@ module Bench
           target = unix ? { unix_path: unix } : { host: "127.0.0.1", port: port }
           failed = group.wait_ready(target, workload.probe("localhost"))
           if failed
-            @unavailable[server.name] = "#{workload.name}: #{failed}: #{group.tail.join(' | ').strip}"
-            @out.puts "#{server.name}: not available (#{@unavailable[server.name]})"
+            why = "#{workload.name}: #{failed}: #{group.tail(2).join(' | ').strip[0, 300]}"
+            (@unavailable[server.name] ||= []) << why
+            @out.puts "#{server.name}: not available (#{why})"
+            cells.each { |c| on_cell.call(c) }
             return
           end
           cells.each do |cell|
