@@ -76,7 +76,7 @@ module Bench
         missing.each { |s| puts "#{s.name}: not installed (BUNDLE_GEMFILE=bench/Gemfile bundle install)" }
         o[:servers] -= missing.map(&:name)
         runner = Runner.new(o)
-        alloc_seconds = o[:allocs] ? o[:servers].size * 2 * 6 : 0
+        alloc_seconds = o[:allocs] ? o[:servers].size * 2 * 10 : 0
         est = runner.estimate + alloc_seconds
         puts format("suite: %d servers, %d workloads, %d cells, %d run(s) of %.1fs each: about %d min %02d s",
                     o[:servers].size, o[:workloads].size, runner.plan.sum { |*, c| c.size }, o[:repeat],
@@ -100,7 +100,7 @@ module Bench
           puts Report.goals(cells)
           puts "wrote #{o[:out]}#{o[:svg] == '-' ? '' : " and #{o[:svg]}"} (#{(elapsed / 60).floor} min #{(elapsed % 60).round} s)"
         end
-        File.write(o[:json], JSON.pretty_generate(cells.map(&:to_h).zip.flatten + [{ allocs: allocs }])) if o[:json]
+        File.write(o[:json], JSON.pretty_generate(cells: cells.map(&:to_h), allocs: allocs)) if o[:json]
       end
     end
 

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "fileutils"
+require "io/wait"
 require "socket"
 require_relative "process_group"
 
@@ -12,7 +13,8 @@ module Bench
     class Allocs
       APP = File.join(APPS, "alloc.ru")
 
-      def initialize(tmp:, requests:, strace:, out: $stdout)
+      def initialize(tmp:, requests:, strace:, out: $stdout, err: $stderr)
+        @err = err
         @tmp = tmp
         @n = requests
         @strace = strace && system("strace", "-V", %i[out err] => File::NULL)
@@ -21,7 +23,9 @@ module Bench
 
       # [{ server:, workload:, mode:, allocs:, syscalls: }]
       def run(servers, workloads)
-        servers.reject(&:ceiling?).product(workloads).flat_map do |server, w|
+        todo = servers.reject(&:ceiling?).product(workloads)
+        todo.each_with_index.flat_map do |(server, w), i|
+          @err.puts "[allocs #{i + 1}/#{todo.size}] #{w.name} #{server.name}"
           measure(server, w)
         rescue StandardError => e # one server's failure is a missing row, not a lost run
           @out.puts "allocs: #{server.name} #{w.name}: #{e.class}: #{e.message}"
@@ -68,7 +72,15 @@ module Bench
       def read(target)
         sock = target[:unix_path] ? UNIXSocket.new(target[:unix_path]) : TCPSocket.new(target[:host], target[:port])
         sock.write("GET /__alloc HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        m = sock.read.match(/^(\d+) (\d+)\r?$/) or raise "no /__alloc answer"
+        reply = +""
+        until (m = reply.match(/^(\d+) (\d+)\r?$/))
+          raise "no /__alloc answer" unless sock.wait_readable(10)
+
+          chunk = sock.read_nonblock(4096, exception: false)
+          raise "no /__alloc answer" if chunk.nil?
+
+          reply << chunk if chunk.is_a?(String)
+        end
         [m[1].to_i, m[2].to_i]
       ensure
         sock&.close

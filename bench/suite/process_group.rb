@@ -24,8 +24,8 @@ module Bench
       # nil when a few requests in a row got a 2xx (with prefork servers the
       # first answer can come while another worker is still booting), else
       # why not.
-      def wait_ready(target, request)
-        deadline = now + BOOT_TIMEOUT
+      def wait_ready(target, request, timeout: BOOT_TIMEOUT)
+        deadline = now + timeout
         ok = 0
         while now < deadline
           return "exited with status #{$?.exitstatus.inspect}" if exited?
@@ -35,7 +35,7 @@ module Bench
 
           sleep(ok.zero? ? 0.1 : 0.02)
         end
-        "no answer within #{BOOT_TIMEOUT}s"
+        "no answer within #{timeout}s"
       end
 
       # One request (with Connection: close) read to its end; true on a 2xx.

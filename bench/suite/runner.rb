@@ -21,7 +21,7 @@ module Bench
     # Boots each server once per workload (once per transport when it can
     # listen only once), runs every cell against it, and stops it.
     class Runner
-      SETUP_SECONDS = 3.0 # boot, readiness and stop, for the estimate
+      SETUP_SECONDS = 4.0 # boot, readiness and stop, for the estimate
 
       attr_reader :cells, :unavailable
 
@@ -116,7 +116,13 @@ module Bench
             cells.each { |c| on_cell.call(c) }
             return
           end
+          crashed = nil
           cells.each do |cell|
+            if crashed
+              cell.skip = crashed
+              on_cell.call(cell)
+              next
+            end
             if cell.transport == "nginx"
               proxy ||= start_proxy(unix ? "unix:#{unix}" : "127.0.0.1:#{port}", workload)
               t = proxy ? { host: "127.0.0.1", port: @proxy_port } : nil
@@ -125,6 +131,11 @@ module Bench
               t = cell.transport == "tcp" || !unix ? { host: "127.0.0.1", port: port } : { unix_path: unix }
             end
             measure(cell, t, workload, group) if t
+            if group.exited?
+              crashed = "#{server.name} died during #{workload.name} #{cell.transport} #{cell.mode}"
+              (@unavailable[server.name] ||= []) << "#{crashed}: #{group.tail(1).join.strip[0, 200]}"
+              @out.puts "#{crashed} (log: #{log})"
+            end
             on_cell.call(cell)
           end
         ensure
@@ -140,10 +151,11 @@ module Bench
         FileUtils.mkdir_p(dir)
         argv = Nginx.proxy_argv(dir, 1, @proxy_port, upstream)
         proxy = ProcessGroup.new(argv, env: {}, log: File.join(dir, "out.log"), chdir: dir)
-        failed = proxy.wait_ready({ host: "127.0.0.1", port: @proxy_port }, workload.probe("localhost"))
+        failed = proxy.wait_ready({ host: "127.0.0.1", port: @proxy_port }, workload.probe("localhost"), timeout: 10)
         return proxy unless failed
 
-        @out.puts "nginx proxy: #{failed}: #{proxy.tail.join(' | ')}"
+        errors = File.join(dir, "nginx-error.log")
+        @out.puts "nginx proxy to #{upstream}: #{failed}: #{File.exist?(errors) ? File.readlines(errors).last(2).join(' | ') : ''}"
         proxy.stop
         nil
       end
