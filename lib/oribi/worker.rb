@@ -46,7 +46,7 @@ module Oribi
       Systemd.notify("READY=1\nMAINPID=#{Process.pid}") if @standalone
       while (env = @engine.next_request)
         @served += 1
-        retire if @served == @limit # before the response, so that it says connection: close
+        retire if @limit && @served == @limit # before the response, so that it says connection: close
         @scoreboard&.busy(@sb_slot, env["REQUEST_METHOD"], env["REQUEST_URI"])
         serve(env)
         @scoreboard&.idle(@sb_slot)
