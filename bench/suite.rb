@@ -151,9 +151,11 @@ module Bench
         note = "not in this run" if !servers.include?(s.name) && !unavailable[s.name]
         out << "| #{s.name} | #{v || '-'} | #{note.gsub('|', '\\|')} |\n"
       end
-      out << "\nRhebok 0.9.3 installs and runs on Ruby #{RUBY_VERSION} (with Rack 3, through its own handler).\n"
+      if (rhebok = servers.include?("rhebok") && version(server("rhebok")))
+        out << "\nRhebok #{rhebok} (2016) still installs and runs on Ruby #{RUBY_VERSION} with Rack 3, started through its handler class.\n"
+      end
       out << "† the server cannot listen on a unix socket: that cell went over TCP.\n\n"
-      out << "## Goals\n\n#{Report.goals(cells)}\n\n"
+      out << "## Goals\n\n#{Report.goals(cells)}\n\nWhere Oribi's time goes, and what was changed: [bench/PROFILE.md](bench/PROFILE.md).\n\n"
       out << "## Plot\n\n![requests per second](bench/results.svg)\n\n" if o[:svg] != "-"
       out << "## Results\n\n#{Report.tables(cells, servers, workloads)}\n"
       skipped = Report.skipped(cells)

@@ -133,7 +133,8 @@ module Bench
             measure(cell, t, workload, group) if t
             if group.exited?
               crashed = "#{server.name} died during #{workload.name} #{cell.transport} #{cell.mode}"
-              (@unavailable[server.name] ||= []) << "#{crashed}: #{group.tail(1).join.strip[0, 200]}"
+              why = File.foreach(log).find { |l| l.include?("[BUG]") } || group.tail(1).join
+              (@unavailable[server.name] ||= []) << "#{crashed}: #{why.strip[0, 200]}"
               @out.puts "#{crashed} (log: #{log})"
             end
             on_cell.call(cell)
