@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Compares Rack servers serving bench/hello.ru, one at a time, each with 2
+# Compares Rack servers serving bench/apps/hello.ru, one at a time, each with 2
 # single-threaded workers on a unix socket under /tmp (or 127.0.0.1 with
 # --tcp), loaded by Oribi::Loadgen in two modes: keep-alive and a new
 # connection per request (connect time counted in the latency).
@@ -24,7 +24,7 @@ require "tmpdir"
 module Bench
   class Compare
     ROOT = File.expand_path("..", __dir__)
-    APP = File.join(ROOT, "bench", "hello.ru")
+    APP = File.join(ROOT, "bench", "apps", "hello.ru")
     BOOT_TIMEOUT = 30 # seconds for a server to answer its first requests
     STOP_TIMEOUT = 10 # seconds after TERM before KILL
     MODES = { "keep-alive" => true, "close" => false }.freeze

@@ -15,6 +15,7 @@
 #define CONN_BUF_INITIAL 8192
 #define CONN_BUF_KEEP    65536 /* larger buffers are freed when a conn is recycled */
 #define ACCEPT_PAUSE_MS  100   /* after EMFILE/ENFILE */
+#define ACCEPT_SHARE_MS  1     /* after taking a connection while holding others */
 
 /* epoll data for non-conn fds: a conn pointer is always even-aligned, so
  * small integers cannot collide with one. */
@@ -538,8 +539,19 @@ static int accept_one(struct oribi_loop *loop, int li)
     c->seen_us = oribi_mono_us();
     timer_arm(loop, c, TIMER_HEAD);
     conn_read(loop, c);
-    if (loop->nconns >= loop->opt.max_connections)
+    if (loop->nconns >= loop->opt.max_connections) {
         set_accepting(loop, 0);
+    } else if (loop->timers[TIMER_IDLE][0]) {
+        /* Holding idle keep-alive connections already: stand aside for a
+         * moment, so that a burst of keep-alive clients spreads over the
+         * workers. Wakeups on an EPOLLEXCLUSIVE listener favour the worker
+         * that is running, which would otherwise take them all and leave
+         * the others idle for as long as the clients stay. A worker alone
+         * waits at most ACCEPT_SHARE_MS more per connection it adds; one
+         * serving a connection per request never pauses. */
+        set_accepting(loop, 0);
+        loop->accept_resume_at = loop->now + ACCEPT_SHARE_MS;
+    }
     return 0;
 }
 

@@ -83,7 +83,7 @@ module Oribi
     def serve_each
       while (env = @engine.next_request)
         @served += 1
-        retire if @served == @limit # before the response, so that it says connection: close
+        retire if @limit && @served == @limit # before the response, so that it says connection: close
         serve(env)
         title if (@served % TITLE_EVERY).zero?
       end
@@ -98,7 +98,7 @@ module Oribi
       pool = Array.new(@threads) { Thread.new { serve_queue(queue) } }
       while (env = @engine.next_request)
         @served += 1
-        retire if @served == @limit
+        retire if @limit && @served == @limit
         queue << env
         title if (@served % TITLE_EVERY).zero?
       end

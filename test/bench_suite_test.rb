@@ -1,0 +1,43 @@
+# frozen_string_literal: true
+
+require "minitest/autorun"
+require "open3"
+require "rbconfig"
+require "tmpdir"
+require "timeout"
+
+# bench/suite.rb's machinery without the peers (no bench/Gemfile): Oribi
+# and the minimal C server (compiled by the suite) on hello world, both
+# sockets and both modes, a table row for each with requests counted and no
+# errors, the goals against the ceiling, and an SVG plot.
+class BenchSuiteTest < Minitest::Test
+  ROOT = File.expand_path("..", __dir__)
+
+  def test_suite_runs_oribi_and_the_minimal_server
+    Dir.mktmpdir("suite-test-") do |dir|
+      svg = File.join(dir, "plot.svg")
+      md = File.join(dir, "BENCH.md")
+      argv = [RbConfig.ruby, File.join(ROOT, "bench", "suite.rb"), "--servers", "oribi,minimal",
+              "--workloads", "hello", "--transports", "unix,tcp", "--duration", "0.5",
+              "--warmup", "0", "--connections", "8", "--no-allocs", "--out", md, "--svg", svg]
+      out, status = Timeout.timeout(60) { Open3.capture2e(*argv, chdir: ROOT) }
+      assert status.success?, out
+      assert_match(/about \d+ min \d+ s/, out) # the estimate, printed first
+      report = File.read(md)
+      rows = report.lines.grep(/^\| (unix|tcp) \|/)
+      %w[unix tcp].product(%w[keep-alive close], %w[oribi minimal]).each do |t, m, s|
+        row = rows.find { |l| l.start_with?("| #{t} | #{m} | #{s == 'oribi' ? '**oribi**' : s} |") }
+        assert row, "no row for #{t} #{m} #{s} in:\n#{report}"
+        cols = row.split("|").map(&:strip)
+        assert_operator cols[4].delete(",").to_i, :>, 0, row # req/s
+        assert_equal "0", cols[9], row # errors
+      end
+      assert_match(/^\| unix, connection per request: oribi \/ minimal C \| \d+\.\d\d \|/, report)
+      assert_match(/Machine: .+ CPUs/, report)
+      plot = File.read(svg)
+      assert plot.start_with?("<svg"), plot[0, 100]
+      assert_includes plot, "hello · unix · keep-alive"
+      assert_operator plot.scan("<rect").size, :>, 8 # background and one bar per server and cell
+    end
+  end
+end
