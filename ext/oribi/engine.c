@@ -214,6 +214,8 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     if (o.max_connections < 1)
         rb_raise(rb_eArgError, "max_connections must be at least 1");
     e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0);
+    VALUE multiprocess = RTEST(rb_hash_lookup(opts, ID2SYM(rb_intern("multiprocess")))) ? Qtrue : Qfalse;
+    o.share_accepts = RTEST(multiprocess);
     VALUE tmpdir = rb_hash_lookup2(opts, ID2SYM(rb_intern("tmpdir")), Qnil);
     e->tmpdir = rb_obj_freeze(rb_str_new_cstr(NIL_P(tmpdir) ? (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp")
                                                            : StringValueCStr(tmpdir)));
@@ -227,7 +229,6 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     if (oribi_loop_init(&e->loop, &o, ls, (int)n) < 0)
         rb_sys_fail("oribi loop");
     e->ready = 1;
-    VALUE multiprocess = RTEST(rb_hash_lookup(opts, ID2SYM(rb_intern("multiprocess")))) ? Qtrue : Qfalse;
     e->slots = ZALLOC_N(struct oribi_slot, threads);
     for (int i = 0; i < threads; i++) {
         slot_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse);

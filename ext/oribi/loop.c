@@ -541,14 +541,14 @@ static int accept_one(struct oribi_loop *loop, int li)
     conn_read(loop, c);
     if (loop->nconns >= loop->opt.max_connections) {
         set_accepting(loop, 0);
-    } else if (loop->timers[TIMER_IDLE][0]) {
+    } else if (loop->opt.share_accepts && loop->timers[TIMER_IDLE][0]) {
         /* Holding idle keep-alive connections already: stand aside for a
          * moment, so that a burst of keep-alive clients spreads over the
          * workers. Wakeups on an EPOLLEXCLUSIVE listener favour the worker
          * that is running, which would otherwise take them all and leave
          * the others idle for as long as the clients stay. A worker alone
-         * waits at most ACCEPT_SHARE_MS more per connection it adds; one
-         * serving a connection per request never pauses. */
+         * never pauses (share_accepts: other workers exist), nor one
+         * serving a connection per request. */
         set_accepting(loop, 0);
         loop->accept_resume_at = loop->now + ACCEPT_SHARE_MS;
     }

@@ -42,6 +42,7 @@ struct oribi_options {
     int64_t max_body;          /* 0: no limit */
     size_t body_buffer;        /* bodies above this spill to a tmpfile */
     unsigned max_connections;
+    int share_accepts;         /* other workers take from the same listeners */
     const char *tmpdir;
 };
 
