@@ -81,11 +81,15 @@ class TuneTest < Minitest::Test
     assert_operator recommended(run)[:throughput], :>=, 1.5 * one, run[:out]
   end
 
-  # Threads are recommended for the IO-bound app and not for the CPU-bound
-  # one: more threads, or more workers × threads. Needs threads per worker
-  # (skipped without: 1×4 then behaves as 1×1 and the sweep tells workers
-  # apart only, asserted above). For the CPU-bound app 2×1 and 2×4 are
-  # equal but for noise, and equal ones go to the fewer threads.
+  # Threads are recommended for the IO-bound app, and it gains far more from
+  # them than the CPU-bound one. Needs threads per worker (skipped without:
+  # 1×4 then behaves as 1×1 and the sweep tells workers apart only,
+  # asserted above). The CPU-bound app may still gain somewhat from threads
+  # under an open-loop load: with one thread, a keep-alive connection waits
+  # for its own busy worker while the other may be idle (measured: 2×4
+  # about 1.5× 2×1 on this box), so its recommendation can be 2×4 too; the
+  # direction shows in the gain and in the recommendation never having
+  # fewer threads for the IO-bound app.
   def test_io_bound_gets_more_threads_than_cpu_bound
     io = tune("io_bound.ru")
     cpu = tune("cpu_bound.ru")
@@ -93,8 +97,9 @@ class TuneTest < Minitest::Test
 
     assert_operator setting(io, 1, 4)[:throughput], :>=, 2 * setting(io, 1, 1)[:throughput], io[:out]
     assert_equal 4, recommended(io)[:threads], io[:out]
-    assert recommended(io)[:threads] > recommended(cpu)[:threads] || concurrency(recommended(io)) > concurrency(recommended(cpu)),
-           "IO-bound:\n#{io[:out]}\nCPU-bound:\n#{cpu[:out]}"
+    assert_operator recommended(io)[:threads], :>=, recommended(cpu)[:threads]
+    gain = ->(run) { setting(run, 2, 4)[:throughput] / setting(run, 2, 1)[:throughput] }
+    assert_operator gain.(io), :>, 1.5 * gain.(cpu), "IO-bound:\n#{io[:out]}\nCPU-bound:\n#{cpu[:out]}"
   end
 
   # A CPU-bound app: each request costs its 3 ms of CPU, and a worker
