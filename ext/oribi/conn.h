@@ -35,6 +35,7 @@ struct oribi_conn {
     unsigned may_read : 1;   /* the last read filled the buffer, or an edge came in since */
     unsigned close_after : 1;/* close once the current response is out */
     unsigned buf_moved : 1;  /* buffer reallocated since the head was parsed */
+    unsigned peer_hup : 1;   /* EPOLLRDHUP/HUP seen: read on until EOF, no edge will come again */
 
     char *buf;
     size_t len, cap;
