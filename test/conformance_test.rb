@@ -1,9 +1,11 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require_relative "support/corpus"
 
-# Replays test/corpus/requests.txt (raw requests with the expected reaction)
-# through real sockets, TCP and unix, three ways:
+# Replays test/corpus/requests.txt (raw requests with the expected reaction;
+# the format is in support/corpus.rb) through real sockets, TCP and unix,
+# three ways:
 #   alone       one case per connection;
 #   after       a valid GET first, then the case, in one write: the GET gets
 #               exactly its 200 and the case its own reaction;
@@ -19,37 +21,7 @@ class ConformanceTest < Minitest::Test
   include SharedServer
   server "echo.ru", "--max-body", "1048576"
 
-  Case = Struct.new(:name, :expect, :bodies, :request)
-
-  def self.unescape(line)
-    line.gsub(/\\(x[0-9a-fA-F]{2}|[rnt0\\])/) do
-      esc = Regexp.last_match(1)
-      case esc
-      when "r" then "\r"
-      when "n" then "\n"
-      when "t" then "\t"
-      when "0" then "\0"
-      when "\\" then "\\"
-      else esc[1..].to_i(16).chr
-      end
-    end
-  end
-
-  # "### name: description", "expect: STATUS... [close]" or "expect:
-  # timeout", an optional "bodies: N..." (body bytes the app must see, one
-  # per 200), then the request, escaped, on as many lines as it takes.
-  def self.load_corpus(path)
-    File.read(path).split(/^### /).drop(1).map do |block|
-      lines = block.lines.map(&:chomp)
-      name = lines.shift[/\A[^:]+/]
-      expect = lines.shift.delete_prefix("expect: ").split
-      bodies = lines.first.start_with?("bodies: ") ? lines.shift.delete_prefix("bodies: ").split.map(&:to_i) : nil
-      request = lines.map { |l| unescape(l) }.join.b
-      Case.new(name, expect, bodies, request)
-    end
-  end
-
-  CASES = load_corpus(File.join(__dir__, "corpus/requests.txt"))
+  CASES = Corpus::CASES
   FIRST = "GET /first HTTP/1.1\r\nHost: a\r\n\r\n"
   FOLLOW = "GET /follow-up HTTP/1.1\r\nHost: a\r\n\r\n"
 
