@@ -8,18 +8,14 @@
 module Corpus
   Case = Struct.new(:name, :expect, :bodies, :request)
 
-  def self.unescape(line)
-    line.gsub(/\\(x[0-9a-fA-F]{2}|[rnt0\\])/) do
-      esc = Regexp.last_match(1)
-      case esc
-      when "r" then "\r"
-      when "n" then "\n"
-      when "t" then "\t"
-      when "0" then "\0"
-      when "\\" then "\\"
-      else esc[1..].to_i(16).chr
+  def self.unescape(text)
+    text.gsub(/\\(?:x(\h\h)|(.))/m) do
+      next Regexp.last_match(1).hex.chr if Regexp.last_match(1)
+
+      { "r" => "\r", "n" => "\n", "t" => "\t", "0" => "\0", "\\" => "\\" }.fetch(Regexp.last_match(2)) do
+        raise ArgumentError, "unknown escape \\#{Regexp.last_match(2)}"
       end
-    end
+    end.b
   end
 
   def self.load(path = File.expand_path("../corpus/requests.txt", __dir__))
