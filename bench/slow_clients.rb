@@ -160,15 +160,20 @@ module SlowClients
       p.on("--duration SEC", Float, "the normal client's run (default 4)") { |v| o[:duration] = v }
       p.on("--timeout SEC", Float, "the server's header and body timeouts (default 5)") { |v| o[:timeout] = v }
     end.parse!(argv)
+    # client side: one fd per connection; server side: body tricklers also
+    # hold a tmpfile (their declared body is over body_buffer)
     need = o[:trickle] + o[:idle] + 300
-    Process.setrlimit(:NOFILE, [need, Process.getrlimit(:NOFILE)[1]].min)
+    server_fds = need + o[:trickle]
+    hard = Process.getrlimit(:NOFILE)[1]
+    Process.setrlimit(:NOFILE, [need, hard].min, hard)
 
     dir = Dir.mktmpdir("oribi-slow")
     port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
     pid = Process.spawn(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", "1", "-E", "production",
                         "-b", "tcp://127.0.0.1:#{port}", "--max-connections", need.to_s,
                         "--header-timeout", o[:timeout].to_s, "--body-timeout", o[:timeout].to_s,
-                        File.join(ROOT, "bench/hello.ru"), %i[out err] => File.join(dir, "log"), pgroup: true)
+                        "--keepalive-timeout", "600", File.join(ROOT, "bench/hello.ru"),
+                        %i[out err] => File.join(dir, "log"), pgroup: true, rlimit_nofile: [[server_fds, hard].min, hard])
     begin
       TCPSocket.new("127.0.0.1", port).close
     rescue Errno::ECONNREFUSED

@@ -20,29 +20,38 @@ class SlowClientsTest < Minitest::Test
     soft, hard = Process.getrlimit(:NOFILE)
     need = TRICKLE + IDLE + 300
     skip "needs #{need} fds, the hard limit is #{hard}" if hard < need
-    Process.setrlimit(:NOFILE, [need, hard].min) if soft < need
+    Process.setrlimit(:NOFILE, need, hard) if soft < need # the hard limit stays
+    # the server also holds a tmpfile per body trickler
     @server = ServerProcess.new(File.join(ROOT, "bench/hello.ru"), "--max-connections", "4096",
                                 "--header-timeout", TIMEOUT.to_s, "--body-timeout", TIMEOUT.to_s,
-                                workers: 1, unix: false, spawn: { rlimit_nofile: 4096 })
+                                workers: 1, unix: false, spawn: { rlimit_nofile: [[need + TRICKLE, hard].min, hard] })
   end
 
   def teardown
     @server&.stop
   end
 
-  def scenario
+  def scenario(trickle: TRICKLE, idle: IDLE)
     Timeout.timeout(60) do
-      SlowClients.run({ host: "127.0.0.1", port: @server.port }, trickle: TRICKLE, idle: IDLE,
+      SlowClients.run({ host: "127.0.0.1", port: @server.port }, trickle: trickle, idle: idle,
                                                                 rate: RATE, duration: DURATION, timeout: TIMEOUT)
     end
   end
+
+  def p99(r) = r[:load][:latency][:p99].to_i
 
   def test_slow_clients_do_not_hold_up_a_normal_client
     worker = @server.worker_pids
     r = scenario
     # The machine is shared: one rerun when the tail missed the mark (a
-    # server that stalls behind slow clients misses it both times).
-    r = scenario if r[:load][:latency][:p99].to_i >= 100_000
+    # server that stalls behind slow clients misses it both times), and a
+    # visible skip when the normal client alone misses it too: then the
+    # machine, not the server, is what was measured.
+    r = scenario if p99(r) >= 100_000
+    if p99(r) >= 100_000 && p99(baseline = scenario(trickle: 0, idle: 0)) >= 100_000
+      skip "machine too loaded to measure: p99 #{p99(baseline) / 1000} ms without any slow client " \
+           "(#{p99(r) / 1000} ms with them)"
+    end
     report = SlowClients.report(r, TIMEOUT)
     load = r[:load]
     assert_equal 0, load[:errors].values.sum, report
