@@ -104,7 +104,8 @@ class ResourceLimitsTest < Minitest::Test
         s.close
       end
       growth = server.rss_kib - rss
-      assert_operator growth, :<, 16 * 1024, "RSS grew #{growth} KiB"
+      # ASan's quarantine keeps freed memory: RSS says nothing there
+      assert_operator growth, :<, 16 * 1024, "RSS grew #{growth} KiB" unless ENV["ORIBI_SANITIZE"]
       assert_equal 200, HTTPClient.request(server.tcp, "/").status
     end
   end
