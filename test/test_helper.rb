@@ -5,6 +5,7 @@ require "minitest/autorun"
 require "socket"
 require "tmpdir"
 require "timeout"
+require "etc"
 require "oribi"
 
 ROOT = File.expand_path("..", __dir__)
@@ -15,7 +16,8 @@ APPS = File.join(__dir__, "apps")
 class ServerProcess
   attr_reader :port, :sock, :pid, :log_path
 
-  def initialize(app, *args, workers: 0, tcp: true, unix: true, env: {}, sock: nil)
+  # spawn: extra Process.spawn options, e.g. rlimit_nofile: 64
+  def initialize(app, *args, workers: 0, tcp: true, unix: true, env: {}, sock: nil, spawn: {})
     @dir = Dir.mktmpdir("oribi-test")
     @sock = sock || File.join(@dir, "s.sock")
     @log_path = File.join(@dir, "log")
@@ -25,7 +27,7 @@ class ServerProcess
     binds += ["-b", "unix://#{@sock}"] if unix
     app = File.join(APPS, app) unless app.start_with?("/")
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), *(["-w", workers.to_s] if workers), *binds, *args, app]
-    @pid = Process.spawn(env, *cmd, %i[out err] => @log_path, pgroup: true)
+    @pid = Process.spawn(env, *cmd, %i[out err] => @log_path, pgroup: true, **spawn)
     begin
       wait_ready
     rescue StandardError
@@ -56,6 +58,16 @@ class ServerProcess
     rescue SystemCallError
       nil
     end.sort
+  end
+
+  # VmRSS in KiB and the open fds of a process of this server
+  def rss_kib(pid = @pid) = File.read("/proc/#{pid}/status")[/^VmRSS:\s+(\d+)/, 1].to_i
+  def fd_count(pid = @pid) = Dir.children("/proc/#{pid}/fd").size
+
+  # CPU seconds (user + system) a process of this server has used
+  def cpu_seconds(pid = @pid)
+    f = File.read("/proc/#{pid}/stat").sub(/\A.*\) /, "").split
+    (f[11].to_i + f[12].to_i) / Etc.sysconf(Etc::SC_CLK_TCK).to_f
   end
 
   def tcp = TCPSocket.new("127.0.0.1", @port)

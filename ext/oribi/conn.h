@@ -38,6 +38,7 @@ struct oribi_conn {
      * writes the others (threads > 1). */
     unsigned char may_read;  /* the last read filled the buffer, or an edge came in since */
     uint32_t app_events;     /* epoll events that came while the app had the conn */
+    unsigned char peer_hup;  /* EPOLLRDHUP/HUP seen: read on until EOF, no edge will come again */
 
     char *buf;
     size_t len, cap;

@@ -135,7 +135,7 @@ static struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->fd = fd;
     c->gen++;
     c->state = CONN_HEAD;
-    c->in_epoll = c->may_read = c->close_after = c->buf_moved = 0;
+    c->in_epoll = c->may_read = c->close_after = c->buf_moved = c->peer_hup = 0;
     c->len = c->last_len = c->head_len = c->rest_off = 0;
     c->body_fd = -1;
     c->wlen = c->woff = 0;
@@ -373,7 +373,12 @@ static void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
             if (!c->seen_us && c->state == CONN_HEAD && c->len == 0)
                 c->seen_us = oribi_mono_us(); /* the first byte of a next request */
             c->len += (size_t)n;
-            c->may_read = (size_t)n == space;
+            /* A short read usually means the socket is drained, but when
+             * the peer's FIN came in the same edge the EOF is still
+             * unread, and edge-triggered epoll reports it only once: a
+             * client that aborts mid-body would hold its fd (and its
+             * tmpfile) until the body timeout. */
+            c->may_read = (size_t)n == space || c->peer_hup;
             conn_process(loop, c);
         } else if (n == 0) {
             /* EOF: an idle or partial request just ends; a half-sent body is
@@ -465,6 +470,8 @@ void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepal
          * edges: act on them now, none may come again. */
         if (c->app_events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
             c->may_read = 1;
+        if (c->app_events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+            c->peer_hup = 1;
         if ((c->app_events & EPOLLOUT) && c->wlen > c->woff && oribi_conn_flush(c) < 0) {
             conn_close(loop, c);
             return;
@@ -661,6 +668,8 @@ static void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_
     }
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         c->may_read = 1;
+        if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+            c->peer_hup = 1;
         conn_read(loop, c);
     }
 }

@@ -376,7 +376,11 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     minor = version[7] == '0' ? 0 : 1;
     req->minor_version = minor;
 
-    /* request-target forms (RFC 9112 3.2); method names are case-sensitive */
+    /* request-target forms (RFC 9112 3.2); method names are case-sensitive.
+     * None has a fragment: a '#' is refused here rather than passed on
+     * for the app to trip over. */
+    if (memchr(req->target, '#', req->target_len))
+        FAIL(400);
     req->path = req->target;
     req->path_len = req->target_len;
     if (req->method_len == 7 && memcmp(req->method, "CONNECT", 7) == 0) {
