@@ -296,17 +296,22 @@ static void score_done(struct engine *e, struct oribi_slot *s)
     if (!sc)
         return;
     oribi_score_done(sc);
+    /* A hijacked request's conn is the app's (and recycled): not counted. */
     struct oribi_slot *oldest = NULL;
+    struct oribi_conn *oc = NULL;
     for (int i = 0; e->busy > 1 && i < e->nslots; i++) {
         struct oribi_slot *o = &e->slots[i];
-        if (o != s && o->phase != PHASE_NONE && o->c && (!oldest || o->started_ms < oldest->started_ms))
+        struct oribi_conn *c = o != s ? oribi_slot_conn(o) : NULL;
+        if (c && (!oldest || o->started_ms < oldest->started_ms)) {
             oldest = o;
+            oc = c;
+        }
     }
     if (!oldest)
         oribi_score_idle(sc);
     else if (oldest->started_ms != sc->busy_since_ms)
-        oribi_score_busy(sc, oldest->c->req.method, oldest->c->req.method_len, oldest->c->req.target,
-                         oldest->c->req.target_len, oldest->started_ms);
+        oribi_score_busy(sc, oc->req.method, oc->req.method_len, oc->req.target, oc->req.target_len,
+                         oldest->started_ms);
 }
 
 static VALUE start_request(struct engine *e, struct oribi_slot *s, struct oribi_conn *c)
