@@ -172,7 +172,7 @@ module SlowClients
     pid = Process.spawn(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", "1", "-E", "production",
                         "-b", "tcp://127.0.0.1:#{port}", "--max-connections", need.to_s,
                         "--header-timeout", o[:timeout].to_s, "--body-timeout", o[:timeout].to_s,
-                        "--keepalive-timeout", "600", File.join(ROOT, "bench/hello.ru"),
+                        "--keepalive-timeout", "600", File.join(ROOT, "bench/apps/hello.ru"),
                         %i[out err] => File.join(dir, "log"), pgroup: true, rlimit_nofile: [[server_fds, hard].min, hard])
     begin
       TCPSocket.new("127.0.0.1", port).close

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Soak: runs an Oribi server (bench/soak.ru) under mixed load for a while and
+# Soak: runs an Oribi server (bench/apps/soak.ru) under mixed load for a while and
 # watches its workers for memory growth and fd leaks.
 #
 # Load, paced to --rate requests per second in all: keep-alive clients
@@ -192,7 +192,7 @@ module Soak
       @port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
       cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", workers.to_s, "-E", "production",
              "-b", "tcp://127.0.0.1:#{@port}", "-b", "unix://#{@sock}", "--max-body", "4000000",
-             File.join(ROOT, "bench/soak.ru")]
+             File.join(ROOT, "bench/apps/soak.ru")]
       @pid = Process.spawn(*cmd, %i[out err] => File.join(@dir, "server.log"), pgroup: true)
       deadline = Time.now + 30
       begin

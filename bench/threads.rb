@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 # Workers x threads, Oribi and Puma side by side: an IO-bound app
-# (bench/sleep.ru, 10 ms per request: the ideal is workers x threads x 100
-# req/s) at 1x1, 1x4, 2x4, 2x8, and a CPU-bound app (bench/cpu.ru, ~2 ms of
+# (bench/apps/sleep.ru, 10 ms per request: the ideal is workers x threads x 100
+# req/s) at 1x1, 1x4, 2x4, 2x8, and a CPU-bound app (bench/apps/cpu.ru, ~2 ms of
 # Ruby per request) at 2x1 and 2x4, where threads should cost nothing.
 #
 #   bundle exec rake compile
@@ -38,7 +38,7 @@ module Bench
 
     def command(name, addr)
       app, workers, threads = @setting
-      path = File.join(ROOT, "bench", app)
+      path = File.join(ROOT, "bench", "apps", app)
       case name
       when "puma" then %W[bundle exec puma -e production -w #{workers} -t #{threads}:#{threads} -b #{addr[:uri]} #{path}]
       when "oribi" then %W[bundle exec ruby #{File.join(@o.oribi_root, 'exe', 'oribi')} -w #{workers} -t #{threads} -b #{addr[:uri]} #{path}]

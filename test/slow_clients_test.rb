@@ -22,7 +22,7 @@ class SlowClientsTest < Minitest::Test
     skip "needs #{need} fds, the hard limit is #{hard}" if hard < need
     Process.setrlimit(:NOFILE, need, hard) if soft < need # the hard limit stays
     # the server also holds a tmpfile per body trickler
-    @server = ServerProcess.new(File.join(ROOT, "bench/hello.ru"), "--max-connections", "4096",
+    @server = ServerProcess.new(File.join(ROOT, "bench/apps/hello.ru"), "--max-connections", "4096",
                                 "--header-timeout", TIMEOUT.to_s, "--body-timeout", TIMEOUT.to_s,
                                 workers: 1, unix: false, spawn: { rlimit_nofile: [[need + TRICKLE, hard].min, hard] })
   end
