@@ -419,7 +419,9 @@ class LoadgenTest < Minitest::Test
       r = run_load(s.target, duration: 0.4, warmup: 0.4, connections: 2)
       assert_in_delta 0.4, r[:elapsed], 0.05
       assert_operator r[:requests], :>, 0
-      assert_operator served.size, :>, r[:requests] * 1.5, "the warm-up's responses are left out"
+      # counted, they would make served ≈ requests; left out, ≈ 2× (the
+      # warm-up lasts as long), less the warm-up's slower start
+      assert_operator served.size, :>, r[:requests] * 1.25, "the warm-up's responses are left out"
     end
   end
 

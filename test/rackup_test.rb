@@ -55,6 +55,8 @@ class RackupTest < Minitest::Test
       [RbConfig.ruby, Gem.bin_path("rackup", "rackup"), "-s", "oribi", "-O", "Workers=1",
        "-O", "Bind=tcp://127.0.0.1:#{port},unix://#{sock}", "config.ru"]
     end
+    # the TCP port answers (the kernel queues) before the unix socket is bound
+    assert wait_until(timeout: 10) { File.socket?(sock) }, "no unix socket"
     assert_equal 200, HTTPClient.request(UNIXSocket.new(sock), "/").status
     assert_stops(srv)
     refute File.exist?(sock), "the socket file is removed on exit"

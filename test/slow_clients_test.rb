@@ -41,6 +41,7 @@ class SlowClientsTest < Minitest::Test
   def p99(r) = r[:load][:latency][:p99].to_i
 
   def test_slow_clients_do_not_hold_up_a_normal_client
+    assert wait_until(timeout: 10) { @server.worker_pids.any? }, "no worker" # forked after the master listens
     worker = @server.worker_pids
     r = scenario
     # The machine is shared: one rerun when the tail missed the mark (a
