@@ -115,7 +115,7 @@ class ControlTest < Minitest::Test
     assert_equal after["2.5"], last["2.5"]
     assert_equal after["5"] + 1, last["5"]
     assert_equal 2, stats["queue_time"]["from_header"]
-    assert_operator stats["queue_time"]["sum"], :>=, 3.3
+    assert_operator stats["queue_time"]["sum"], :>=, 3.29 # both stamps rounded to the ms
   end
 
   def test_x_request_start_forms
