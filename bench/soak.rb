@@ -24,6 +24,7 @@ require "optparse"
 require "socket"
 require "tmpdir"
 require "rbconfig"
+require_relative "../lib/oribi/tune/resources"
 
 module Soak
   ROOT = File.expand_path("..", __dir__)
@@ -206,14 +207,7 @@ module Soak
       sleep 0.05 until workers.zero? || worker_pids.size == workers
     end
 
-    def worker_pids
-      Dir.glob("/proc/[0-9]*/stat").filter_map do |f|
-        fields = File.read(f).sub(/\A.*\) /, "").split
-        File.basename(File.dirname(f)).to_i if fields[1].to_i == @pid && fields[0] != "Z"
-      rescue SystemCallError
-        nil
-      end.sort
-    end
+    def worker_pids = Oribi::Tune::Resources.children(@pid)
 
     def stop
       Process.kill(:TERM, @pid)

@@ -6,6 +6,7 @@ require "socket"
 require "tmpdir"
 require "timeout"
 require "etc"
+require "oribi/tune/resources"
 require "oribi"
 
 ROOT = File.expand_path("..", __dir__)
@@ -51,14 +52,7 @@ class ServerProcess
   end
 
   # pids of the master's live children (the workers)
-  def worker_pids
-    Dir.glob("/proc/[0-9]*/stat").filter_map do |f|
-      fields = File.read(f).sub(/\A.*\) /, "").split
-      File.basename(File.dirname(f)).to_i if fields[1].to_i == @pid && fields[0] != "Z"
-    rescue SystemCallError
-      nil
-    end.sort
-  end
+  def worker_pids = Oribi::Tune::Resources.children(@pid)
 
   # VmRSS in KiB and the open fds of a process of this server
   def rss_kib(pid = @pid) = File.read("/proc/#{pid}/status")[/^VmRSS:\s+(\d+)/, 1].to_i
