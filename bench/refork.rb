@@ -14,6 +14,7 @@
 # share them: the sum of Pss is the memory the server really takes.
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "oribi"
+require "oribi/tune/resources"
 require "fileutils"
 require "json"
 require "optparse"
@@ -82,7 +83,7 @@ module Bench
       mem = procs.map { |w| [w, smaps(w["pid"])] }
       master = smaps(pid)
       total_pss = mem.sum { |_, m| m[:pss] } + master[:pss]
-      puts format("%-22s PSS of workers, mold and master: %.1f MB", label, total_pss / 1024.0)
+      puts format("%-22s PSS of workers, mold and master: %s MB", label, mb(total_pss))
       rows = mem.map do |w, m|
         role = w["mold"] ? "mold" : "worker[#{w['index']}]"
         "| #{label} | #{role} | #{w['generation']} | #{w['served']} | #{mb(m[:rss])} | #{mb(m[:pss])} |"
@@ -96,12 +97,9 @@ module Bench
       end
     end
 
-    def mb(kb) = format("%.1f", kb / 1024.0)
+    def mb(bytes) = format("%.1f", bytes / 1048576.0)
 
-    def smaps(pid)
-      text = File.read("/proc/#{pid}/smaps_rollup")
-      { rss: text[/^Rss:\s+(\d+)/, 1].to_i, pss: text[/^Pss:\s+(\d+)/, 1].to_i }
-    end
+    def smaps(pid) = Oribi::Tune::Resources.memory(pid) || raise("process #{pid} is gone")
 
     def stats(control)
       s = UNIXSocket.new(control)

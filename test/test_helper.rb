@@ -59,10 +59,7 @@ class ServerProcess
   def fd_count(pid = @pid) = Dir.children("/proc/#{pid}/fd").size
 
   # CPU seconds (user + system) a process of this server has used
-  def cpu_seconds(pid = @pid)
-    f = File.read("/proc/#{pid}/stat").sub(/\A.*\) /, "").split
-    (f[11].to_i + f[12].to_i) / Etc.sysconf(Etc::SC_CLK_TCK).to_f
-  end
+  def cpu_seconds(pid = @pid) = Oribi::Tune::Resources.cpu_seconds([pid])
 
   def tcp = TCPSocket.new("127.0.0.1", @port)
 
