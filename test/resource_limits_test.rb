@@ -113,7 +113,7 @@ class ResourceLimitsTest < Minitest::Test
   # A client that sends part of a spilled body and closes: its socket and
   # tmpfile are freed, at the latest by the body timeout (1 s here). Most
   # are freed at once (the loop reads on to the EOF that came with the last
-  # bytes); a rare one still waits for the timeout (docs/HARDENING.md).
+  # bytes; docs/HARDENING.md).
   def test_aborted_bodies_free_their_fds
     with_server("--body-timeout", "1") do |server|
       # sockets and (deleted) tmpfiles only: Ruby opens its own timer
