@@ -14,6 +14,7 @@
 # servers and the load generator, so keep the load modest and compare ratios,
 # not absolute numbers.
 require_relative "loadgen"
+require_relative "pin"
 require "etc"
 require "fileutils"
 require "json"
@@ -28,12 +29,6 @@ module Bench
     BOOT_TIMEOUT = 30 # seconds for a server to answer its first requests
     STOP_TIMEOUT = 10 # seconds after TERM before KILL
     MODES = { "keep-alive" => true, "close" => false }.freeze
-    # --pin: servers on the first CPU, the load generator on the others, so
-    # that a server's own cost decides its throughput (as when the client is
-    # another machine) instead of the two fighting over both cores.
-    SERVER_CPUS = "0"
-    LOADGEN_CPUS = "1-#{Etc.nprocessors - 1}"
-
     Options = Struct.new(:duration, :warmup, :threads, :connections, :timeout, :tcp,
                          :servers, :oribi_root, :json, :pin, keyword_init: true)
 
@@ -47,7 +42,7 @@ module Bench
       puts "loadgen: #{@o.threads} threads, #{@o.connections} connections, " \
            "#{@o.duration}s per mode (+#{@o.warmup}s warm-up), " \
            "#{@o.tcp ? 'TCP 127.0.0.1' : 'unix socket'}" \
-           "#{@o.pin ? ", servers on CPU #{SERVER_CPUS}, loadgen on CPU #{LOADGEN_CPUS}" : ''}"
+           "#{@o.pin ? ", servers on CPU #{@o.pin[0]}, loadgen on CPU #{@o.pin[1]}" : ''}"
       interrupted = false
       begin
         @o.servers.each { |name| bench_server(name) }
@@ -111,7 +106,7 @@ module Bench
       chdir = name == "oribi" ? @o.oribi_root : ROOT
       env = { "RACK_ENV" => "production" }
       env["BUNDLE_GEMFILE"] = File.join(chdir, "Gemfile")
-      argv = ["taskset", "-c", SERVER_CPUS, *argv] if @o.pin
+      argv = Pin.argv(@o.pin&.first, argv)
       pid = Process.spawn(env, *argv, chdir: chdir, pgroup: true, in: File::NULL,
                                       out: log, err: log)
       begin
@@ -289,14 +284,9 @@ module Bench
         o.oribi_root = File.expand_path(v)
       end
       p.on("--json FILE", "also write the raw results") { |v| o.json = v }
-      p.on("--pin", "servers on CPU 0, the load generator on the others (needs 2+ CPUs)") { o.pin = true }
+      p.on("--pin", "servers on half the CPUs, the load generator on the rest (bench/pin.rb)") { o.pin = true }
     end.parse!(argv)
-    if o.pin && !ENV["ORIBI_BENCH_PINNED"]
-      abort "--pin needs at least 2 CPUs" if Etc.nprocessors < 2
-      # the load generator's threads inherit this process's CPU set
-      exec({ "ORIBI_BENCH_PINNED" => "1" }, "taskset", "-c", Compare::LOADGEN_CPUS,
-           RbConfig.ruby, __FILE__, *original)
-    end
+    o.pin = Pin.reexec!(__FILE__, original) || abort("--pin needs at least 2 CPUs and taskset") if o.pin
     Compare.new(o).run
   end
 end

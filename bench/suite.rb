@@ -30,7 +30,7 @@ module Bench
       modes: MODES, duration: 2.0, warmup: 0.5, repeat: 1, workers: 2, threads: 2,
       connections: 50, timeout: 10.0, allocs: true, alloc_requests: 2000,
       out: File.join(ROOT, "BENCHMARKS.md"), svg: File.join(ROOT, "bench", "results.svg"),
-      json: nil, provisional: nil
+      json: nil, provisional: nil, pin: true
     }.freeze
 
     def self.parse(argv)
@@ -50,6 +50,7 @@ module Bench
         p.on("--repeat N", Integer, "runs per cell; the median is reported (1)") { |v| o[:repeat] = v }
         p.on("--connections N", Integer, "load generator connections (50)") { |v| o[:connections] = v }
         p.on("--threads N", Integer, "load generator threads (2)") { |v| o[:threads] = v }
+        p.on("--[no-]pin", "servers on half the CPUs, the load generator on the rest (on)") { |v| o[:pin] = v }
         p.on("--[no-]allocs", "objects and syscalls per request phase (on)") { |v| o[:allocs] = v }
         p.on("--out FILE", "markdown report (BENCHMARKS.md); - for stdout only") { |v| o[:out] = v }
         p.on("--svg FILE", "the plot (bench/results.svg)") { |v| o[:svg] = v }
@@ -64,7 +65,13 @@ module Bench
     end
 
     def self.main(argv)
+      original = argv.dup
       o = parse(argv)
+      if o[:pin]
+        o[:server_cpus], o[:loadgen_cpus] = Pin.reexec!(File.expand_path(__FILE__), original)
+        o[:pin] = !o[:server_cpus].nil?
+        puts "one CPU or no taskset: servers and load generator share the CPUs" unless o[:pin]
+      end
       Dir.mktmpdir("oribi-suite-", "/tmp") do |tmp|
         o[:tmpdir] = tmp
         unless Nginx.available?
@@ -78,9 +85,10 @@ module Bench
         runner = Runner.new(o)
         alloc_seconds = o[:allocs] ? o[:servers].size * 2 * 10 : 0
         est = runner.estimate + alloc_seconds
-        puts format("suite: %d servers, %d workloads, %d cells, %d run(s) of %.1fs each: about %d min %02d s",
+        puts format("suite: %d servers, %d workloads, %d cells, %d pass(es) of %.1fs runs%s: about %d min %02d s",
                     o[:servers].size, o[:workloads].size, runner.plan.sum { |*, c| c.size }, o[:repeat],
-                    o[:duration], est / 60, est % 60)
+                    o[:duration], o[:pin] ? ", servers on CPU #{o[:server_cpus]}, load on CPU #{o[:loadgen_cpus]}" : "",
+                    est / 60, est % 60)
         started = Time.now
         cells = runner.run
         allocs = if o[:allocs]
@@ -107,7 +115,16 @@ module Bench
     def self.machine
       cpu = File.read("/proc/cpuinfo")[/^model name\s*:\s*(.+)$/, 1] rescue "?" # rubocop:disable Style/RescueModifier
       kernel = `uname -sr`.strip
-      "#{cpu}, #{Etc.nprocessors} CPUs, #{kernel}, #{RUBY_DESCRIPTION}"
+      "#{cpu}, #{Etc.sysconf(Etc::SC_NPROCESSORS_ONLN)} CPUs, #{kernel}, #{RUBY_DESCRIPTION}"
+    end
+
+    def self.cpus(o)
+      return "The servers, nginx and the load generator share the machine's CPUs." unless o[:pin]
+
+      "The servers and nginx run on CPU #{o[:server_cpus]}, the load generator on CPU " \
+        "#{o[:loadgen_cpus]} (`taskset`; `--no-pin` to share them), as if the load came from " \
+        "another machine: shared, the client's own cost per connection is paid from the " \
+        "servers' CPU time and squeezes every ratio towards 1."
     end
 
     def self.markdown(o, cells, unavailable, allocs, elapsed)
@@ -126,9 +143,9 @@ module Bench
         Each server: #{o[:workers]} worker processes, one Ruby thread each serving requests,
         `RACK_ENV=production`. Load: `Oribi::Loadgen` (C, closed loop), #{o[:threads]} threads,
         #{o[:connections]} connections, per-request timeout #{o[:timeout]} s; a #{o[:warmup]} s warm-up
-        per cell is discarded, then #{o[:repeat]} run(s) of #{o[:duration]} s; the median is shown
-        (errors: the sum). The servers, nginx and the load generator share the machine's
-        CPUs: compare ratios within this run, not with other machines. "close" is a new
+        per cell is discarded, then #{o[:repeat]} run(s) of #{o[:duration]} s, one per pass over every
+        server (each pass boots them again); the median is shown (errors: the sum).
+        #{cpus(o)} Compare ratios within this run, not with other machines. "close" is a new
         connection per request (connect time in the latency); "nginx" is nginx in front
         (1 worker, upstream keep-alive to the server's unix socket), client keep-alive.
         RSS/worker: the mean RSS of the #{o[:workers]} processes that used the most CPU in the

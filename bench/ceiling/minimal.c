@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ struct conn {
   size_t pending;   /* bytes of the current response still to write */
   unsigned queued;  /* responses owed after the current one (pipelining) */
   int close_after;  /* close once everything owed is written */
+  uint32_t watched; /* the events it is in the epoll set for, 0 = not in it */
   char in[INBUF];
 };
 
@@ -98,10 +100,19 @@ static const char *header(const char *head, size_t len, const char *name) {
   return NULL;
 }
 
-static void drop(int ep, struct conn *c) {
-  epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+/* close() also takes the fd out of the epoll set. */
+static void drop(struct conn *c) {
   close(c->fd);
   free(c);
+}
+
+/* Watches c for EVENTS, adding it to the set the first time. */
+static int watch(int ep, struct conn *c, uint32_t events) {
+  if (c->watched == events) return 0;
+  struct epoll_event ev = {.events = events, .data.ptr = c};
+  int r = epoll_ctl(ep, c->watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev);
+  c->watched = events;
+  return r;
 }
 
 /* Writes what is owed; returns -1 when the connection is done or broken. */
@@ -109,11 +120,7 @@ static int flush(int ep, struct conn *c) {
   while (c->pending > 0) {
     ssize_t w = write(c->fd, response + (response_len - c->pending), c->pending);
     if (w < 0) {
-      if (errno == EAGAIN) {
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
-        epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
-        return 0;
-      }
+      if (errno == EAGAIN) return watch(ep, c, EPOLLIN | EPOLLOUT);
       return -1;
     }
     c->pending -= (size_t)w;
@@ -123,9 +130,7 @@ static int flush(int ep, struct conn *c) {
     }
   }
   if (c->close_after) return -1;
-  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-  epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
-  return 0;
+  return watch(ep, c, EPOLLIN);
 }
 
 /* Consumes complete requests from c->in; returns -1 on a bad request. */
@@ -169,7 +174,22 @@ static int parse(struct conn *c) {
   return 0;
 }
 
-static void serve(int *lfds, int nl) {
+/* Reads what is there and answers it; -1 when the connection is done. */
+static int readable(int ep, struct conn *c) {
+  ssize_t r = read(c->fd, c->in + c->inlen, INBUF - c->inlen);
+  if (r == 0 || (r < 0 && errno != EAGAIN)) return -1;
+  if (r > 0) {
+    c->inlen += (size_t)r;
+    if (parse(c) < 0) return -1;
+  }
+  if (c->pending > 0 || c->close_after) return flush(ep, c);
+  return watch(ep, c, EPOLLIN);
+}
+
+/* A new connection is read at once (its request has usually arrived with
+ * it), so one served per connection costs accept4, read, write and close,
+ * and epoll only hears of the ones that make it wait. */
+static void serve(int *lfds, int *tcp, int nl) {
   int ep = epoll_create1(0);
   if (ep < 0) die("epoll_create1");
   for (int i = 0; i < nl; i++) {
@@ -183,32 +203,26 @@ static void serve(int *lfds, int nl) {
     if (n < 0 && errno != EINTR) die("epoll_wait");
     for (int i = 0; i < n; i++) {
       if (evs[i].data.u64 < (uint64_t)nl) {
-        int lfd = lfds[evs[i].data.u64];
+        int li = (int)evs[i].data.u64;
         for (;;) {
-          int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          int fd = accept4(lfds[li], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (fd < 0) break;
-          int one = 1;
-          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* fails on unix: fine */
+          if (tcp[li]) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          }
           struct conn *c = calloc(1, sizeof *c);
           if (!c) { close(fd); continue; }
           c->fd = fd;
-          struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-          epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+          if (readable(ep, c) < 0) drop(c);
         }
         continue;
       }
       struct conn *c = evs[i].data.ptr;
-      if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        ssize_t r = read(c->fd, c->in + c->inlen, INBUF - c->inlen);
-        if (r == 0 || (r < 0 && errno != EAGAIN)) { drop(ep, c); continue; }
-        if (r > 0) {
-          c->inlen += (size_t)r;
-          if (parse(c) < 0) { drop(ep, c); continue; }
-        }
-      }
-      if (c->pending > 0 || c->close_after) {
-        if (flush(ep, c) < 0) drop(ep, c);
-      }
+      int r = 0;
+      if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) r = readable(ep, c);
+      else if (c->pending > 0) r = flush(ep, c);
+      if (r < 0) drop(c);
     }
   }
 }
@@ -242,16 +256,16 @@ int main(int argc, char **argv) {
   if (body == 14) memcpy(response + hl, "Hello, World!\n", 14);
   else memset(response + hl, 'x', (size_t)body);
 
-  int lfds[2], nl = 0;
-  if (path) lfds[nl++] = listen_unix(path);
-  if (port) lfds[nl++] = listen_tcp(port);
+  int lfds[2], tcp[2], nl = 0;
+  if (path) { tcp[nl] = 0; lfds[nl++] = listen_unix(path); }
+  if (port) { tcp[nl] = 1; lfds[nl++] = listen_tcp(port); }
   signal(SIGPIPE, SIG_IGN);
   for (int i = 0; i < workers; i++) {
     pid_t pid = fork();
     if (pid < 0) die("fork");
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGTERM); /* no orphans when the master is killed */
-      serve(lfds, nl);
+      serve(lfds, tcp, nl);
       return 0;
     }
   }

@@ -6,6 +6,7 @@ require_relative "servers"
 require_relative "workloads"
 require_relative "nginx"
 require_relative "process_group"
+require_relative "../pin"
 
 module Bench
   module Suite
@@ -76,21 +77,31 @@ module Bench
         end
       end
 
-      def per_cell_seconds = @o[:warmup] + @o[:repeat] * (@o[:duration] + 0.1)
+      # Every cell is measured once per pass, and each pass boots every
+      # server again: a drift of the machine over the run (a noisy neighbour,
+      # the clock) falls on every server alike instead of on whichever ran
+      # at the time, and the median of the passes is reported.
+      def per_cell_seconds = @o[:repeat] * (@o[:warmup] + @o[:duration] + 0.1)
 
       def estimate
-        plan.sum { |_, _, _, cells| SETUP_SECONDS + cells.size * per_cell_seconds }
+        plan.sum { |_, _, _, cells| @o[:repeat] * SETUP_SECONDS + cells.size * per_cell_seconds }
       end
 
       def run
-        total = plan.sum { |_, _, _, cs| cs.size }
+        total = plan.sum { |_, _, _, cs| cs.size } * @o[:repeat]
         @started = now
         @estimate = estimate
         done = 0
-        plan.each do |server, wname, listen, cells|
-          run_boot(server, Suite.workload(wname), listen, cells) do |cell|
-            done += 1
-            progress(done, total, cell)
+        @o[:repeat].times do |pass|
+          plan.each do |server, wname, listen, cells|
+            left = cells.reject(&:skip)
+            done += cells.size - left.size
+            next if left.empty?
+
+            run_boot(server, Suite.workload(wname), listen, left) do |cell|
+              done += 1
+              progress(done, total, cell, pass)
+            end
           end
         end
         @err.write("\r\e[K") if @err.tty?
@@ -104,16 +115,20 @@ module Bench
         port = listen[:tcp] ? free_port : nil
         log = File.join(@tmp, "#{server.name}-#{workload.name}.log")
         argv = server.argv.call(@tmp, @o[:workers], unix, port, workload.app, workload.name)
-        group = ProcessGroup.new(argv, env: { "RACK_ENV" => "production" }, log: log, chdir: ROOT)
+        group = ProcessGroup.new(Pin.argv(@o[:server_cpus], argv), env: { "RACK_ENV" => "production" },
+                                 log: log, chdir: ROOT)
         proxy = nil
         begin
           target = unix ? { unix_path: unix } : { host: "127.0.0.1", port: port }
           failed = group.wait_ready(target, workload.probe("localhost"))
           if failed
             why = "#{workload.name}: #{failed}: #{group.tail(2).join(' | ').strip[0, 300]}"
-            (@unavailable[server.name] ||= []) << why
+            note_unavailable(server, why)
             @out.puts "#{server.name}: not available (#{why})"
-            cells.each { |c| on_cell.call(c) }
+            cells.each do |c|
+              c.skip = "#{server.name} not available"
+              on_cell.call(c)
+            end
             return
           end
           crashed = nil
@@ -134,7 +149,7 @@ module Bench
             if group.exited?
               crashed = "#{server.name} died during #{workload.name} #{cell.transport} #{cell.mode}"
               why = File.foreach(log).find { |l| l.include?("[BUG]") } || group.tail(1).join
-              (@unavailable[server.name] ||= []) << "#{crashed}: #{why.strip[0, 200]}"
+              note_unavailable(server, "#{crashed}: #{why.strip[0, 200]}")
               @out.puts "#{crashed} (log: #{log})"
             end
             on_cell.call(cell)
@@ -146,11 +161,17 @@ module Bench
         end
       end
 
+      # Once per server and reason, though every pass may meet it again.
+      def note_unavailable(server, why)
+        list = (@unavailable[server.name] ||= [])
+        list << why unless list.include?(why)
+      end
+
       def start_proxy(upstream, workload)
         @proxy_port = free_port
         dir = File.join(@tmp, "nginx-proxy")
         FileUtils.mkdir_p(dir)
-        argv = Nginx.proxy_argv(dir, 1, @proxy_port, upstream)
+        argv = Pin.argv(@o[:server_cpus], Nginx.proxy_argv(dir, 1, @proxy_port, upstream))
         proxy = ProcessGroup.new(argv, env: {}, log: File.join(dir, "out.log"), chdir: dir)
         failed = proxy.wait_ready({ host: "127.0.0.1", port: @proxy_port }, workload.probe("localhost"), timeout: 10)
         return proxy unless failed
@@ -165,12 +186,10 @@ module Bench
         host = target[:port] ? "127.0.0.1:#{target[:port]}" : "localhost"
         request = workload.request(host, keepalive: cell.keepalive?)
         load(target, request, cell.keepalive?, @o[:warmup]) if @o[:warmup].positive?
-        @o[:repeat].times do
-          before = group.stats
-          r = load(target, request, cell.keepalive?, @o[:duration])
-          after = group.stats
-          cell.runs << summarize(r, before, after)
-        end
+        before = group.stats
+        r = load(target, request, cell.keepalive?, @o[:duration])
+        after = group.stats
+        cell.runs << summarize(r, before, after)
       end
 
       def load(target, request, keepalive, duration)
@@ -195,11 +214,11 @@ module Bench
         }
       end
 
-      def progress(done, total, cell)
+      def progress(done, total, cell, pass)
         spent = now - @started
         left = [@estimate - spent, 0].max
-        line = format("[%d/%d] %s %s %s %-9s  %s elapsed, ~%s left", done, total, cell.workload,
-                      cell.transport, cell.mode, cell.server, clock(spent), clock(left))
+        line = format("[%d/%d] pass %d/%d %s %s %s %-9s  %s elapsed, ~%s left", done, total, pass + 1,
+                      @o[:repeat], cell.workload, cell.transport, cell.mode, cell.server, clock(spent), clock(left))
         if @err.tty?
           @err.write("\r\e[K#{line}")
         else

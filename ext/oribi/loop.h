@@ -65,6 +65,8 @@ struct oribi_loop {
     int nlisteners;
     int accepting;                 /* listeners are in the epoll set */
     int64_t accept_resume_at;      /* after EMFILE: when to try again (ms), 0 = not paused */
+    int hot_listener;              /* its last accept4 got a connection: try it first, -1 none */
+    int accept_run;                /* accepts straight from hot_listener since the last epoll_wait */
 
     int64_t now;                   /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup */
     struct oribi_conn *timers[TIMER_KINDS][2]; /* head, tail of each FIFO */
