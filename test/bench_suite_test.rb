@@ -1,15 +1,19 @@
 # frozen_string_literal: true
 
 require "minitest/autorun"
+require "json"
 require "open3"
 require "rbconfig"
 require "tmpdir"
 require "timeout"
+require_relative "../bench/pin"
 
 # bench/suite.rb's machinery without the peers (no bench/Gemfile): Oribi
 # and the minimal C server (compiled by the suite) on hello world, both
 # sockets and both modes, a table row for each with requests counted and no
-# errors, the goals against the ceiling, and an SVG plot.
+# errors, the goals against the ceiling, and an SVG plot; two passes, each
+# booting both servers again, and on a machine with two CPUs or more the
+# servers and the load generator on CPUs of their own.
 class BenchSuiteTest < Minitest::Test
   ROOT = File.expand_path("..", __dir__)
 
@@ -17,12 +21,18 @@ class BenchSuiteTest < Minitest::Test
     Dir.mktmpdir("suite-test-") do |dir|
       svg = File.join(dir, "plot.svg")
       md = File.join(dir, "BENCH.md")
+      json = File.join(dir, "runs.json")
       argv = [RbConfig.ruby, File.join(ROOT, "bench", "suite.rb"), "--servers", "oribi,minimal",
               "--workloads", "hello", "--transports", "unix,tcp", "--duration", "0.5",
-              "--warmup", "0", "--connections", "8", "--no-allocs", "--out", md, "--svg", svg]
+              "--warmup", "0", "--repeat", "2", "--connections", "8", "--no-allocs", "--out", md, "--svg", svg,
+              "--json", json]
       out, status = Timeout.timeout(60) { Open3.capture2e(*argv, chdir: ROOT) }
       assert status.success?, out
       assert_match(/about \d+ min \d+ s/, out) # the estimate, printed first
+      assert_match(/servers on CPU 0, load on CPU 1/, out) if Bench::Pin.possible?
+      cells = JSON.parse(File.read(json))["cells"]
+      assert_equal 8, cells.size
+      cells.each { |c| assert_equal 2, c["runs"].size, c } # one run per pass
       report = File.read(md)
       rows = report.lines.grep(/^\| (unix|tcp) \|/)
       %w[unix tcp].product(%w[keep-alive close], %w[oribi minimal]).each do |t, m, s|

@@ -1,6 +1,7 @@
 #include "loop.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -595,6 +596,14 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
     }
     memcpy(loop->listeners, listeners, (size_t)n * sizeof(*listeners));
     loop->nlisteners = n;
+    /* accept4 must never block the loop: a listener inherited from
+     * start_server or systemd comes blocking, and a connection epoll
+     * announced may be taken by another process first. */
+    for (int i = 0; i < n; i++) {
+        int fl = fcntl(listeners[i].fd, F_GETFL);
+        if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(listeners[i].fd, F_SETFL, fl | O_NONBLOCK) < 0))
+            return -1;
+    }
     loop->hot_listener = -1;
     loop->timeout_ms[TIMER_IDLE] = opt->keepalive_timeout_ms;
     loop->timeout_ms[TIMER_HEAD] = opt->header_timeout_ms;
