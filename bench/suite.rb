@@ -118,6 +118,11 @@ module Bench
       "#{cpu}, #{Etc.sysconf(Etc::SC_NPROCESSORS_ONLN)} CPUs, #{kernel}, #{RUBY_DESCRIPTION}"
     end
 
+    LIMIT_NOTE = "Where several servers reach about the same rate in a cell (the connection-per-request " \
+                 "cells, most of all over TCP), the load generator is the limit there, not they: opening " \
+                 "and closing connections costs it as much as a fast server. Their CPU µs/req still " \
+                 "tells them apart; a ceiling below Oribi there is such a cell, not a faster Oribi."
+
     def self.cpus(o)
       return "The servers, nginx and the load generator share the machine's CPUs." unless o[:pin]
 
@@ -172,7 +177,8 @@ module Bench
         out << "\nRhebok #{rhebok} (2016) still installs and runs on Ruby #{RUBY_VERSION} with Rack 3, started through its handler class.\n"
       end
       out << "† the server cannot listen on a unix socket: that cell went over TCP.\n\n"
-      out << "## Goals\n\n#{Report.goals(cells)}\n\nWhere Oribi's time goes, and what was changed: [bench/PROFILE.md](bench/PROFILE.md).\n\n"
+      out << "## Goals\n\n#{Report.goals(cells)}\n\n#{LIMIT_NOTE}\n\n" \
+             "Where Oribi's time goes, and what was changed: [bench/PROFILE.md](bench/PROFILE.md).\n\n"
       out << "## Plot\n\n![requests per second](bench/results.svg)\n\n" if o[:svg] != "-"
       out << "## Results\n\n#{Report.tables(cells, servers, workloads)}\n"
       skipped = Report.skipped(cells)

@@ -46,7 +46,9 @@ module Bench
                    [RUBY, "-S", "unicorn", "-E", "production", "-c", unicorn_conf(d, "unicorn", w, u, p), app]
                  }),
       Server.new(name: "puma", gem: "puma", unix: true, multi: true, keepalive: true,
-                 note: "-w 2 -t 1:1",
+                 note: "-w 2 -t 1:1; in the connection-per-request cells it waits more than it works " \
+                       "(about half a CPU used): Puma 8 delays accepting in cluster mode while a worker " \
+                       "is busy (Puma::ClusterAcceptLoopDelay), which fits",
                  argv: lambda { |_d, w, u, p, app, _wl|
                    [RUBY, "-S", "puma", "-e", "production", "-w", w.to_s, "-t", "1:1",
                     *(u ? ["-b", "unix://#{u}"] : []), *(p ? ["-b", "tcp://127.0.0.1:#{p}"] : []), app]
