@@ -15,7 +15,7 @@
 # not absolute numbers.
 require_relative "loadgen"
 require_relative "pin"
-require "etc"
+require_relative "suite/process_group"
 require "fileutils"
 require "json"
 require "optparse"
@@ -27,7 +27,6 @@ module Bench
     ROOT = File.expand_path("..", __dir__)
     APP = File.join(ROOT, "bench", "apps", "hello.ru")
     BOOT_TIMEOUT = 30 # seconds for a server to answer its first requests
-    STOP_TIMEOUT = 10 # seconds after TERM before KILL
     MODES = { "keep-alive" => true, "close" => false }.freeze
     Options = Struct.new(:duration, :warmup, :threads, :connections, :timeout, :tcp,
                          :servers, :oribi_root, :json, :pin, keyword_init: true)
@@ -106,23 +105,21 @@ module Bench
       chdir = name == "oribi" ? @o.oribi_root : ROOT
       env = { "RACK_ENV" => "production" }
       env["BUNDLE_GEMFILE"] = File.join(chdir, "Gemfile")
-      argv = Pin.argv(@o.pin&.first, argv)
-      pid = Process.spawn(env, *argv, chdir: chdir, pgroup: true, in: File::NULL,
-                                      out: log, err: log)
+      group = Suite::ProcessGroup.new(Pin.argv(@o.pin&.first, argv), env: env, log: log, chdir: chdir)
       begin
-        failed = wait_ready(pid, addr)
+        failed = group.wait_ready(addr[:target], request(false), timeout: BOOT_TIMEOUT)
         return unavailable(name, failed, log) if failed
 
         MODES.each do |mode, keepalive|
           load_run(addr, keepalive, @o.warmup) if @o.warmup.positive?
-          cpu = group_cpu(pid)
+          cpu = group_cpu(group)
           result = load_run(addr, keepalive, @o.duration)
-          result[:server_cpu] = group_cpu(pid) - cpu
+          result[:server_cpu] = group_cpu(group) - cpu
           @results << [name, mode, result]
           puts format("  %-8s %-10s %10.1f req/s", name, mode, rate(result))
         end
       ensure
-        stop(pid)
+        group.stop
         FileUtils.rm_f(addr[:path]) if addr[:path]
       end
     end
@@ -147,78 +144,9 @@ module Bench
                                              keepalive: keepalive, timeout: @o.timeout))
     end
 
-    # Ready when a few requests in a row get a 200: with prefork servers the
-    # first answer can come while the other worker is still booting.
-    # Returns nil when ready, else why not.
-    def wait_ready(pid, addr)
-      deadline = now + BOOT_TIMEOUT
-      ok = 0
-      while now < deadline
-        return "exited with status #{$?.exitstatus.inspect}" if Process.waitpid(pid, Process::WNOHANG)
-
-        ok = probe(addr) ? ok + 1 : 0
-        return nil if ok >= 4
-
-        sleep(ok.zero? ? 0.2 : 0.05)
-      end
-      "no answer within #{BOOT_TIMEOUT}s"
-    end
-
-    def probe(addr)
-      t = addr[:target]
-      sock = t[:unix_path] ? UNIXSocket.new(t[:unix_path]) : TCPSocket.new(t[:host], t[:port])
-      sock.write(request(false))
-      reply = +""
-      while IO.select([sock], nil, nil, 2)
-        chunk = sock.read_nonblock(4096, exception: false)
-        break if chunk.nil?
-
-        reply << chunk unless chunk == :wait_readable
-      end
-      reply.start_with?("HTTP/1.1 200", "HTTP/1.0 200")
-    rescue SystemCallError, IOError
-      false
-    ensure
-      sock&.close
-    end
-
-    # TERM the whole process group (master and workers), KILL what is left.
-    def stop(pid)
-      signal_group(:TERM, pid)
-      deadline = now + STOP_TIMEOUT
-      sleep 0.05 while now < deadline && !reaped?(pid)
-      signal_group(:KILL, pid) # workers that outlived their master too
-      reaped?(pid, wait: true)
-    end
-
-    def signal_group(sig, pid)
-      Process.kill(sig, -pid)
-    rescue Errno::ESRCH
-      nil
-    end
-
-    def reaped?(pid, wait: false)
-      Process.waitpid(pid, wait ? 0 : Process::WNOHANG)
-    rescue Errno::ECHILD
-      true # already reaped by wait_ready
-    end
-
-    def now
-      Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    end
-
-    TICKS = 100.0 # USER_HZ: /proc/PID/stat counts CPU time in 1/100 s
-
     # CPU seconds used so far by the server's whole process group (master
     # and workers): how much of the shared box each request cost the server.
-    def group_cpu(pgid)
-      Dir.glob("/proc/[0-9]*/stat").sum do |f|
-        fields = File.read(f).sub(/\A.*\) /, "").split # after "pid (comm) "
-        fields[2].to_i == pgid ? (fields[11].to_i + fields[12].to_i) / TICKS : 0
-      rescue SystemCallError
-        0
-      end
-    end
+    def group_cpu(group) = group.stats.sum { |_, (cpu, _)| cpu }
 
     def cpu_us(result)
       return "-" unless result[:server_cpu] && result[:requests].positive?

@@ -51,10 +51,13 @@ module Bench
       argv = command(name, addr)
       log = File.join(@tmp, "#{name}.log")
       env = { "RACK_ENV" => "production", "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile") }
-      pid = Process.spawn(env, *argv, chdir: ROOT, pgroup: true, in: File::NULL, out: log, err: log)
+      group = Suite::ProcessGroup.new(argv, env: env, log: log, chdir: ROOT)
       begin
-        failed = wait_ready(pid, addr)
-        return @results << [name, @setting, nil] && unavailable_line(name, failed) if failed
+        failed = group.wait_ready(addr[:target], request(false), timeout: BOOT_TIMEOUT)
+        if failed
+          @results << [name, @setting, nil]
+          return unavailable_line(name, failed)
+        end
 
         load_run(addr, true, @o.warmup) if @o.warmup.positive?
         result = load_run(addr, true, @o.duration)
@@ -62,7 +65,7 @@ module Bench
         app, w, t = @setting
         puts format("  %-8s %-9s %dx%-3d %9.1f req/s  p99 %s", name, app, w, t, rate(result), ms(result[:latency][:p99]))
       ensure
-        stop(pid)
+        group.stop
         FileUtils.rm_f(addr[:path])
       end
     end

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "socket"
+require "oribi/tune/resources"
 
 module Bench
   module Suite
@@ -10,7 +11,6 @@ module Bench
     class ProcessGroup
       BOOT_TIMEOUT = 30
       STOP_TIMEOUT = 10
-      TICKS = 100.0 # USER_HZ: /proc/PID/stat counts CPU time in 1/100 s
 
       attr_reader :pid, :log
 
@@ -59,11 +59,11 @@ module Bench
       # { pid => [cpu seconds, rss bytes] } for the group's processes.
       def stats
         Dir.glob("/proc/[0-9]*/stat").each_with_object({}) do |f, h|
-          fields = File.read(f).sub(/\A.*\) /, "").split # after "pid (comm) "
+          fields = Oribi::Tune::Resources.stat_fields(File.read(f))
           next unless fields[2].to_i == @pid
 
           pid = f[%r{/proc/(\d+)/}, 1].to_i
-          h[pid] = [(fields[11].to_i + fields[12].to_i) / TICKS, fields[21].to_i * 4096]
+          h[pid] = [(fields[11].to_i + fields[12].to_i) / Oribi::Tune::Resources::TICK, fields[21].to_i * 4096]
         rescue SystemCallError
           next
         end

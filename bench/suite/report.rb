@@ -17,7 +17,7 @@ module Bench
       # { rate:, p50:, p99:, errors:, rss:, cpu_us: } over a cell's runs
       # (errors summed: a failed request is never noise).
       def stat(cell)
-        return nil if cell.runs.empty?
+        return nil if cell.nil? || cell.runs.empty?
 
         %i[rate p50 p99 rss cpu_us].to_h { |k| [k, median(cell.runs.map { |r| r[k] })] }
                                    .merge(errors: cell.runs.sum { |r| r[:errors] })
@@ -47,7 +47,7 @@ module Bench
                    "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
           keys = rows.map(&:key).uniq
           keys.each do |key|
-            base = stat(find(rows, "oribi", key) || Cell.new(runs: []))
+            base = stat(find(rows, "oribi", key))
             servers.each do |s|
               c = find(rows, s, key)
               next unless c
@@ -80,8 +80,8 @@ module Bench
 
       # The issue's goals, each with where it stands in this run.
       def goals(cells)
-        rate = ->(server, key) { stat(find(cells, server, key) || Cell.new(runs: []))&.dig(:rate) }
-        rss = ->(server, key) { stat(find(cells, server, key) || Cell.new(runs: []))&.dig(:rss) }
+        rate = ->(server, key) { stat(find(cells, server, key))&.dig(:rate) }
+        rss = ->(server, key) { stat(find(cells, server, key))&.dig(:rss) }
         o = ->(key) { rate.call("oribi", key) }
         check = lambda do |name, have, want, cmp = :>=|
           if have.nil?

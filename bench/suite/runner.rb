@@ -24,7 +24,7 @@ module Bench
     class Runner
       SETUP_SECONDS = 4.0 # boot, readiness and stop, for the estimate
 
-      attr_reader :cells, :unavailable
+      attr_reader :unavailable
 
       def initialize(opts, out: $stdout, err: $stderr)
         @o = opts
