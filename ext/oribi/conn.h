@@ -28,7 +28,7 @@ enum oribi_timer_kind { TIMER_NONE, TIMER_IDLE, TIMER_HEAD, TIMER_BODY, TIMER_WR
 struct oribi_conn {
     int fd;
     int listener;          /* index into the loop's listeners */
-    uint32_t gen;          /* bumped on reuse: stale tokens from Ruby are refused */
+    uint32_t gen;          /* bumped on reuse: stale pending entries are skipped */
     unsigned char state;
     unsigned char timer;   /* which list it is on */
     unsigned in_epoll : 1;

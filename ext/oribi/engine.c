@@ -269,10 +269,10 @@ static VALUE request_input(struct oribi_slot *s, struct oribi_conn *c)
  * the app (worker_timeout): this one when no other is. */
 static void score_take(struct engine *e, struct oribi_slot *s, struct oribi_conn *c)
 {
-    int64_t mono_us = oribi_mono_us();
-    s->started_ms = mono_us / 1000;
     if (!e->score)
         return;
+    int64_t mono_us = oribi_mono_us();
+    s->started_ms = mono_us / 1000;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
@@ -540,7 +540,7 @@ static VALUE respond_all(VALUE arg)
  * (SPEC), the body still closed. */
 static VALUE respond_hijacked(struct oribi_slot *s, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
 {
-    struct resp r = {.e = s->e, .s = s, .body = body, .to_close = body, .file_fd = -1};
+    struct resp r = {.s = s, .body = body, .to_close = body, .file_fd = -1};
     int state = 0;
     rb_protect(oribi_respond_close, (VALUE)&r, &state);
     VALUE exc = state ? rb_errinfo() : Qnil;
@@ -576,7 +576,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     if (!c)
         rb_raise(rb_eArgError, "no request in progress for this env");
 
-    struct resp r = {.e = e, .s = s, .engine = self, .c = c, .env = env, .body = body, .to_close = body, .headers = headers,
+    struct resp r = {.s = s, .c = c, .env = env, .body = body, .to_close = body, .headers = headers,
                      .hijack = Qnil, .protocol = Qnil, .file_fd = -1, .app_length = -1,
                      .keepalive = c->req.keepalive && !e->loop.stopping};
     r.status = FIXNUM_P(status) ? FIX2INT(status) : 0;

@@ -83,9 +83,7 @@ struct engine {
 enum { BODY_NONE, BODY_ARRAY, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE, BODY_FILE, BODY_STREAM, BODY_HIJACK };
 
 struct resp {
-    struct engine *e;
     struct oribi_slot *s;
-    VALUE engine;       /* the Oribi::Engine object of e */
     struct oribi_conn *c;
     VALUE env;
     VALUE body;

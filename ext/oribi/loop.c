@@ -193,9 +193,7 @@ int oribi_loop_detach(struct oribi_loop *loop, struct oribi_conn *c)
     int fd = c->fd;
     /* The fd lives on in the app: its events must not reach this loop,
      * whose pointer to the conn is about to be recycled. */
-    if (c->in_epoll)
-        epoll_ctl(loop->epfd, EPOLL_CTL_DEL, fd, NULL);
-    c->in_epoll = 0;
+    oribi_loop_unwatch(loop, c);
     conn_release(loop, c, 0);
     return fd;
 }
@@ -789,15 +787,6 @@ struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
     if (!loop->opt.keepalive || loop->stopping)
         c->req.keepalive = 0;
     return c;
-}
-
-struct oribi_conn *oribi_loop_conn(struct oribi_loop *loop, uint64_t token)
-{
-    int fd = (int)(uint32_t)token;
-    if (fd < 0 || fd >= loop->by_fd_cap)
-        return NULL;
-    struct oribi_conn *c = loop->by_fd[fd];
-    return c && c->gen == (uint32_t)(token >> 32) ? c : NULL;
 }
 
 void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog)

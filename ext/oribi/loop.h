@@ -121,12 +121,6 @@ void oribi_loop_wake(struct oribi_loop *loop);
  * accepting, closes idle connections; in-flight ones finish with close. */
 void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog);
 
-/* Looks up a conn by the token handed to Ruby; NULL when stale. */
-struct oribi_conn *oribi_loop_conn(struct oribi_loop *loop, uint64_t token);
-static inline uint64_t oribi_conn_token(const struct oribi_conn *c)
-{
-    return ((uint64_t)c->gen << 32) | (uint32_t)c->fd;
-}
 
 /* The app is done with the conn: keep it alive or close it, and read on. */
 void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepalive);

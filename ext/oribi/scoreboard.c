@@ -92,30 +92,6 @@ void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_l
     __atomic_store_n(&s->busy_since_ms, since_ms, __ATOMIC_RELEASE);
 }
 
-/* busy(slot, method, uri): a request starts (for callers without an
- * engine: tests). The engine marks its slot itself (Engine#scoreboard=). */
-static VALUE sb_busy(VALUE self, VALUE i, VALUE method, VALUE uri)
-{
-    struct oribi_score *s = oribi_scoreboard_slot(self, i);
-    StringValue(method);
-    StringValue(uri);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    oribi_score_take(s, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, -1, 0);
-    oribi_score_busy(s, RSTRING_PTR(method), (size_t)RSTRING_LEN(method), RSTRING_PTR(uri),
-                     (size_t)RSTRING_LEN(uri), mono_ms());
-    return Qnil;
-}
-
-/* idle(slot): the response is out */
-static VALUE sb_idle(VALUE self, VALUE i)
-{
-    struct oribi_score *s = oribi_scoreboard_slot(self, i);
-    oribi_score_idle(s);
-    oribi_score_done(s);
-    return Qnil;
-}
-
 /* clear(slot, pid, generation = 0): a new worker takes the slot */
 static VALUE sb_clear(int argc, VALUE *argv, VALUE self)
 {
@@ -132,8 +108,7 @@ static VALUE sb_clear(int argc, VALUE *argv, VALUE self)
  * not stuck any more as far as worker_timeout goes, counters kept. */
 static VALUE sb_unbusy(VALUE self, VALUE i)
 {
-    struct oribi_score *s = oribi_scoreboard_slot(self, i);
-    __atomic_store_n(&s->busy_since_ms, 0, __ATOMIC_RELEASE);
+    oribi_score_idle(oribi_scoreboard_slot(self, i));
     return Qnil;
 }
 
@@ -206,8 +181,6 @@ void Init_oribi_scoreboard(VALUE mOribi)
     rb_define_const(c, "QUEUE_BOUNDS", queue_bounds());
     rb_define_singleton_method(c, "parse_request_start", sb_parse_request_start, 1);
     rb_define_method(c, "initialize", sb_init, 1);
-    rb_define_method(c, "busy", sb_busy, 3);
-    rb_define_method(c, "idle", sb_idle, 1);
     rb_define_method(c, "unbusy", sb_unbusy, 1);
     rb_define_method(c, "clear", sb_clear, -1);
     rb_define_method(c, "get", sb_get, 1);

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "socket"
+require "rack/utils"
 
 module Oribi
   # The control endpoint (docs/CONTROL.md): a small HTTP/1.1 server run by
@@ -192,16 +193,7 @@ module Oribi
       given ||= query&.split("&")&.filter_map { |kv| kv.split("=", 2)[1] if kv.start_with?("token=") }&.first
       return 401 if given.nil? || given.empty?
 
-      Control.secure_compare(given, @token) ? nil : 403
-    end
-
-    # Compares in time independent of where the strings differ.
-    def self.secure_compare(a, b)
-      return false unless a.bytesize == b.bytesize
-
-      r = 0
-      a.bytes.zip(b.bytes) { |x, y| r |= x ^ y }
-      r.zero?
+      Rack::Utils.secure_compare(given, @token) ? nil : 403
     end
 
     def error(status) = [status, "text/plain", "#{REASONS[status]}\n"]
