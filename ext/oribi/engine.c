@@ -234,7 +234,6 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
         slot_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse);
         e->nslots = i + 1;
     }
-    e->threaded = threads > 1;
     return self;
 }
 
@@ -269,7 +268,7 @@ static VALUE request_input(struct oribi_slot *s, struct oribi_conn *c)
  * the app (worker_timeout): this one when no other is. */
 static void score_take(struct engine *e, struct oribi_slot *s, struct oribi_conn *c)
 {
-    if (!e->score)
+    if (!e->loop.score)
         return;
     int64_t mono_us = oribi_mono_us();
     s->started_ms = mono_us / 1000;
@@ -283,16 +282,16 @@ static void score_take(struct engine *e, struct oribi_slot *s, struct oribi_conn
         queue_us = wall_us > start ? wall_us - start : 0;
         from_header = 1;
     }
-    oribi_score_take(e->score, wall_us / 1000, queue_us, from_header);
+    oribi_score_take(e->loop.score, wall_us / 1000, queue_us, from_header);
     if (!e->busy)
-        oribi_score_busy(e->score, c->req.method, c->req.method_len, c->req.target, c->req.target_len,
+        oribi_score_busy(e->loop.score, c->req.method, c->req.method_len, c->req.target, c->req.target_len,
                          s->started_ms);
 }
 
 /* s's response is over: idle, or busy since the oldest request left. */
 static void score_done(struct engine *e, struct oribi_slot *s)
 {
-    struct oribi_score *sc = e->score;
+    struct oribi_score *sc = e->loop.score;
     if (!sc)
         return;
     oribi_score_done(sc);
@@ -349,7 +348,7 @@ static void drain_handbacks(struct engine *e)
  * that we hold now, so it cannot miss one). */
 static void give_back(struct engine *e, struct oribi_conn *c, int keepalive, int detach)
 {
-    if (!e->threaded) {
+    if (e->nslots == 1) {
         if (detach)
             oribi_loop_detach(&e->loop, c);
         else
@@ -384,7 +383,7 @@ static VALUE engine_next_request(VALUE self)
 {
     struct engine *e = oribi_engine_get(self);
     e->dispatcher = rb_thread_current();
-    if (!e->threaded && e->busy) /* the last one was never responded to: forget it */
+    if (e->nslots == 1 && e->busy) /* the last one was never responded to: forget it */
         end_request(e->slots);
     if (e->oob_gc && e->since_gc >= 2 * e->oob_gc && !e->busy) {
         /* Never idle for N more requests: collect now, between two
@@ -393,7 +392,7 @@ static VALUE engine_next_request(VALUE self)
         oob_gc();
     }
     for (;;) {
-        if (e->threaded) {
+        if (e->nslots > 1) {
             drain_handbacks(e);
             if (e->stop_pending) {
                 oribi_loop_stop(&e->loop, e->stop_pending == 2);
@@ -659,9 +658,8 @@ static VALUE engine_stats(VALUE self)
 static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
 {
     struct engine *e = oribi_engine_get(self);
-    e->score = oribi_scoreboard_slot(sb, idx);
+    e->loop.score = oribi_scoreboard_slot(sb, idx);
     e->scoreboard = sb;
-    e->loop.score = e->score;
     return self;
 }
 

@@ -64,7 +64,6 @@ struct engine {
     int ready;
     struct oribi_env_listener listeners[ORIBI_MAX_LISTENERS];
     VALUE tmpdir;
-    int threaded;          /* more than one slot: the dispatcher owns the loop */
     int nslots, busy;      /* slots, slots in use */
     struct oribi_slot *slots;
     int in_loop;           /* the dispatcher is in the loop without the GVL */
@@ -73,8 +72,7 @@ struct engine {
     struct oribi_handback *handbacks; /* conns the app threads are done with */
     int nhandbacks, handback_cap;
 
-    VALUE scoreboard;      /* the Oribi::Scoreboard holding score, else nil */
-    struct oribi_score *score; /* where this worker says what it is doing, or NULL */
+    VALUE scoreboard;      /* the Oribi::Scoreboard holding loop.score (kept alive), else nil */
 
     uint64_t oob_gc;       /* out-of-band GC every this many requests, 0 off */
     uint64_t since_gc;     /* requests taken since the last one */

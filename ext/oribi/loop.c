@@ -452,6 +452,17 @@ static void drain_pending(struct oribi_loop *loop)
     }
 }
 
+/* What epoll said about reading: bytes or a hangup to read to. */
+static int note_readable(struct oribi_conn *c, uint32_t events)
+{
+    if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        return 0;
+    c->may_read = 1;
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        c->peer_hup = 1;
+    return 1;
+}
+
 void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepalive)
 {
     if (c->body_fd >= 0) {
@@ -468,10 +479,7 @@ void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepal
     if (c->app_events) {
         /* The loop ran while the app had the conn (threads) and took these
          * edges: act on them now, none may come again. */
-        if (c->app_events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-            c->may_read = 1;
-        if (c->app_events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-            c->peer_hup = 1;
+        note_readable(c, c->app_events);
         if ((c->app_events & EPOLLOUT) && c->wlen > c->woff && oribi_conn_flush(c) < 0) {
             conn_close(loop, c);
             return;
@@ -694,12 +702,8 @@ static void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_
                 return;
         }
     }
-    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        c->may_read = 1;
-        if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-            c->peer_hup = 1;
+    if (note_readable(c, events))
         conn_read(loop, c);
-    }
 }
 
 int oribi_loop_run(struct oribi_loop *loop, int block)

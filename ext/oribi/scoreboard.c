@@ -8,6 +8,8 @@
  */
 #include "scoreboard.h"
 
+#include "loop.h"
+
 #include <ruby.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -37,12 +39,7 @@ static VALUE sb_alloc(VALUE klass)
     return TypedData_Wrap_Struct(klass, &sb_type, sb);
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static int64_t mono_ms(void) { return oribi_mono_us() / 1000; }
 
 /* Scoreboard.new(slots) */
 static VALUE sb_init(VALUE self, VALUE n)
