@@ -16,6 +16,9 @@ module Oribi
     MAX_HEAD = 8192
     MAX_BODY = 1024 # POST bodies are not used; a small one is read and ignored
     CLIENT_TIMEOUT = 5.0
+    # path => the method it answers (the master answers them, `oribi ctl` asks)
+    ROUTES = { "/stats" => "GET", "/metrics" => "GET", "/readyz" => "GET", "/healthz" => "GET",
+               "/restart" => "POST", "/stop" => "POST" }.freeze
     REASONS = { 200 => "OK", 202 => "Accepted", 400 => "Bad Request", 401 => "Unauthorized",
                 403 => "Forbidden", 404 => "Not Found", 405 => "Method Not Allowed",
                 408 => "Request Timeout", 409 => "Conflict", 413 => "Content Too Large",
@@ -99,14 +102,7 @@ module Oribi
     def bind(kind, host_or_path, port)
       if kind == :unix
         path = host_or_path
-        if File.socket?(path)
-          begin
-            UNIXSocket.new(path).close
-            raise Errno::EADDRINUSE, "control #{@uri}: another server is listening there"
-          rescue Errno::ECONNREFUSED, Errno::ENOENT
-            File.unlink(path)
-          end
-        end
+        Listeners.remove_stale(path, "control #{@uri}") if File.socket?(path)
         sock = Socket.new(:UNIX, :STREAM, 0)
         # Only the owner may connect: the socket's permissions are its guard.
         old = File.umask(0o177)

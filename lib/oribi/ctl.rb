@@ -12,8 +12,8 @@ module Oribi
   # Exit status: 0 on a 2xx answer, 1 otherwise (`ready` on a draining
   # server), 2 when the endpoint cannot be reached or used.
   class Ctl
-    COMMANDS = { "stats" => %w[GET /stats], "metrics" => %w[GET /metrics], "ready" => %w[GET /readyz],
-                 "health" => %w[GET /healthz], "restart" => %w[POST /restart], "stop" => %w[POST /stop] }.freeze
+    COMMANDS = { "stats" => "/stats", "metrics" => "/metrics", "ready" => "/readyz", "health" => "/healthz",
+                 "restart" => "/restart", "stop" => "/stop" }.freeze
     TIMEOUT = 10
 
     def self.run(argv, out: $stdout) = new.run(argv, out)
@@ -29,7 +29,8 @@ module Oribi
       command, *rest = parser.parse(argv)
       raise OptionParser::InvalidArgument, "command #{command.inspect}: #{parser.banner}" unless COMMANDS.key?(command)
 
-      method, path = COMMANDS[command]
+      path = COMMANDS[command]
+      method = Control::ROUTES.fetch(path)
       raise OptionParser::NeedlessArgument, rest.join(" ") unless rest.empty?
 
       uri, token = address(opts)

@@ -155,16 +155,20 @@ module Oribi
       raise e.class, "#{uri}: #{e.message}"
     end
 
+    # The socket file at PATH: raises when a live server listens there,
+    # removes it when stale (left by a server that died).
+    def self.remove_stale(path, label)
+      UNIXSocket.new(path).close
+      raise Errno::EADDRINUSE, "#{label}: another server is listening there"
+    rescue Errno::ECONNREFUSED, Errno::ENOENT
+      File.unlink(path)
+    end
+
     def bind_unix(uri, path)
       if File.exist?(path)
         raise Errno::EEXIST, "#{uri}: exists and is not a socket" unless File.socket?(path)
 
-        begin
-          UNIXSocket.new(path).close
-          raise Errno::EADDRINUSE, "#{uri}: another server is listening there"
-        rescue Errno::ECONNREFUSED, Errno::ENOENT
-          File.unlink(path) # stale: left by a server that died
-        end
+        Listeners.remove_stale(path, uri)
       end
       sock = Socket.new(:UNIX, :STREAM, 0)
       sock.bind(Socket.sockaddr_un(path))

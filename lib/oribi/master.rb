@@ -153,24 +153,15 @@ module Oribi
       @config.hook(:before_fork, @server, index)
       ours, theirs = UNIXSocket.pair if refork?
       pid = fork do
-        @signals.reset
-        @ready_r.close
-        @heir&.last&.close
-        @control&.close_in_child
-        ours&.close
-        @slots.each_value { |s| s.link&.close } # a mold must see EOF when the master closes its link
-        Process.setproctitle("oribi worker[#{index}] booting")
-        @config.hook(:after_fork, @server, index)
-        app = @app || @server.load_app
-        worker = Worker.new(@server, app, index: index, ready: @ready_w, scoreboard: [@scoreboard, sb], link: theirs)
-        worker.run
-        Mold.new(@server, app, link: theirs, ready: @ready_w, scoreboard: @scoreboard, generation: 1).run if worker.promoted?
-        $stdout.flush # exit! skips at_exit and buffered output
-        $stderr.flush
-        exit!(0)
-      rescue Exception => e # rubocop:disable Lint/RescueException
-        Log.error("worker[#{index}] failed", e) unless e.is_a?(SystemExit)
-        exit!(1)
+        Worker.run_forked(@server, @app, index: index, ready: @ready_w, scoreboard: @scoreboard, slot: sb,
+                                         link: theirs, generation: 1) do
+          @signals.reset
+          @ready_r.close
+          @heir&.last&.close
+          @control&.close_in_child
+          ours&.close
+          @slots.each_value { |s| s.link&.close } # a mold must see EOF when the master closes its link
+        end
       end
       theirs&.close
       @scoreboard.clear(sb, pid)
@@ -396,12 +387,9 @@ module Oribi
       end
     end
 
-    ROUTES = { "/stats" => "GET", "/metrics" => "GET", "/readyz" => "GET", "/healthz" => "GET",
-               "/restart" => "POST", "/stop" => "POST" }.freeze
-
     # → [status, content type, body]; actions run once the answer is out.
     def control_request(method, path)
-      want = ROUTES[path] or return [404, "text/plain", "Not Found\n"]
+      want = Control::ROUTES[path] or return [404, "text/plain", "Not Found\n"]
       return [405, "text/plain", "use #{want}\n", { "allow" => want }] unless method == want
 
       case path
@@ -450,8 +438,9 @@ module Oribi
           queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header] }
       end
       queue = workers.map { |w| w[:queue] }.reduce(@retired[:queue]) { |a, b| a.zip(b).map(&:sum) }
+      state = readiness
       { pid: Process.pid, version: VERSION, started_at: @started_at.to_f.round(3),
-        uptime: (Time.now - @started_at).round(3), state: readiness, ready: readiness == "ready",
+        uptime: (Time.now - @started_at).round(3), state: state, ready: state == "ready",
         workers_configured: @count, workers_booted: workers.count { |w| w[:booted] && !w[:retiring] },
         requests_total: @retired[:served] + workers.sum { |w| w[:served] },
         listeners: Stats.listeners(@server.listeners),

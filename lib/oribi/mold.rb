@@ -47,7 +47,13 @@ module Oribi
       middle = fork do
         r.close
         ours.close
-        pid = fork { work(index, slot, theirs, w) }
+        pid = fork do
+          Worker.run_forked(@server, @app, index: index, ready: @ready, scoreboard: @scoreboard, slot: slot,
+                                           link: theirs, generation: @generation + 1) do
+            @link.close
+            w.close
+          end
+        end
         w.write(pid.to_s)
         exit!(0)
       end
@@ -59,22 +65,6 @@ module Oribi
       @link.sendmsg("#{pid}\n", 0, nil, Socket::AncillaryData.unix_rights(ours))
     ensure
       ours&.close
-    end
-
-    def work(index, slot, link, pipe)
-      @link.close
-      pipe.close
-      Process.setproctitle("oribi worker[#{index}] booting")
-      @server.config.hook(:after_fork, @server, index)
-      worker = Worker.new(@server, @app, index: index, ready: @ready, scoreboard: [@scoreboard, slot], link: link)
-      worker.run
-      Mold.new(@server, @app, link: link, ready: @ready, scoreboard: @scoreboard, generation: @generation + 1).run if worker.promoted?
-      $stdout.flush
-      $stderr.flush
-      exit!(0)
-    rescue Exception => e # rubocop:disable Lint/RescueException
-      Log.error("worker[#{index}] failed", e) unless e.is_a?(SystemExit)
-      exit!(1)
     end
   end
 end

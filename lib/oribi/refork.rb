@@ -23,8 +23,8 @@ module Oribi
 
       threshold = @config[:refork_after][@generation] or return
       candidates = @slots.values.select { |s| s.booted && !s.retiring && s.link }
-      best = candidates.max_by { |s| @scoreboard.get(s.sb)[3] } or return
-      return if @scoreboard.get(best.sb)[3] < threshold
+      best, served = candidates.map { |s| [s, @scoreboard.get(s.sb)[3]] }.max_by(&:last)
+      return if best.nil? || served < threshold
 
       Log.info("refork: worker[#{best.index}] pid #{best.pid} served #{threshold}+ requests: promoting it to mold")
       best.retiring = best.mold = true
