@@ -153,9 +153,11 @@ module Oribi
       @config.hook(:before_fork, @server, index)
       ours, theirs = UNIXSocket.pair if refork?
       pid = fork do
+        # First of all: until then a TERM meant for this worker runs the
+        # master's handler, which only notes it for the master and is lost.
+        @signals.reset
         Worker.run_forked(@server, @app, index: index, ready: @ready_w, scoreboard: @scoreboard, slot: sb,
                                          link: theirs, generation: 1) do
-          @signals.reset
           @ready_r.close
           @heir&.last&.close
           @control&.close_in_child
