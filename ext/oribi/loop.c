@@ -179,8 +179,7 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
     c->qnext = loop->free_list;
     loop->free_list = c;
     loop->nconns--;
-    if (!loop->accepting && !loop->stopping && !loop->accept_resume_at && !loop->hold)
-        resume_accepting(loop);
+    resume_accepting(loop);
 }
 
 static void conn_close(struct oribi_loop *loop, struct oribi_conn *c)
@@ -509,7 +508,7 @@ int oribi_conn_take_body_fd(struct oribi_conn *c)
 
 static void set_accepting(struct oribi_loop *loop, int on)
 {
-    if (loop->accepting == on)
+    if (loop->accepting == on || (on && !loop->listening))
         return;
     for (int i = 0; i < loop->nlisteners; i++) {
         /* EPOLLEXCLUSIVE: one waiting worker wakes per connection; a worker
@@ -521,10 +520,24 @@ static void set_accepting(struct oribi_loop *loop, int on)
     loop->accepting = on;
 }
 
+/* Accepting again, unless something still says no: a pause, every app
+ * thread busy, no room, or a stop that is not (or no longer) draining. */
 static void resume_accepting(struct oribi_loop *loop)
 {
-    if (loop->nconns < loop->opt.max_connections)
+    if (!loop->accepting && !loop->accept_resume_at && !loop->hold &&
+        loop->nconns < loop->opt.max_connections && (!loop->stopping || loop->draining))
         set_accepting(loop, 1);
+}
+
+static void close_listeners(struct oribi_loop *loop)
+{
+    set_accepting(loop, 0);
+    if (loop->listening)
+        for (int i = 0; i < loop->nlisteners; i++)
+            close(loop->listeners[i].fd);
+    loop->listening = 0;
+    loop->draining = 0;
+    loop->hot_listener = -1;
 }
 
 /* Accepts one connection and reads it at once: with TCP_DEFER_ACCEPT the
@@ -556,7 +569,7 @@ static int accept_one(struct oribi_loop *loop, int li)
     conn_read(loop, c);
     if (loop->nconns >= loop->opt.max_connections) {
         set_accepting(loop, 0);
-    } else if (loop->opt.share_accepts && loop->timers[TIMER_IDLE][0]) {
+    } else if (loop->opt.share_accepts && loop->timers[TIMER_IDLE][0] && !loop->stopping) {
         /* Holding idle keep-alive connections already: stand aside for a
          * moment, so that a burst of keep-alive clients spreads over the
          * workers. Wakeups on an EPOLLEXCLUSIVE listener favour the worker
@@ -589,6 +602,29 @@ static int accept_direct(struct oribi_loop *loop)
     return 1;
 }
 
+/* Draining: the backlog is served as at any other time, a connection
+ * whenever a thread is free, so every worker takes its share. The moment
+ * the listeners are found empty they close: a client that connects later is
+ * refused (or goes to a worker still holding them) rather than queued for
+ * a worker that will not come back for it. Returns 1 when a connection
+ * was taken. */
+static int take_backlog(struct oribi_loop *loop)
+{
+    if (loop->hold || loop->ready_head || loop->nconns >= loop->opt.max_connections)
+        return 0;
+    loop->now = now_ms();
+    int empty = 0;
+    for (int i = 0; i < loop->nlisteners; i++) {
+        if (accept_one(loop, i) == 0)
+            return 1;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            empty++;
+    }
+    if (empty == loop->nlisteners)
+        close_listeners(loop);
+    return 0;
+}
+
 /* ---- the loop ---- */
 
 int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
@@ -600,15 +636,29 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
         errno = EINVAL;
         return -1;
     }
+    loop->epfd = loop->wakefd = -1;
     memcpy(loop->listeners, listeners, (size_t)n * sizeof(*listeners));
+    /* Copies of its own: a draining worker serves the backlog after the
+     * process has closed its listeners, and closes these once it is empty. */
+    for (int i = 0; i < n; i++) {
+        loop->listeners[i].fd = fcntl(listeners[i].fd, F_DUPFD_CLOEXEC, 0);
+        if (loop->listeners[i].fd < 0) {
+            while (i--)
+                close(loop->listeners[i].fd);
+            return -1;
+        }
+    }
     loop->nlisteners = n;
+    loop->listening = 1;
     /* accept4 must never block the loop: a listener inherited from
      * start_server or systemd comes blocking, and a connection epoll
      * announced may be taken by another process first. */
     for (int i = 0; i < n; i++) {
-        int fl = fcntl(listeners[i].fd, F_GETFL);
-        if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(listeners[i].fd, F_SETFL, fl | O_NONBLOCK) < 0))
+        int fl = fcntl(loop->listeners[i].fd, F_GETFL);
+        if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(loop->listeners[i].fd, F_SETFL, fl | O_NONBLOCK) < 0)) {
+            close_listeners(loop);
             return -1;
+        }
     }
     loop->hot_listener = -1;
     loop->timeout_ms[TIMER_IDLE] = opt->keepalive_timeout_ms;
@@ -618,14 +668,14 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
     loop->timeout_ms[TIMER_LINGER] = ORIBI_LINGER_MS;
     loop->now = now_ms();
     loop->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (loop->epfd < 0)
-        return -1;
     loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (loop->wakefd < 0)
-        return -1;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = (void *)TAG_WAKE};
-    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wakefd, &ev) < 0)
+    if (loop->epfd < 0 || loop->wakefd < 0 || epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wakefd, &ev) < 0) {
+        int err = errno;
+        oribi_loop_free(loop);
+        errno = err;
         return -1;
+    }
     set_accepting(loop, 1);
     return 0;
 }
@@ -648,6 +698,7 @@ void oribi_loop_free(struct oribi_loop *loop)
     free(loop->pending);
     loop->pending = NULL;
     loop->npending = loop->pending_cap = 0;
+    close_listeners(loop);
     if (loop->epfd >= 0)
         close(loop->epfd);
     if (loop->wakefd >= 0)
@@ -679,8 +730,7 @@ static void expire_timers(struct oribi_loop *loop)
     }
     if (loop->accept_resume_at && loop->accept_resume_at <= loop->now) {
         loop->accept_resume_at = 0;
-        if (!loop->stopping && !loop->hold)
-            resume_accepting(loop);
+        resume_accepting(loop);
     }
 }
 
@@ -722,7 +772,9 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
             loop->wake_pending = 0;
             return LOOP_INTERRUPTED;
         }
-        if (loop->stopping && loop->nconns == 0)
+        if (loop->draining && take_backlog(loop))
+            continue;
+        if (loop->stopping && !loop->draining && loop->nconns == 0)
             return LOOP_STOPPED;
         if (block)
             loop->now = now_ms(); /* the app may have run long since the last wakeup */
@@ -764,7 +816,7 @@ void oribi_loop_hold(struct oribi_loop *loop, int hold)
     loop->hold = hold;
     if (hold)
         set_accepting(loop, 0);
-    else if (!loop->stopping && !loop->accept_resume_at)
+    else
         resume_accepting(loop);
 }
 
@@ -795,18 +847,23 @@ struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
 
 void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog)
 {
-    if (loop->stopping)
+    if (loop->stopping) {
+        if (!drain_backlog)
+            close_listeners(loop); /* e.g. retired (max_requests) while draining */
         return;
-    if (drain_backlog && (loop->accepting || loop->hold)) {
-        /* Connections in the backlog were accepted by the kernel and have
-         * sent their request: they are in flight, serve them. */
-        for (int i = 0; i < loop->nlisteners; i++)
-            while (loop->nconns < loop->opt.max_connections && accept_one(loop, i) == 0)
-                ;
     }
-    set_accepting(loop, 0);
     loop->stopping = 1;
     loop->accept_resume_at = 0;
+    /* Connections in the backlog were accepted by the kernel and have sent
+     * their request: they are in flight, and served before the listeners
+     * close (take_backlog). Not taken all at once here: a worker busy in
+     * the app would hold them while the others sit idle. */
+    if (drain_backlog) {
+        loop->draining = 1;
+        resume_accepting(loop);
+    } else {
+        close_listeners(loop);
+    }
     /* Idle keep-alive connections are not cut at once: a client may be
      * sending its next request right now, and a close racing it is a failed
      * request. For a short grace each one's next request is still answered

@@ -80,7 +80,9 @@ struct oribi_loop {
     struct oribi_pending *pending; /* responses done: look at the conn again */
     int npending, pending_cap;
 
-    int stopping;                  /* graceful drain: no accepts, no keep-alive */
+    int listening;                 /* listeners[] are open (the loop's own copies) */
+    int stopping;                  /* graceful drain: no keep-alive, then no accepts */
+    int draining;                  /* stopping, but the backlog is still served */
     int hold;                      /* every app thread busy: no accepts, no hand-outs */
     uint64_t requests;             /* requests handed to the app */
     uint64_t rejected;             /* requests answered with an error by the loop */
@@ -93,7 +95,9 @@ int64_t oribi_mono_us(void);
 
 enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };
 
-/* Sets up epoll and the wake fd. Returns 0 or -1 with errno. */
+/* Sets up epoll and the wake fd, and takes its own copies of the listeners
+ * (closed by oribi_loop_stop or oribi_loop_free, whatever the caller does
+ * with its own). Returns 0 or -1 with errno. */
 int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
                     const struct oribi_listener *listeners, int n);
 void oribi_loop_free(struct oribi_loop *loop);
@@ -117,8 +121,11 @@ void oribi_loop_unwatch(struct oribi_loop *loop, struct oribi_conn *c);
 /* Thread- and signal-safe: makes oribi_loop_run return LOOP_INTERRUPTED. */
 void oribi_loop_wake(struct oribi_loop *loop);
 
-/* Graceful drain: accepts what is already queued when drain_backlog, stops
- * accepting, closes idle connections; in-flight ones finish with close. */
+/* Graceful drain: in-flight requests finish with close, idle connections
+ * get a short grace. With drain_backlog the loop goes on taking connections
+ * from the listeners as usual (when a thread is free, so that the workers
+ * share the backlog) until it finds them empty, and closes them then;
+ * without, it closes them at once (the backlog is someone else's). */
 void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog);
 
 

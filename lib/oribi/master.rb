@@ -18,9 +18,13 @@ module Oribi
     SCOREBOARD_SLOTS = 1024
 
     # link: with refork, a socket to the worker (and to the mold it may become)
-    Slot = Struct.new(:index, :pid, :started, :booted, :retiring, :sb, :link, :generation, :mold, keyword_init: true)
+    # pending: signals held back until the worker has booted (#signal)
+    Slot = Struct.new(:index, :pid, :started, :booted, :retiring, :sb, :link, :generation, :mold, :pending,
+                      keyword_init: true)
 
-    def initialize(server, app)
+    # signals: a Signals for SIGNALS, set up before the listeners were bound
+    def initialize(server, app, signals)
+      @signals = signals
       @server = server
       @config = server.config
       @app = app
@@ -44,7 +48,6 @@ module Oribi
 
     # Returns the exit status: 0 after a graceful stop.
     def run
-      @signals = Signals.new(SIGNALS)
       @server.write_pid_file
       @ready_r, @ready_w = IO.pipe
       @ready_r.close_on_exec = true
@@ -181,6 +184,8 @@ module Oribi
 
           slot.booted = now
           @boot_failures = 0
+          slot.pending&.uniq&.each { |sig| signal(pid, sig) }
+          slot.pending = nil
         end
       end
     end
@@ -464,7 +469,15 @@ module Oribi
       @slots.each_key { |pid| signal(pid, sig) }
     end
 
+    # A worker that has not booted yet may not have its own handlers: a TERM
+    # could still run the master's (inherited across fork, it only notes the
+    # signal for the master), or the default one, and lose the connections
+    # queued for the worker. What is meant for it waits until it serves.
+    # KILL never waits.
     def signal(pid, sig)
+      slot = @slots[pid]
+      return (slot.pending ||= []) << sig if slot && !slot.booted && sig != :KILL
+
       Process.kill(sig, pid)
     rescue Errno::ESRCH
       nil

@@ -36,6 +36,10 @@ module Oribi
       File.umask(@config[:umask]) if @config[:umask]
       standalone = @config[:workers].zero?
       @control = open_control(standalone) # first: once the listeners accept, it answers too
+      # Before the listeners: from the moment a client can connect, a TERM
+      # (even while the app loads) is a graceful stop that serves it, never
+      # the default death that resets the connections queued so far.
+      signals = standalone ? Worker.defer_signals : Signals.new(Master::SIGNALS)
       @listeners = Listeners.new(@config[:binds], backlog: @config[:backlog],
                                                   reuse_port: @config[:reuse_port], unix_mode: @config[:unix_mode])
       app ||= load_app if @config[:preload_app] || standalone
@@ -44,7 +48,7 @@ module Oribi
         Worker.new(self, app).run
         0
       else
-        Master.new(self, app).run
+        Master.new(self, app, signals).run
       end
     ensure
       @control&.close

@@ -15,6 +15,23 @@ module Oribi
     ERROR_HEADERS = { "content-type" => "text/plain" }.freeze
     ERROR_BODY = ["Internal Server Error\n"].freeze
     TITLE_EVERY = 256 # requests between process-title updates
+    SIGNALS = %w[TERM INT QUIT USR1 USR2].freeze
+
+    # A lone worker (`workers 0`), before it binds its listeners: until its
+    # own handlers are in place (loading the app can take seconds) a signal
+    # is noted and acted on once it serves. The default TERM would reset
+    # the connections queued so far. (A master holds its workers' signals
+    # back until they boot.)
+    def self.defer_signals
+      @deferred = []
+      SIGNALS.each { |sig| trap(sig) { @deferred << sig } }
+    end
+
+    # The deferred signals, sent again now that the worker's handlers are set
+    def self.replay_signals
+      (@deferred || []).uniq.each { |sig| Process.kill(sig, Process.pid) }
+      @deferred = nil
+    end
 
     attr_reader :index, :served
 
@@ -47,6 +64,7 @@ module Oribi
       @engine.attach_scoreboard(@scoreboard, @sb_slot) if @scoreboard
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
       trap_signals
+      self.class.replay_signals
       @server.write_pid_file if @standalone
       start_soft_timeout if @soft
       @config.hook(:after_worker_boot, @server, @index)

@@ -1,0 +1,91 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# A graceful stop under load (docs/SIGNALS.md): every request that reached
+# the listen backlog before the master closed its listeners is answered,
+# whether or not keep-alive clients keep every app thread busy, over TCP and
+# unix sockets, with one and several threads; the workers share the backlog;
+# the keep-alive requests in flight finish and say connection: close.
+class DrainTest < Minitest::Test
+  WORKERS = 2
+  SLEEP = { 20 => 0.1, 50 => 0.04, 200 => 0.01 }.freeze # app time per request, by queue length
+
+  # Keep-alive clients: each sends requests on one connection until the
+  # server says close. Returns their threads; each one's value is its
+  # statuses (:eof for a connection closed under a request sent on it).
+  def busy_clients(srv, transport, n, secs)
+    n.times.map do
+      s = srv.public_send(transport)
+      Thread.new do
+        statuses = []
+        loop do
+          s.write("GET /?sleep=#{secs} HTTP/1.1\r\nHost: t\r\n\r\n")
+          res = HTTPClient.read_response(s, timeout: 20)
+          statuses << (res ? res.status : :eof)
+          break if res.nil? || res["connection"] == "close"
+        end
+        statuses
+      rescue SystemCallError, IOError => e
+        statuses << e.class
+      ensure
+        s.close
+      end
+    end
+  end
+
+  # One request on each of n new connections, nothing read yet.
+  def queue_requests(srv, transport, n, secs)
+    n.times.map do |i|
+      srv.public_send(transport).tap { |s| s.write("GET /?sleep=#{secs}&n=#{i} HTTP/1.1\r\nHost: t\r\n\r\n") }
+    end
+  end
+
+  def drain(transport:, threads:, queued:, busy: true)
+    secs = SLEEP.fetch(queued)
+    srv = ServerProcess.new("slow.ru", "-t", threads.to_s, workers: WORKERS)
+    slots = WORKERS * threads
+    keepalive = busy ? busy_clients(srv, transport, 2 * slots, secs) : []
+    assert wait_until { srv.log.scan("sleeping").size >= slots }, srv.log if busy
+    started = srv.log.scan("sleeping").size
+    clients = queue_requests(srv, transport, queued, secs)
+    # TERM once the workers have moved on to further requests (a worker
+    # caught between two requests behaves otherwise than one in the app)
+    assert wait_until { srv.log.scan("sleeping").size >= started + slots }, srv.log if busy
+    Process.kill(:TERM, srv.pid)
+    responses = clients.map do |s|
+      HTTPClient.read_response(s, timeout: 20)
+    rescue SystemCallError => e
+      e.class
+    ensure
+      s.close
+    end
+    statuses = responses.map { |r| r.respond_to?(:status) ? r.status : r.inspect }
+    assert_equal [200] * queued, statuses, "#{statuses.count(200)} of #{queued} queued requests answered"
+    keepalive.each do |t|
+      seen = t.value
+      assert_equal [200] * seen.size, seen, "a keep-alive client's requests: #{seen.inspect}"
+    end
+    status = srv.wait_exit(20)
+    assert status&.success?, "exit status #{status.inspect}\n#{srv.log}"
+    # The backlog is shared: both workers answered part of it.
+    per_worker = responses.map { |r| r.body[/pid (\d+)/, 1] }.tally
+    assert_equal WORKERS, per_worker.size, "one worker took the whole backlog: #{per_worker.values}"
+    assert_operator per_worker.values.min, :>=, queued / 5, "backlog split #{per_worker.values}"
+  ensure
+    srv&.stop
+  end
+
+  %i[tcp unix].each do |transport|
+    [1, 4].each do |threads|
+      [20, 50, 200].each do |queued|
+        define_method("test_term_answers_#{queued}_queued_over_#{transport}_with_#{threads}_threads_beside_keepalive_clients") do
+          drain(transport: transport, threads: threads, queued: queued)
+        end
+      end
+    end
+    define_method("test_term_answers_20_queued_over_#{transport}_without_keepalive_clients") do
+      drain(transport: transport, threads: 1, queued: 20, busy: false)
+    end
+  end
+end
