@@ -57,8 +57,9 @@ module Bench
       end
 
       # The proxy in front of a server: clients on 127.0.0.1:PORT, the
-      # server upstream at unix:PATH or 127.0.0.1:UPSTREAM_PORT.
-      def proxy_argv(dir, workers, port, upstream)
+      # server upstream at unix:PATH or 127.0.0.1:UPSTREAM_PORT, with a pool
+      # of up to KEEPALIVE idle upstream connections.
+      def proxy_argv(dir, workers, port, upstream, keepalive: 64)
         conf = File.join(dir, "nginx-proxy.conf")
         File.write(conf, head(dir, workers) + <<~CONF)
           http {
@@ -66,7 +67,7 @@ module Bench
             keepalive_requests 1000000;
             client_max_body_size 1m;
             client_body_buffer_size 128k;
-            upstream app { server #{upstream}; keepalive 64; }
+            upstream app { server #{upstream}; keepalive #{keepalive}; }
             server {
               listen 127.0.0.1:#{port} backlog=1024;
               location / {

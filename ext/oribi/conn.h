@@ -64,6 +64,7 @@ struct oribi_conn {
     unsigned requests;     /* served on this connection */
     int64_t seen_us;       /* when the worker first saw the current request (queue_time.h), 0 not yet */
     int64_t deadline;      /* ms, monotonic */
+    int64_t ready_at;      /* ms: when it joined the ready queue (the scheduler orders by it) */
     struct oribi_conn *tprev, *tnext;
     struct oribi_conn *qnext; /* ready queue, free list */
 

@@ -18,6 +18,7 @@
 #define ACCEPT_PAUSE_MS  100   /* after EMFILE/ENFILE */
 #define ACCEPT_SHARE_MS  1     /* after taking a connection while holding others */
 #define ACCEPT_RUN       8     /* accepts without an epoll_wait, at most */
+#define TURN_POLL_MS     1     /* kept-alive clients' requests join the queue this late at most */
 
 /* epoll data for non-conn fds: a conn pointer is always even-aligned, so
  * small integers cannot collide with one. */
@@ -222,6 +223,14 @@ static void queue_ready(struct oribi_loop *loop, struct oribi_conn *c)
 {
     timer_unlink(loop, c);
     c->state = CONN_READY;
+    c->ready_at = loop->now;
+    if (loop->queue_front) { /* from the backlog, older than the queue (take_turn) */
+        c->qnext = loop->ready_head;
+        loop->ready_head = c;
+        if (!loop->ready_tail)
+            loop->ready_tail = c;
+        return;
+    }
     c->qnext = NULL;
     if (loop->ready_tail)
         loop->ready_tail->qnext = c;
@@ -540,10 +549,21 @@ static void close_listeners(struct oribi_loop *loop)
     loop->hot_listener = -1;
 }
 
+/* Connections may wait in the backlog: since the last poll at the latest
+ * (take_turn orders them against the ready queue by that). */
+static void note_backlog(struct oribi_loop *loop)
+{
+    if (!loop->backlog) {
+        loop->backlog = 1;
+        loop->backlog_since = loop->polled_at;
+    }
+}
+
 /* Accepts one connection and reads it at once: with TCP_DEFER_ACCEPT the
  * request is usually there, so a connection-per-request client costs
- * accept4 + read + writev + close and never touches epoll_ctl. */
-static int accept_one(struct oribi_loop *loop, int li)
+ * accept4 + read + writev + close and never touches epoll_ctl. in_turn:
+ * part of a turn at the backlog (take_turn), which shares it already. */
+static int accept_one(struct oribi_loop *loop, int li, int in_turn)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
@@ -560,6 +580,7 @@ static int accept_one(struct oribi_loop *loop, int li)
         close(fd);
         return -1;
     }
+    note_backlog(loop); /* there may be more behind it */
     c->listener = li;
     memcpy(&c->peer, &ss, sl < sizeof(ss) ? sl : sizeof(ss));
     c->peer_len = sl;
@@ -569,7 +590,8 @@ static int accept_one(struct oribi_loop *loop, int li)
     conn_read(loop, c);
     if (loop->nconns >= loop->opt.max_connections) {
         set_accepting(loop, 0);
-    } else if (loop->opt.share_accepts && loop->timers[TIMER_IDLE][0] && !loop->stopping) {
+    } else if (loop->opt.share_accepts && (loop->timers[TIMER_IDLE][0] || loop->timers[TIMER_HEAD][0]) &&
+               !loop->stopping && !in_turn) {
         /* Holding idle keep-alive connections already: stand aside for a
          * moment, so that a burst of keep-alive clients spreads over the
          * workers. Wakeups on an EPOLLEXCLUSIVE listener favour the worker
@@ -595,7 +617,9 @@ static int accept_direct(struct oribi_loop *loop)
         return 0;
     loop->accept_run++;
     loop->now = now_ms();
-    if (accept_one(loop, loop->hot_listener) < 0) {
+    if (accept_one(loop, loop->hot_listener, 0) < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            loop->backlog = 0;
         loop->hot_listener = -1;
         return 0;
     }
@@ -615,7 +639,7 @@ static int take_backlog(struct oribi_loop *loop)
     loop->now = now_ms();
     int empty = 0;
     for (int i = 0; i < loop->nlisteners; i++) {
-        if (accept_one(loop, i) == 0)
+        if (accept_one(loop, i, 0) == 0)
             return 1;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             empty++;
@@ -756,9 +780,93 @@ static void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_
         conn_read(loop, c);
 }
 
-int oribi_loop_run(struct oribi_loop *loop, int block)
+/* One epoll_wait and what it reported, then the timers. Returns what
+ * epoll_wait returned (-1 with errno: nothing was done). */
+static int poll_events(struct oribi_loop *loop, int timeout)
 {
     struct epoll_event events[64];
+    int n = epoll_wait(loop->epfd, events, 64, timeout);
+    loop->now = now_ms();
+    loop->accept_run = 0;
+    if (n < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        void *p = events[i].data.ptr;
+        if (p == (void *)TAG_WAKE) {
+            loop->wake_pending = 1;
+        } else if (IS_TAG(p)) {
+            /* Taken at once when nothing is ready; else in turns, as the
+             * ready requests are handed out (oribi_loop_take). */
+            int li = (int)(((uintptr_t)p - 3) / 2);
+            note_backlog(loop);
+            if (loop->accepting && !loop->ready_head && accept_one(loop, li, 0) == 0)
+                loop->hot_listener = li;
+        } else {
+            on_conn_event(loop, (struct oribi_conn *)p, events[i].events);
+        }
+    }
+    expire_timers(loop);
+    loop->polled_at = loop->now;
+    return n;
+}
+
+/* The scheduler, at every request handed out: one queue of clients in the
+ * order they came. Kept-alive clients' requests join its tail when epoll
+ * is asked (at most every TURN_POLL_MS while there are such clients, so
+ * that they join about when they came, at no cost to an app that answers
+ * in microseconds). A connection in the backlog has waited since the
+ * backlog was first seen; once that is no later than the queue's head, one
+ * is taken and served next. One per request handed out: the workers take
+ * their share of a backlog at the rate they serve, and none hoards
+ * connections it cannot serve soon (an idle worker takes them as they
+ * come). Without a backlog or kept-alive clients this costs nothing. */
+static void take_turn(struct oribi_loop *loop)
+{
+    /* TIMER_HEAD: clients whose request is on its way (a new connection
+     * whose bytes were not there yet when it was accepted). */
+    int arriving = loop->backlog || loop->timers[TIMER_HEAD][0];
+    if (!arriving && !loop->nidle)
+        return;
+    loop->now = now_ms();
+    if (!arriving) {
+        if (loop->now - loop->polled_at < TURN_POLL_MS)
+            return;
+        /* Look at the backlog too: with EPOLLEXCLUSIVE only the worker a
+         * connection woke is told of it, and a busy worker that never
+         * looked would leave the whole backlog to that one. */
+        note_backlog(loop);
+    }
+    if (loop->accept_resume_at && loop->accept_resume_at <= loop->now) {
+        loop->accept_resume_at = 0; /* the pause after an accept is over */
+        resume_accepting(loop);
+    }
+    /* Those just answered are watched first (one accepted with its request
+     * complete never was); other conns (flushes, timers) every few turns. */
+    if (loop->nidle || loop->timers[TIMER_HEAD][0] || ++loop->accept_run >= ACCEPT_RUN) {
+        drain_pending(loop);
+        poll_events(loop, 0);
+    }
+    if (!loop->backlog || !loop->accepting ||
+        (loop->ready_head && loop->ready_head->ready_at < loop->backlog_since))
+        return;
+    int start = loop->hot_listener >= 0 ? loop->hot_listener : 0, empty = 0;
+    loop->queue_front = 1;
+    for (int k = 0; k < loop->nlisteners && loop->accepting; k++) {
+        int li = (start + k) % loop->nlisteners;
+        if (accept_one(loop, li, 1) == 0) {
+            loop->hot_listener = li;
+            break;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            empty++;
+    }
+    loop->queue_front = 0;
+    if (empty == loop->nlisteners)
+        loop->backlog = 0;
+}
+
+int oribi_loop_run(struct oribi_loop *loop, int block)
+{
     for (;;) {
         drain_pending(loop);
         if (loop->ready_head && !loop->hold) {
@@ -781,29 +889,13 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
         if (!block && accept_direct(loop))
             continue;
         publish(loop);
-        int n = epoll_wait(loop->epfd, events, 64, block ? next_timeout(loop) : 0);
-        loop->now = now_ms();
-        loop->accept_run = 0;
-        if (n < 0) {
+        if (poll_events(loop, block ? next_timeout(loop) : 0) < 0) {
             /* A signal while sleeping: go back to Ruby so its handler runs
              * (Ruby does not always route the wakeup through our ubf). */
             if (errno == EINTR && !block)
                 continue;
             return LOOP_INTERRUPTED;
         }
-        for (int i = 0; i < n; i++) {
-            void *p = events[i].data.ptr;
-            if (p == (void *)TAG_WAKE) {
-                loop->wake_pending = 1;
-            } else if (IS_TAG(p)) {
-                int li = (int)(((uintptr_t)p - 3) / 2);
-                if (loop->accepting && !loop->ready_head && accept_one(loop, li) == 0)
-                    loop->hot_listener = li;
-            } else {
-                on_conn_event(loop, (struct oribi_conn *)p, events[i].events);
-            }
-        }
-        expire_timers(loop);
         if (!block && (!loop->ready_head || loop->hold))
             return LOOP_IDLE;
     }
@@ -822,6 +914,7 @@ void oribi_loop_hold(struct oribi_loop *loop, int hold)
 
 struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
 {
+    take_turn(loop);
     struct oribi_conn *c = loop->ready_head;
     if (!c)
         return NULL;

@@ -67,8 +67,12 @@ struct oribi_loop {
     int64_t accept_resume_at;      /* after EMFILE: when to try again (ms), 0 = not paused */
     int hot_listener;              /* its last accept4 got a connection: try it first, -1 none */
     int accept_run;                /* accepts straight from hot_listener since the last epoll_wait */
+    int backlog;                   /* a listener was seen readable and not yet found empty */
+    int64_t backlog_since;         /* when it was first seen so (ms): its clients waited since */
+    int queue_front;               /* queue_ready puts a conn at the head (a backlog's turn) */
 
     int64_t now;                   /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup */
+    int64_t polled_at;             /* the last epoll_wait (ms) */
     struct oribi_conn *timers[TIMER_KINDS][2]; /* head, tail of each FIFO */
     int64_t timeout_ms[TIMER_KINDS];
 
