@@ -18,11 +18,11 @@ class ServerProcess
   attr_reader :port, :sock, :pid, :log_path
 
   # spawn: extra Process.spawn options, e.g. rlimit_nofile: 64
-  def initialize(app, *args, workers: 0, tcp: true, unix: true, env: {}, sock: nil, spawn: {})
+  def initialize(app, *args, workers: 0, tcp: true, unix: true, env: {}, sock: nil, port: nil, spawn: {})
     @dir = Dir.mktmpdir("oribi-test")
     @sock = sock || File.join(@dir, "s.sock")
     @log_path = File.join(@dir, "log")
-    @port = free_port if tcp
+    @port = port || free_port if tcp
     binds = []
     binds += ["-b", "tcp://127.0.0.1:#{@port}"] if tcp
     binds += ["-b", "unix://#{@sock}"] if unix
@@ -53,6 +53,13 @@ class ServerProcess
 
   # pids of the master's live children (the workers)
   def worker_pids = Oribi::Tune::Resources.children(@pid)
+
+  # Whether a process of this server still runs (a zombie does not)
+  def self.alive?(pid)
+    File.read("/proc/#{pid}/stat")[/\) (\S)/, 1] != "Z"
+  rescue SystemCallError
+    false
+  end
 
   # VmRSS in KiB and the open fds of a process of this server
   def rss_kib(pid = @pid) = File.read("/proc/#{pid}/status")[/^VmRSS:\s+(\d+)/, 1].to_i

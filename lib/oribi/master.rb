@@ -51,6 +51,9 @@ module Oribi
       @server.write_pid_file
       @ready_r, @ready_w = IO.pipe
       @ready_r.close_on_exec = true
+      # Only the master holds the write end: when it dies, however it dies,
+      # every worker (and mold) reads EOF and stops (Worker#watch_master).
+      @life_r, @life_w = IO.pipe
       @scoreboard = Scoreboard.new(SCOREBOARD_SLOTS)
       @free_sb = (0...SCOREBOARD_SLOTS).to_a
       @status = 0
@@ -159,6 +162,8 @@ module Oribi
         # First of all: until then a TERM meant for this worker runs the
         # master's handler, which only notes it for the master and is lost.
         @signals.reset
+        @life_w.close
+        Worker.lifeline = @life_r
         Worker.run_forked(@server, @app, index: index, ready: @ready_w, scoreboard: @scoreboard, slot: sb,
                                          link: theirs, generation: 1) do
           @ready_r.close

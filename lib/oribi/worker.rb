@@ -27,6 +27,12 @@ module Oribi
       SIGNALS.each { |sig| trap(sig) { @deferred << sig } }
     end
 
+    class << self
+      # In a forked worker: the read end of a pipe only the master writes to
+      # (never does); EOF means the master is gone.
+      attr_accessor :lifeline
+    end
+
     # The deferred signals, sent again now that the worker's handlers are set
     def self.replay_signals
       (@deferred || []).uniq.each { |sig| Process.kill(sig, Process.pid) }
@@ -65,6 +71,7 @@ module Oribi
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
       trap_signals
       self.class.replay_signals
+      watch_master if self.class.lifeline
       @server.write_pid_file if @standalone
       start_soft_timeout if @soft
       @config.hook(:after_worker_boot, @server, @index)
@@ -95,6 +102,20 @@ module Oribi
     def promoted? = @promoted
 
     private
+
+    # A worker whose master died (kill -9, OOM killer) stops as for USR2:
+    # it closes its listeners at once, so that the server started in its
+    # place (or start_server's next generation) binds and serves, finishes
+    # what it has in flight, and exits. Unsupervised it would serve old code
+    # forever and hold the listeners.
+    def watch_master
+      master = Process.ppid
+      Thread.new do
+        self.class.lifeline.read
+        Log.info("worker[#{@index}] pid #{Process.pid}: the master (pid #{master}) is gone; draining and exiting")
+        Process.kill(:USR2, Process.pid)
+      end
+    end
 
     # One thread: the loop and the app take turns on it, no pool, no queue.
     # The engine keeps the scoreboard and runs oob_gc itself (engine.c).
