@@ -106,4 +106,17 @@ class BodyTest < Minitest::Test
     s.write("GET /next HTTP/1.1\r\nHost: t\r\n\r\n")
     assert_equal "/next", fields(HTTPClient.read_response(s))["PATH_INFO"]
   end
+
+  def test_a_body_that_cannot_be_spilled_is_a_logged_500
+    Dir.mktmpdir do |d|
+      gone = File.join(d, "gone") # no such directory: like a full or unwritable disk
+      srv = ServerProcess.new("echo.ru", "--body-buffer", "1024", env: { "TMPDIR" => gone })
+      res = HTTPClient.request(srv.tcp, "/", method: "POST", body: "x" * 5000)
+      assert_equal 500, res.status
+      assert_match(/answered 500: a request body \(\d+ bytes so far\) could not be spilled: no tmpfile in #{Regexp.escape(gone)}: No such file or directory/,
+                   srv.log_until(/answered 500/))
+    ensure
+      srv&.stop
+    end
+  end
 end

@@ -1,4 +1,5 @@
 #include "body.h"
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,14 +54,23 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* The loop answers 500 itself: say why (errno is the cause). Not the
+ * path: the head may have moved with the buffer (buf_moved). */
+static int fail(struct oribi_conn *c, const char *what, const char *where)
+{
+    oribi_log("answered 500: a request body (%lld bytes so far) %s %s: %s", (long long)c->body_total, what,
+              where, strerror(errno));
+    return 500;
+}
+
 /* Moves what is in memory to a tmpfile: the body outgrew body_buffer. */
 static int spill(struct oribi_loop *loop, struct oribi_conn *c)
 {
     c->body_fd = open_tmpfile(loop->opt.tmpdir);
     if (c->body_fd < 0)
-        return -1;
+        return fail(c, "could not be spilled: no tmpfile in", loop->opt.tmpdir);
     if (write_all(c->body_fd, c->buf + c->head_len, c->body_mem) < 0)
-        return -1;
+        return fail(c, "could not be spilled to a tmpfile in", loop->opt.tmpdir);
     memmove(c->buf + c->head_len, c->buf + c->head_len + c->body_mem,
             c->len - c->head_len - c->body_mem);
     c->len -= c->body_mem;
@@ -82,10 +92,10 @@ int oribi_body_begin(struct oribi_loop *loop, struct oribi_conn *c)
             return 413;
         c->body_left = c->req.content_length;
         if ((size_t)c->req.content_length > loop->opt.body_buffer) {
-            if (spill(loop, c) < 0)
+            if (spill(loop, c) != 0)
                 return 500;
         } else if (oribi_conn_reserve(c, (size_t)c->req.content_length + 1024) < 0) {
-            return 500;
+            return fail(c, "could not be buffered:", "memory");
         }
     } else {
         c->rest_off = c->head_len;
@@ -103,13 +113,13 @@ static int store(struct oribi_loop *loop, struct oribi_conn *c, size_t off, size
         return 413;
     if (c->body_fd < 0 && c->body_mem + n > loop->opt.body_buffer) {
         c->body_mem += n; /* spill() writes the memory part, this chunk included */
-        if (spill(loop, c) < 0)
+        if (spill(loop, c) != 0)
             return 500;
         return BODY_MORE;
     }
     if (c->body_fd >= 0) {
         if (write_all(c->body_fd, c->buf + off, n) < 0)
-            return 500;
+            return fail(c, "could not be written to its tmpfile in", loop->opt.tmpdir);
         memmove(c->buf + off, c->buf + off + n, tail);
         c->len = off + tail;
     } else {
@@ -145,6 +155,6 @@ int oribi_body_feed(struct oribi_loop *loop, struct oribi_conn *c)
     }
     c->rest_off = c->head_len + c->body_mem;
     if (c->body_fd >= 0 && lseek(c->body_fd, 0, SEEK_SET) < 0)
-        return 500;
+        return fail(c, "could not be rewound in", loop->opt.tmpdir);
     return BODY_DONE;
 }

@@ -15,6 +15,7 @@ module Oribi
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
     QUICK_CRASH = 5.0     # a worker that dies sooner than this after boot crashed "quickly"
     KILL_WAIT = 5.0       # after SIGKILL, how long to wait for the last reaps
+    SHUTDOWN_TIMED_OUT = 3 # exit status when shutdown_timeout had to kill workers
     SCOREBOARD_SLOTS = 1024
 
     # link: with refork, a socket to the worker (and to the mold it may become)
@@ -465,7 +466,10 @@ module Oribi
     def enforce_deadline
       return unless @deadline && now >= @deadline && !@slots.empty?
 
-      Log.error("shutdown_timeout: killing #{@slots.values.map { |s| "worker[#{s.index}]" }.join(', ')}")
+      Log.error("shutdown_timeout (#{@config[:shutdown_timeout]} s): killing " \
+                "#{@slots.values.map { |s| "worker[#{s.index}]" }.join(', ')} with requests still in flight; " \
+                "exiting with status #{SHUTDOWN_TIMED_OUT}")
+      @status = SHUTDOWN_TIMED_OUT # not a clean stop: requests were lost
       signal_all(:KILL)
       @deadline = now + KILL_WAIT
     end
