@@ -83,6 +83,44 @@ class CLITest < Minitest::Test
     end
   end
 
+  def test_unix_socket_is_0660_by_default_and_the_log_says_who_may_connect
+    srv = ServerProcess.new("env.ru", workers: 1)
+    assert_equal 0o660, File.stat(srv.sock).mode & 0o777
+    user = Etc.getpwuid(Process.uid).name
+    group = Etc.getgrgid(Process.gid).name
+    assert_match(/listening on unix:\/\/#{Regexp.escape(srv.sock)} \(mode 0660, #{user}:#{group}: a proxy must run as #{user} or in group #{group} to connect\)/,
+                 srv.log)
+  ensure
+    srv&.stop
+  end
+
+  # The file stays while the workers drain (a proxy still reaches them);
+  # a server started on the path once they closed their listeners keeps
+  # its own file when the old master exits.
+  def test_a_draining_server_leaves_a_new_servers_socket_file_alone
+    old = ServerProcess.new("slow.ru", "-t", "2", workers: 1, tcp: false)
+    s = old.unix
+    s.write("GET /?sleep=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { old.log.include?("sleeping") }
+    Process.kill(:TERM, old.pid)
+    # a thread is free: the worker finds the backlog empty and closes it
+    closed = wait_until do
+      UNIXSocket.new(old.sock).close
+      false
+    rescue Errno::ECONNREFUSED
+      true
+    end
+    assert closed, "the draining worker kept its listener"
+    assert File.socket?(old.sock), "the socket file went away while a request was in flight"
+    fresh = ServerProcess.new("env.ru", workers: 1, tcp: false, sock: old.sock)
+    assert_equal 200, HTTPClient.read_response(s).status
+    assert old.wait_exit(10)&.success?
+    assert_equal 200, HTTPClient.request(fresh.unix, "/").status, "the old master removed the new server's socket file"
+  ensure
+    old&.stop
+    fresh&.stop
+  end
+
   def test_unix_socket_in_use_is_refused
     Dir.mktmpdir do |d|
       path = File.join(d, "app.sock")

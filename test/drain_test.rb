@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "nginx_proxy"
 
 # A graceful stop under load (docs/SIGNALS.md): every request that reached
 # the listen backlog before the master closed its listeners is answered,
@@ -87,5 +88,42 @@ class DrainTest < Minitest::Test
     define_method("test_term_answers_20_queued_over_#{transport}_without_keepalive_clients") do
       drain(transport: transport, threads: 1, queued: 20, busy: false)
     end
+  end
+
+  # How Oribi is deployed: nginx with an upstream keep-alive pool in front.
+  # Requests sent to nginx before the stop are answered too, though nginx
+  # may open their upstream connections after it: the socket file stays
+  # while the workers drain, so those reach the backlog rather than a
+  # missing file (502).
+  def test_term_behind_nginx_answers_every_request_nginx_forwarded
+    skip "nginx is not installed" unless NginxProxy.available?
+    srv = ServerProcess.new("slow.ru", workers: WORKERS, tcp: false)
+    proxy = NginxProxy.new(srv.sock, keepalive: 32)
+    stop = false
+    busy = Array.new(4) do
+      s = proxy.tcp
+      Thread.new do
+        seen = []
+        until stop
+          s.write("GET /?sleep=0.1 HTTP/1.1\r\nHost: t\r\n\r\n")
+          seen << HTTPClient.read_response(s, timeout: 20)&.status
+        end
+        seen
+      ensure
+        s.close
+      end
+    end
+    assert wait_until { srv.log.scan("sleeping").size >= 2 * WORKERS }, srv.log
+    clients = Array.new(50) { |i| proxy.tcp.tap { |s| s.write("GET /?sleep=0.04&n=#{i} HTTP/1.1\r\nHost: t\r\n\r\n") } }
+    stop = true
+    Process.kill(:TERM, srv.pid)
+    statuses = clients.map { |s| HTTPClient.read_response(s, timeout: 20)&.status.tap { s.close } }
+    assert_equal [200] * 50, statuses, "#{statuses.count(200)} of 50 answered\n#{proxy.log.lines.grep(/error|upstream/).last(5).join}"
+    busy.each { |t| assert_equal [200] * t.value.size, t.value }
+    assert srv.wait_exit(20)&.success?, srv.log
+  ensure
+    stop = true
+    proxy&.stop
+    srv&.stop
   end
 end

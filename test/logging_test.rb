@@ -16,6 +16,22 @@ class LoggingTest < Minitest::Test
     srv&.stop
   end
 
+  # Every 5xx the server answers by itself says why in the error log.
+  def test_5xx_the_loop_answers_itself_are_logged_with_their_cause
+    srv = ServerProcess.new("env.ru")
+    s = srv.tcp
+    s.write("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n")
+    assert_equal 501, HTTPClient.read_response(s).status
+    s = srv.tcp
+    s.write("GET / HTTP/2.0\r\nHost: t\r\n\r\n")
+    assert_equal 505, HTTPClient.read_response(s).status
+    log = srv.log_until(/answered 505/)
+    assert_match(/answered 501 to 127\.0\.0\.1: a transfer coding other than chunked/, log)
+    assert_match(/answered 505 to 127\.0\.0\.1: an HTTP major version other than 1/, log)
+  ensure
+    srv&.stop
+  end
+
   def test_access_log_is_off_by_default
     srv = ServerProcess.new("env.ru")
     HTTPClient.request(srv.tcp, "/quiet")

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "nginx_proxy"
 require "etc"
 require_relative "support/corpus"
 
@@ -20,81 +21,25 @@ require_relative "support/corpus"
 #
 # Skips (with a message) when nginx is not installed.
 class SmugglingTest < Minitest::Test
-  NGINX = ENV.fetch("NGINX", "nginx")
   FOLLOW = "GET /follow-up HTTP/1.1\r\nHost: a\r\n\r\n"
   LAST = "GET /last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
 
-  def self.nginx_available? = system(NGINX, "-v", %i[out err] => File::NULL)
-
   def setup
-    skip "nginx is not installed: the differential smuggling test did not run" unless self.class.nginx_available?
+    skip "nginx is not installed: the differential smuggling test did not run" unless NginxProxy.available?
 
     @oribi = ServerProcess.new("echo.ru", "--max-body", "1048576", tcp: false)
-    @dir = Dir.mktmpdir("oribi-nginx")
-    @port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
-    conf = File.join(@dir, "nginx.conf")
-    File.write(conf, nginx_conf)
-    @nginx_log = File.join(@dir, "nginx.out")
-    @nginx = Process.spawn(NGINX, "-p", @dir, "-c", conf, "-g", "daemon off;",
-                           %i[out err] => @nginx_log, pgroup: true)
-    ready = wait_until(timeout: 10) do
-      TCPSocket.new("127.0.0.1", @port).close || true
-    rescue Errno::ECONNREFUSED
-      false
-    end
-    assert ready, "nginx did not start:\n#{File.read(@nginx_log)}#{File.read(File.join(@dir, 'error.log')) rescue ''}" # rubocop:disable Style/RescueModifier
+    @proxy = NginxProxy.new(@oribi.sock, keepalive: 8, location: "proxy_next_upstream off;", http: <<~HTTP)
+      log_format up '$request_method $request_uri $status [$upstream_addr] [$upstream_status]';
+      access_log access.log up;
+      client_max_body_size 1m;
+    HTTP
+    @dir = @proxy.dir
+    @port = @proxy.port
   end
 
   def teardown
-    if @nginx
-      begin
-        Process.kill(:TERM, @nginx)
-        Timeout.timeout(10) { Process.wait(@nginx) }
-      rescue Timeout::Error
-        Process.kill(:KILL, -@nginx)
-        Process.wait(@nginx)
-      rescue Errno::ESRCH, Errno::ECHILD
-        nil
-      end
-      begin
-        Process.kill(:KILL, -@nginx) # its workers, should any be left
-      rescue Errno::ESRCH, Errno::EPERM
-        nil
-      end
-    end
+    @proxy&.stop
     @oribi&.stop
-    FileUtils.rm_rf(@dir) if @dir
-  end
-
-  def nginx_conf
-    user = Process.uid.zero? ? "user #{Etc.getpwuid(0).name};" : ""
-    <<~CONF
-      #{user}
-      worker_processes 1;
-      error_log #{@dir}/error.log info;
-      pid #{@dir}/nginx.pid;
-      events { worker_connections 512; }
-      http {
-        log_format up '$request_method $request_uri $status [$upstream_addr] [$upstream_status]';
-        access_log #{@dir}/access.log up;
-        client_body_temp_path #{@dir}/body;
-        proxy_temp_path #{@dir}/proxy;
-        fastcgi_temp_path #{@dir}/fastcgi;
-        uwsgi_temp_path #{@dir}/uwsgi;
-        scgi_temp_path #{@dir}/scgi;
-        client_max_body_size 1m;
-        upstream oribi { server unix:#{@oribi.sock}; keepalive 8; }
-        server {
-          listen 127.0.0.1:#{@port};
-          location / {
-            proxy_pass http://oribi;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_next_upstream off;
-          }
-        }
-      }
-    CONF
   end
 
   def access_log_lines
@@ -156,6 +101,6 @@ class SmugglingTest < Minitest::Test
       problems << "#{name}: nginx got no answer from Oribi for #{lost.inspect}" unless lost.empty?
     end
     assert_empty problems, problems.join("\n")
-    assert_operator total, :>=, cases.size, "nginx forwarded almost nothing: #{File.read(File.join(@dir, 'error.log'))[-2000..]}"
+    assert_operator total, :>=, cases.size, "nginx forwarded almost nothing: #{@proxy.log[-2000..]}"
   end
 end

@@ -142,4 +142,23 @@ class ThreadsTest < Minitest::Test
     stuck&.close
     srv&.stop
   end
+
+  # Two requests that go to the app in the same millisecond: when the
+  # first ends, the worker is busy with the second, and the stuck-worker
+  # line names that one.
+  def test_the_stuck_line_names_the_request_still_in_the_app
+    srv = ServerProcess.new("threads.ru", "-t", "2", "--worker-timeout", "1", workers: 1)
+    assert wait_until { srv.worker_pids.size == 1 }
+    s = srv.tcp
+    # two connections the loop reads in one go and hands out together
+    s.write("GET /quick HTTP/1.1\r\nHost: t\r\n\r\n")
+    t = srv.tcp
+    t.write("GET /stuck?sleep=30 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert_equal 200, HTTPClient.read_response(s).status
+    assert_match(%r{stuck \d+\.\d s on "GET /stuck\?sleep=30"}, srv.log_until(/stuck \d/, timeout: 10))
+  ensure
+    s&.close
+    t&.close
+    srv&.stop
+  end
 end

@@ -283,9 +283,11 @@ static void score_take(struct engine *e, struct oribi_slot *s, struct oribi_conn
         from_header = 1;
     }
     oribi_score_take(e->loop.score, wall_us / 1000, queue_us, from_header);
-    if (!e->busy)
+    if (!e->busy) {
         oribi_score_busy(e->loop.score, c->req.method, c->req.method_len, c->req.target, c->req.target_len,
                          s->started_ms);
+        e->scored = s;
+    }
 }
 
 /* s's response is over: idle, or busy since the oldest request left. */
@@ -306,11 +308,14 @@ static void score_done(struct engine *e, struct oribi_slot *s)
             oc = c;
         }
     }
+    /* Which slot is named, not when it started: two requests often start
+     * in the same millisecond. */
     if (!oldest)
         oribi_score_idle(sc);
-    else if (oldest->started_ms != sc->busy_since_ms)
+    else if (oldest != e->scored)
         oribi_score_busy(sc, oc->req.method, oc->req.method_len, oc->req.target, oc->req.target_len,
                          oldest->started_ms);
+    e->scored = oldest;
 }
 
 static VALUE start_request(struct engine *e, struct oribi_slot *s, struct oribi_conn *c)

@@ -73,6 +73,7 @@ struct engine {
     int nhandbacks, handback_cap;
 
     VALUE scoreboard;      /* the Oribi::Scoreboard holding loop.score (kept alive), else nil */
+    struct oribi_slot *scored; /* the slot whose request the scoreboard names, NULL when idle */
 
     uint64_t oob_gc;       /* out-of-band GC every this many requests, 0 off */
     uint64_t since_gc;     /* requests taken since the last one */

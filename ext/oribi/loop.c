@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "body.h"
+#include "log.h"
 #include "response.h"
 
 #define CONN_BUF_INITIAL 8192
@@ -252,8 +254,24 @@ static void conn_linger(struct oribi_loop *loop, struct oribi_conn *c)
     timer_arm(loop, c, TIMER_LINGER);
 }
 
+/* A 5xx the loop answers for a request it will not serve (a 500 is logged
+ * where it happens, with its errno): who sent it, and why. */
+static void log_refusal(struct oribi_conn *c, int status)
+{
+    char peer[INET6_ADDRSTRLEN] = "unix";
+    const struct sockaddr *sa = (const struct sockaddr *)&c->peer;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, peer, sizeof(peer));
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, peer, sizeof(peer));
+    oribi_log("answered %d to %s: %s", status, peer,
+              status == 501 ? "a transfer coding other than chunked" : "an HTTP major version other than 1");
+}
+
 static void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
 {
+    if (status == 501 || status == 505)
+        log_refusal(c, status);
     char out[512];
     size_t n = oribi_error_response(out, sizeof(out), status, time(NULL), 0);
     struct iovec iov = {out, n};

@@ -51,7 +51,7 @@ module Oribi
         o.on("--min-requests N", Integer, "with --max-requests: draw each worker's limit from N..max (default 0)") { |x| v[:min_requests] = x }
         o.on("--backlog N", Integer, "listen(2) backlog (default 1024)") { |x| v[:backlog] = x }
         o.on("--[no-]reuse-port", "SO_REUSEPORT on TCP listeners (default off)") { |x| v[:reuse_port] = x }
-        o.on("--unix-mode MODE", OCTAL, "permissions of unix sockets, octal (default: per umask)") { |x| v[:unix_mode] = x.to_i(8) }
+        o.on("--unix-mode MODE", OCTAL, "permissions of unix sockets, octal (default 0660)") { |x| v[:unix_mode] = x.to_i(8) }
         o.on("--umask MODE", OCTAL, "process umask, octal (default: inherited)") { |x| v[:umask] = x.to_i(8) }
         o.on("--worker-timeout SEC", Float, "kill a worker busy in one request longer; 0 = never (default 60)") { |x| v[:worker_timeout] = x }
         o.on("--soft-timeout SEC", Float, "log a request running longer, with its backtrace; 0 = off (default 0)") { |x| v[:soft_timeout] = x }

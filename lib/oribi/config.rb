@@ -44,7 +44,7 @@ module Oribi
       Option.new(name: :preload_app, default: true, check: BOOL),
       Option.new(name: :backlog, default: 1024, check: AT_LEAST_ONE),
       Option.new(name: :reuse_port, default: false, check: BOOL),
-      Option.new(name: :unix_mode, default: nil, check: MODE, hint: "nil or a mode like 0o660"),
+      Option.new(name: :unix_mode, default: 0o660, check: MODE, hint: "nil or a mode like 0o660"),
       Option.new(name: :umask, default: nil, check: MODE, hint: "nil or a mode like 0o027"),
       Option.new(name: :keepalive, default: true, check: BOOL),
       Option.new(name: :keepalive_timeout, default: 20, check: POSITIVE),

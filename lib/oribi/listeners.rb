@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "etc"
 require "socket"
 require "uri"
 
@@ -12,10 +13,27 @@ module Oribi
   # checked for a live owner before a stale file is replaced, and removed on
   # exit by the process that made it.
   class Listeners
-    Listener = Struct.new(:uri, :socket, :path, :inherited, keyword_init: true) do
+    # made: [inode, ctime] of the socket file this process bound, so that
+    # it never removes a file another server made there since (an inode
+    # number alone is soon reused)
+    Listener = Struct.new(:uri, :socket, :path, :inherited, :made, keyword_init: true) do
       def fileno = socket.fileno
       def unix? = !path.nil?
       def to_s = uri
+
+      # Who may connect to a unix socket this process bound, for the log:
+      # a proxy that may not gets EACCES and answers 502.
+      def access
+        return "" if path.nil? || inherited
+
+        st = File.stat(path)
+        user = Etc.getpwuid(st.uid)&.name || st.uid
+        group = Etc.getgrgid(st.gid)&.name || st.gid
+        who = (st.mode & 0o002).zero? ? "a proxy must run as #{user} or in group #{group} to connect" : "anyone may connect"
+        format(" (mode %04o, %s:%s: %s)", st.mode & 0o777, user, group, who)
+      rescue SystemCallError
+        ""
+      end
     end
 
     attr_reader :all, :supervisor
@@ -85,7 +103,8 @@ module Oribi
     def close
       @all.each do |l|
         l.socket.close unless l.socket.closed?
-        File.unlink(l.path) if l.path && !l.inherited && Process.pid == @owner && File.socket?(l.path)
+        File.unlink(l.path) if l.path && !l.inherited && Process.pid == @owner && File.socket?(l.path) &&
+                               (l.made.nil? || Listeners.identity(l.path) == l.made)
       rescue SystemCallError
         nil
       end
@@ -155,6 +174,8 @@ module Oribi
       raise e.class, "#{uri}: #{e.message}"
     end
 
+    def self.identity(path) = File.stat(path).then { |st| [st.ino, st.ctime] }
+
     # The socket file at PATH: raises when a live server listens there,
     # removes it when stale (left by a server that died).
     def self.remove_stale(path, label)
@@ -175,7 +196,7 @@ module Oribi
       File.chmod(@unix_mode, path) if @unix_mode
       sock.listen(@backlog)
       sock.close_on_exec = true
-      Listener.new(uri: uri, socket: sock, path: path)
+      Listener.new(uri: uri, socket: sock, path: path, made: Listeners.identity(path))
     end
   end
 end

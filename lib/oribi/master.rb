@@ -121,9 +121,11 @@ module Oribi
       @deadline = now + @config[:shutdown_timeout]
       Systemd.notify("STOPPING=1")
       signal_all(drain_backlog ? :TERM : :USR2)
-      # The workers keep their copies until they stop accepting; once the
-      # last is closed new connections are refused (or go to the heir).
-      drain_backlog ? @server.listeners.close : @server.listeners.close_sockets
+      # The workers keep their copies until they find the backlog empty;
+      # once the last is closed new connections are refused (or go to the
+      # heir). A unix socket file stays until the master exits: a proxy
+      # that connects while the workers drain is still served.
+      @server.listeners.close_sockets
     end
 
     def retire_one

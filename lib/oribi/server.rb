@@ -107,7 +107,7 @@ module Oribi
       Log.info("Oribi #{VERSION} (Ruby #{RUBY_VERSION}, rack #{Rack.release}), pid #{Process.pid}, " \
                "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}" \
                "#{", #{@config[:threads]} threads per worker" if @config[:threads] > 1}")
-      @listeners.all.each { |l| Log.info("listening on #{l}") }
+      @listeners.all.each { |l| Log.info("listening on #{l}#{l.access}") }
     end
   end
 end
