@@ -846,26 +846,25 @@ static void take_turn(struct oribi_loop *loop)
     if (!arriving && !loop->nidle)
         return;
     loop->now = now_ms();
-    if (!arriving) {
-        if (loop->now - loop->polled_at < TURN_POLL_MS)
-            return;
-        /* Look at the backlog too: with EPOLLEXCLUSIVE only the worker a
-         * connection woke is told of it, and a busy worker that never
-         * looked would leave the whole backlog to that one. */
-        note_backlog(loop);
-    }
+    if (!arriving && loop->now - loop->polled_at < TURN_POLL_MS)
+        return;
     if (loop->accept_resume_at && loop->accept_resume_at <= loop->now) {
         loop->accept_resume_at = 0; /* the pause after an accept is over */
         resume_accepting(loop);
     }
     /* Those just answered are watched first (one accepted with its request
      * complete never was); other conns (flushes, timers) every few turns. */
+    int64_t before = loop->polled_at;
     if (loop->nidle || loop->timers[TIMER_HEAD][0] || ++loop->accept_run >= ACCEPT_RUN) {
         drain_pending(loop);
         poll_events(loop, 0);
     }
-    if (!loop->backlog || !loop->accepting ||
-        (loop->ready_head && loop->ready_head->ready_at < loop->backlog_since))
+    /* Without a known backlog, look anyway (every TURN_POLL_MS): with
+     * EPOLLEXCLUSIVE only the worker a connection woke is told of it, and
+     * a busy worker that never looked would leave the whole backlog to
+     * that one. What it finds came after the last look. */
+    int64_t since = loop->backlog ? loop->backlog_since : before;
+    if (!loop->accepting || (loop->ready_head && loop->ready_head->ready_at < since))
         return;
     int start = loop->hot_listener >= 0 ? loop->hot_listener : 0, empty = 0;
     loop->queue_front = 1;
@@ -873,6 +872,7 @@ static void take_turn(struct oribi_loop *loop)
         int li = (start + k) % loop->nlisteners;
         if (accept_one(loop, li, 1) == 0) {
             loop->hot_listener = li;
+            loop->backlog_since = since; /* the rest waited as long at most */
             break;
         }
         if (errno == EAGAIN || errno == EWOULDBLOCK)
