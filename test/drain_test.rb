@@ -91,10 +91,8 @@ class DrainTest < Minitest::Test
   end
 
   # How Oribi is deployed: nginx with an upstream keep-alive pool in front.
-  # Requests sent to nginx before the stop are answered too, though nginx
-  # may open their upstream connections after it: the socket file stays
-  # while the workers drain, so those reach the backlog rather than a
-  # missing file (502).
+  # Requests nginx forwarded before the stop are answered, on its kept-alive
+  # upstream connections or on new ones in the backlog.
   def test_term_behind_nginx_answers_every_request_nginx_forwarded
     skip "nginx is not installed" unless NginxProxy.available?
     srv = ServerProcess.new("slow.ru", workers: WORKERS, tcp: false)
@@ -115,6 +113,9 @@ class DrainTest < Minitest::Test
     end
     assert wait_until { srv.log.scan("sleeping").size >= 2 * WORKERS }, srv.log
     clients = Array.new(50) { |i| proxy.tcp.tap { |s| s.write("GET /?sleep=0.04&n=#{i} HTTP/1.1\r\nHost: t\r\n\r\n") } }
+    # nginx forwarded them once the workers have started on some (it opens
+    # the upstream connections for all of them in one go)
+    assert wait_until(timeout: 10) { srv.log.scan("sleeping 0.04").size >= 2 }, srv.log
     stop = true
     Process.kill(:TERM, srv.pid)
     statuses = clients.map { |s| HTTPClient.read_response(s, timeout: 20)&.status.tap { s.close } }
@@ -124,6 +125,39 @@ class DrainTest < Minitest::Test
   ensure
     stop = true
     proxy&.stop
+    srv&.stop
+  end
+
+  # The drain takes what was queued when it began: clients that keep
+  # connecting (through a proxy, say) cannot keep the server from stopping.
+  def test_term_ends_although_clients_keep_connecting
+    srv = ServerProcess.new("slow.ru", "--shutdown-timeout", "20", workers: WORKERS, tcp: false)
+    stop = false
+    answered = 0
+    flood = Array.new(4) do
+      Thread.new do
+        until stop
+          begin
+            s = srv.unix
+            s.write("GET /?sleep=0.05 HTTP/1.1\r\nHost: t\r\n\r\n")
+            answered += 1 if HTTPClient.read_response(s, timeout: 20)&.status == 200
+            s.close
+          rescue SystemCallError, IOError
+            nil # refused once the workers closed their listeners
+          end
+        end
+      end
+    end
+    assert wait_until { answered >= 8 }
+    t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    Process.kill(:TERM, srv.pid)
+    status = srv.wait_exit(20)
+    took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+    assert status&.success?, "exit status #{status.inspect} after #{took.round(1)} s\n#{srv.log.lines.grep(/oribi/).last(3).join}"
+    assert_operator took, :<, 5, "the drain went on while clients kept connecting"
+  ensure
+    stop = true
+    flood&.each(&:join)
     srv&.stop
   end
 end

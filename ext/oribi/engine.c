@@ -400,7 +400,7 @@ static VALUE engine_next_request(VALUE self)
         if (e->nslots > 1) {
             drain_handbacks(e);
             if (e->stop_pending) {
-                oribi_loop_stop(&e->loop, e->stop_pending == 2);
+                oribi_loop_stop(&e->loop, e->stop_drain);
                 e->stop_pending = 0;
             }
             /* All slots busy: the loop goes on with its conns (timers,
@@ -630,20 +630,26 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     return r.keepalive ? Qtrue : Qfalse;
 }
 
-/* engine.stop(drain_backlog = true): graceful drain; next_request returns
- * nil once in-flight requests are done. Safe from a trap handler. */
+/* engine.stop(drain = true): graceful drain; next_request returns nil once
+ * in-flight requests are done. drain: true takes the backlog until it is
+ * empty, an Integer at most that many connections of it, false none (see
+ * oribi_loop_stop). Safe from a trap handler. */
 static VALUE engine_stop(int argc, VALUE *argv, VALUE self)
 {
     struct engine *e = oribi_engine_get(self);
-    VALUE drain;
-    rb_scan_args(argc, argv, "01", &drain);
-    int backlog = argc == 0 || RTEST(drain);
+    VALUE arg;
+    rb_scan_args(argc, argv, "01", &arg);
+    long drain = argc == 0 || arg == Qtrue ? -1 : RTEST(arg) ? NUM2LONG(arg) : 0;
+    if (drain < -1)
+        rb_raise(rb_eArgError, "drain must be true, false or a count");
     /* From an app thread while the dispatcher runs the loop: the dispatcher
      * stops it. (A trap handler runs on the dispatcher, the loop paused.) */
-    if (e->in_loop && rb_thread_current() != e->dispatcher)
-        e->stop_pending = backlog ? 2 : 1;
-    else
-        oribi_loop_stop(&e->loop, backlog);
+    if (e->in_loop && rb_thread_current() != e->dispatcher) {
+        e->stop_drain = drain;
+        e->stop_pending = 1;
+    } else {
+        oribi_loop_stop(&e->loop, drain);
+    }
     oribi_loop_wake(&e->loop);
     return Qnil;
 }

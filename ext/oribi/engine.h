@@ -68,7 +68,8 @@ struct engine {
     struct oribi_slot *slots;
     int in_loop;           /* the dispatcher is in the loop without the GVL */
     VALUE dispatcher;      /* the thread that calls next_request (marked by Ruby's thread list) */
-    int stop_pending;      /* #stop from an app thread meanwhile: 1, 2 with the backlog */
+    int stop_pending;      /* #stop from an app thread meanwhile */
+    long stop_drain;       /* its argument for oribi_loop_stop */
     struct oribi_handback *handbacks; /* conns the app threads are done with */
     int nhandbacks, handback_cap;
 

@@ -599,6 +599,8 @@ static int accept_one(struct oribi_loop *loop, int li, int in_turn)
         return -1;
     }
     note_backlog(loop); /* there may be more behind it */
+    if (loop->draining && loop->drain_left > 0 && --loop->drain_left == 0)
+        close_listeners(loop); /* what was queued when the stop began is taken */
     c->listener = li;
     memcpy(&c->peer, &ss, sl < sizeof(ss) ? sl : sizeof(ss));
     c->peer_len = sl;
@@ -956,10 +958,10 @@ struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
     return c;
 }
 
-void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog)
+void oribi_loop_stop(struct oribi_loop *loop, long drain)
 {
     if (loop->stopping) {
-        if (!drain_backlog)
+        if (!drain)
             close_listeners(loop); /* e.g. retired (max_requests) while draining */
         return;
     }
@@ -969,8 +971,9 @@ void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog)
      * their request: they are in flight, and served before the listeners
      * close (take_backlog). Not taken all at once here: a worker busy in
      * the app would hold them while the others sit idle. */
-    if (drain_backlog) {
+    if (drain) {
         loop->draining = 1;
+        loop->drain_left = drain;
         resume_accepting(loop);
     } else {
         close_listeners(loop);

@@ -87,6 +87,7 @@ struct oribi_loop {
     int listening;                 /* listeners[] are open (the loop's own copies) */
     int stopping;                  /* graceful drain: no keep-alive, then no accepts */
     int draining;                  /* stopping, but the backlog is still served */
+    long drain_left;               /* connections it may still take while draining, -1 no bound */
     int hold;                      /* every app thread busy: no accepts, no hand-outs */
     uint64_t requests;             /* requests handed to the app */
     uint64_t rejected;             /* requests answered with an error by the loop */
@@ -126,11 +127,13 @@ void oribi_loop_unwatch(struct oribi_loop *loop, struct oribi_conn *c);
 void oribi_loop_wake(struct oribi_loop *loop);
 
 /* Graceful drain: in-flight requests finish with close, idle connections
- * get a short grace. With drain_backlog the loop goes on taking connections
+ * get a short grace. With drain != 0 the loop goes on taking connections
  * from the listeners as usual (when a thread is free, so that the workers
- * share the backlog) until it finds them empty, and closes them then;
- * without, it closes them at once (the backlog is someone else's). */
-void oribi_loop_stop(struct oribi_loop *loop, int drain_backlog);
+ * share the backlog) until it finds them empty or took drain of them (the
+ * backlog when the stop began: clients that keep connecting, through a
+ * proxy say, cannot keep it going; -1: no bound), and closes them then;
+ * with 0 it closes them at once (the backlog is someone else's). */
+void oribi_loop_stop(struct oribi_loop *loop, long drain);
 
 
 /* The app is done with the conn: keep it alive or close it, and read on. */

@@ -95,13 +95,20 @@ module Oribi
 
       @promoted = false # a stop while becoming the mold: just stop
       @stopping = true
-      @engine.stop(drain_backlog)
+      @engine.stop(drain_backlog && queued)
       @server.listeners.close_sockets
     end
 
     def promoted? = @promoted
 
     private
+
+    # How many connections wait on the listeners now: the backlog a drain
+    # serves (true when the kernel does not say: until it is empty).
+    def queued
+      counts = @server.listeners.all.map { |l| Oribi.listen_queue(l.fileno)&.first }
+      counts.all? ? counts.sum : true
+    end
 
     # A worker whose master died (kill -9, OOM killer) stops as for USR2:
     # it closes its listeners at once, so that the server started in its
