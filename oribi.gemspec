@@ -11,10 +11,10 @@ Gem::Specification.new do |s|
   s.authors = ["Oribi developers"]
   s.license = "MIT"
   s.required_ruby_version = ">= 3.1"
-  s.files = Dir["lib/**/*.rb", "ext/oribi/*.{c,h,rb}", "exe/*", "*.md", "docs/*.md"]
+  s.files = Dir["lib/**/*.rb", "ext/{oribi,oribi_bench}/**/*.{c,h,rb}", "exe/*", "*.md", "docs/*.md", "LICENSE"]
   s.bindir = "exe"
   s.executables = ["oribi"]
-  s.extensions = ["ext/oribi/extconf.rb"]
+  s.extensions = ["ext/oribi/extconf.rb", "ext/oribi_bench/extconf.rb"]
   s.require_paths = ["lib"]
   s.add_dependency "rack", ">= 3.0", "< 4"
 end

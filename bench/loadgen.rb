@@ -7,7 +7,7 @@
 # URL is http://host:port/path, or unix:/path/to.sock[:/http/path]. Prints a
 # vegeta-style report (latencies in milliseconds); --json prints the raw Hash.
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
-require "oribi/oribi"
+require "oribi/oribi_bench"
 require "optparse"
 require "uri"
 require "json"

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include "parser.h"
+#include "http/parser.h"
 
 static double now_ns(void)
 {

@@ -12,7 +12,7 @@ cc=${CC:-cc}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-src="$root/bench/parser_bench.c $root/ext/oribi/parser.c"
+src="$root/bench/parser_bench.c $root/ext/oribi/http/parser.c"
 $cc -O2 -Wall -Wextra -std=gnu11 -msse4.2 -I"$root/ext/oribi" -o "$out/bench-sse42" $src
 $cc -O2 -Wall -Wextra -std=gnu11 -I"$root/ext/oribi" -o "$out/bench" $src
 

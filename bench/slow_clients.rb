@@ -19,7 +19,7 @@ require "socket"
 require "tmpdir"
 require "fileutils"
 require "rbconfig"
-require "oribi/oribi"
+require "oribi/oribi_bench"
 
 module SlowClients
   ROOT = File.expand_path("..", __dir__)

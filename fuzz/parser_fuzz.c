@@ -22,8 +22,8 @@
  *     input is cut.
  * parser.c is included so that both instantiations can be called directly.
  */
-#include "../ext/oribi/parser.c"
-#include "../ext/oribi/chunked.h"
+#include "../ext/oribi/http/parser.c"
+#include "../ext/oribi/http/chunked.h"
 
 #include <stdio.h>
 

@@ -17,7 +17,7 @@ mkdir -p "$build" "$corpus"
 ${CLANG:-clang} -g -O1 -std=gnu11 -Wall -Wextra -Wno-unused-function \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$root/ext/oribi" -o "$build/parser_fuzz" \
-    "$root/fuzz/parser_fuzz.c" "$root/ext/oribi/chunked.c"
+    "$root/fuzz/parser_fuzz.c" "$root/ext/oribi/http/chunked.c"
 
 cd "$build"
 set -- -max_total_time="$seconds" -runs="${RUNS:--1}" -max_len=8192 -timeout=10 -print_final_stats=1 \

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require "minitest/autorun"
-require "oribi/oribi"
+require "oribi/oribi_bench"
 require "socket"
 require "fileutils"
 require "timeout"

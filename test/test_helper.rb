@@ -8,6 +8,7 @@ require "timeout"
 require "etc"
 require "oribi/tune/resources"
 require "oribi"
+require "oribi/oribi_bench" # the load generator, for tests that drive load
 
 ROOT = File.expand_path("..", __dir__)
 APPS = File.join(__dir__, "apps")

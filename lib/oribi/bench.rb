@@ -3,7 +3,7 @@
 require "optparse"
 require "uri"
 require "etc"
-require "oribi/oribi"
+require "oribi/oribi_bench"
 require "oribi/bench/report"
 require "oribi/bench/progress"
 require "oribi/bench/plot"

@@ -1,0 +1,588 @@
+/*
+ * HTTP/1.1 request-head parser (RFC 9112). See parser.h for the contract.
+ *
+ * The parse is a single left-to-right pass where every decision depends only
+ * on bytes already seen: a prefix of a request either needs more bytes or
+ * fails exactly like the whole request would. The fuzzer checks this, and it
+ * is what makes the last_len shortcut safe.
+ *
+ * The hot loops are the two byte scanners (request-target and field values).
+ * They share one shape: a wide skip over clean bytes (SSE4.2 PCMPESTRI 16 at
+ * a time, or 8 at a time in a uint64_t), then a table lookup per byte. The
+ * whole parse is instantiated twice, once compiled for SSE4.2, and the CPU
+ * picks one at load time so a single build runs everywhere.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "http/parser.h"
+#include "http/token.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(ORIBI_NO_SSE42_BUILD)
+#define HAVE_SSE42_PATH 1
+#include <nmmintrin.h>
+#endif
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* RFC 9112 2.2 asks to ignore "at least one" empty line; a few is plenty. */
+#define MAX_LEADING_CRLF 8
+/* Keeps every head length well inside an int return value. */
+#define MAX_LIMIT ((size_t)1 << 28)
+
+
+/* request-target: anything visible; obs-text passes so UTF-8 paths work. */
+static const unsigned char target_tbl[256] = {
+    [0x21 ... 0x7e] = 1, [0x80 ... 0xff] = 1,
+};
+
+/* field-value: VCHAR, SP, HTAB, obs-text. CR is not here: it ends the line. */
+static const unsigned char value_tbl[256] = {
+    ['\t'] = 1, [0x20 ... 0x7e] = 1, [0x80 ... 0xff] = 1,
+};
+
+/* reg-name and IP-literal bytes of uri-host (RFC 3986 unreserved, sub-delims,
+ * plus ':' inside brackets); '%' is checked apart since it needs two HEXDIG. */
+static const unsigned char regname_tbl[256] = {
+    ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1, ['-'] = 1, ['.'] = 1,
+    ['_'] = 1, ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1,
+    [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1,
+};
+
+static const unsigned char hex_tbl[256] = {
+    ['0' ... '9'] = 1, ['A' ... 'F'] = 1, ['a' ... 'f'] = 1,
+};
+
+/* PCMPESTRI range pairs of the bytes that stop each scanner; 16 bytes long
+ * because the instruction loads a full register. */
+static const char target_stop_ranges[16] = "\x00\x20\x7f\x7f";
+static const char value_stop_ranges[16] = "\x00\x08\x0a\x1f\x7f\x7f";
+
+/* The path of an absolute-form target with none ("http://h"). */
+static const char root_path[] = "/";
+
+/* Which instantiation to run: set once by the load-time constructor. */
+static int use_sse42;
+
+#define ONES  0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Skips 8-byte words holding no byte below `below` and no DEL. Exact as a
+ * "clean word" test; tabs in values just send their word to the byte loop. */
+static ALWAYS_INLINE const char *skip8(const char *p, const char *end, unsigned below)
+{
+    while (end - p >= 8) {
+        uint64_t v, del;
+        memcpy(&v, p, 8);
+        del = v ^ (0x7f * ONES);
+        if (((v - below * ONES) & ~v & HIGHS) | ((del - ONES) & ~del & HIGHS))
+            break;
+        p += 8;
+    }
+    return p;
+}
+
+#ifdef HAVE_SSE42_PATH
+/* Returns the first stop byte, or where fewer than 16 bytes remain. */
+__attribute__((target("sse4.2"))) static inline const char *
+skip16(const char *p, const char *end, const char *ranges, int nranges)
+{
+    __m128i r = _mm_loadu_si128((const __m128i *)ranges);
+    while (end - p >= 16) {
+        __m128i b = _mm_loadu_si128((const __m128i *)p);
+        int i = _mm_cmpestri(r, nranges, b, 16,
+                             _SIDD_UBYTE_OPS | _SIDD_CMP_RANGES | _SIDD_LEAST_SIGNIFICANT);
+        if (i != 16)
+            return p + i;
+        p += 16;
+    }
+    return p;
+}
+#endif
+
+/* Returns the first byte in [p, end) that `ok` refuses, or end. */
+static ALWAYS_INLINE const char *scan(const char *p, const char *end, const unsigned char *ok,
+                                      unsigned below, const char *ranges, int nranges, int simd)
+{
+#ifdef HAVE_SSE42_PATH
+    if (simd) {
+        p = skip16(p, end, ranges, nranges);
+        if (end - p >= 16)
+            return p; /* PCMPESTRI is exact: this is the stop byte */
+    }
+#else
+    (void)ranges, (void)nranges, (void)simd;
+#endif
+    for (;;) {
+        const char *stop;
+        p = skip8(p, end, below);
+        stop = end - p > 8 ? p + 8 : end;
+        while (p != stop && ok[(unsigned char)*p])
+            p++;
+        if (p != stop || p == end)
+            return p;
+    }
+}
+
+#define scan_target(p, end, simd) scan(p, end, target_tbl, 0x21, target_stop_ranges, 4, simd)
+#define scan_value(p, end, simd)  scan(p, end, value_tbl, 0x20, value_stop_ranges, 6, simd)
+
+/* Case-insensitive compare against a lowercase literal of the same length. */
+static int ieq(const char *s, const char *lit, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((unsigned)(c - 'A') < 26u)
+            c |= 0x20;
+        if (c != (unsigned char)lit[i])
+            return 0;
+    }
+    return 1;
+}
+
+#define IS(s, n, lit) ((n) == sizeof(lit) - 1 && ieq(s, lit, sizeof(lit) - 1))
+#define OWS(c) ((c) == ' ' || (c) == '\t')
+
+/* uri-host [ ":" port ] (RFC 3986). Userinfo, paths, spaces and non-ASCII
+ * hosts are refused: they are how Host confusion attacks start. */
+static int valid_authority(const char *p, const char *end, int need_host, int need_port)
+{
+    const char *h = p;
+    if (p != end && *p == '[') {
+        for (p++; p != end && (regname_tbl[(unsigned char)*p] || *p == ':' || *p == '%'); p++)
+            ;
+        if (p == end || *p != ']' || p == h + 1)
+            return 0;
+        p++;
+    } else {
+        while (p != end) {
+            if (*p == '%') {
+                if (end - p < 3 || !hex_tbl[(unsigned char)p[1]] || !hex_tbl[(unsigned char)p[2]])
+                    return 0;
+                p += 3;
+            } else if (regname_tbl[(unsigned char)*p]) {
+                p++;
+            } else {
+                break;
+            }
+        }
+    }
+    if (need_host && p == h)
+        return 0;
+    if (p == end)
+        return !need_port;
+    if (*p++ != ':')
+        return 0;
+    if (need_port && p == end)
+        return 0;
+    while (p != end && (unsigned)(*p - '0') <= 9u)
+        p++;
+    return p == end;
+}
+
+/* What the semantic fields said, folded while the fields go by. */
+struct sem {
+    const char *host;
+    size_t host_len;
+    int64_t content_length;
+    int host_fields;
+    int te_seen, te_chunked, te_unknown;
+    int conn_close, conn_keepalive, conn_upgrade, upgrade_field;
+    int expect_continue, expect_other;
+};
+
+/* Transfer-Encoding: #transfer-coding, folded over every TE field. Framing
+ * ambiguity is 400 (RFC 9112 6.3); a coding we cannot decode is 501. */
+static int parse_te(const char *p, const char *end, struct sem *s)
+{
+    int elems = 0;
+    s->te_seen = 1;
+    for (;;) {
+        const char *tok;
+        int is_chunked;
+        while (p != end && (OWS(*p) || *p == ','))
+            p++;
+        if (p == end)
+            return elems ? 0 : 400;
+        for (tok = p; p != end && oribi_tchar[(unsigned char)*p]; p++)
+            ;
+        if (p == tok)
+            return 400;
+        is_chunked = IS(tok, (size_t)(p - tok), "chunked");
+        while (p != end && OWS(*p))
+            p++;
+        elems++;
+        if (s->te_chunked)
+            return 400; /* chunked must be the last coding, and only once */
+        if (p != end && *p == ';') {
+            /* parameters: unknown to us whatever the name, and the rest of
+             * the field may hide commas in quoted strings, so stop here */
+            s->te_unknown = 1;
+            return 0;
+        }
+        if (p != end && *p != ',')
+            return 400;
+        if (is_chunked)
+            s->te_chunked = 1;
+        else
+            s->te_unknown = 1;
+    }
+}
+
+/* Connection: #connection-option */
+static int parse_connection(const char *p, const char *end, struct sem *s)
+{
+    for (;;) {
+        const char *tok;
+        size_t n;
+        while (p != end && (OWS(*p) || *p == ','))
+            p++;
+        if (p == end)
+            return 0;
+        for (tok = p; p != end && oribi_tchar[(unsigned char)*p]; p++)
+            ;
+        if (p == tok)
+            return 400;
+        n = (size_t)(p - tok);
+        while (p != end && OWS(*p))
+            p++;
+        if (p != end && *p != ',')
+            return 400;
+        if (IS(tok, n, "close"))
+            s->conn_close = 1;
+        else if (IS(tok, n, "keep-alive"))
+            s->conn_keepalive = 1;
+        else if (IS(tok, n, "upgrade"))
+            s->conn_upgrade = 1;
+    }
+}
+
+/* Lengths of Host, Expect, Upgrade, Connection, Content-Length and
+ * Transfer-Encoding: the names semantic_field() looks at. */
+#define SEMANTIC_LENGTHS (1u << 4 | 1u << 6 | 1u << 7 | 1u << 10 | 1u << 14 | 1u << 17)
+
+/* Returns 0 or the status to fail with. */
+static int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen,
+                          struct sem *s)
+{
+    switch (name_len) {
+    case 4:
+        if (!ieq(name, "host", 4))
+            return 0;
+        if (s->host_fields++ || !valid_authority(v, v + vlen, 0, 0))
+            return 400;
+        s->host = v;
+        s->host_len = vlen;
+        return 0;
+    case 6:
+        if (!ieq(name, "expect", 6))
+            return 0;
+        if (IS(v, vlen, "100-continue"))
+            s->expect_continue = 1;
+        else
+            s->expect_other = 1;
+        return 0;
+    case 7:
+        if (ieq(name, "upgrade", 7))
+            s->upgrade_field = 1;
+        return 0;
+    case 10:
+        return ieq(name, "connection", 10) ? parse_connection(v, v + vlen, s) : 0;
+    case 14: {
+        int64_t n = 0;
+        if (!ieq(name, "content-length", 14))
+            return 0;
+        /* 1*DIGIT and nothing else; 18 digits cannot overflow int64 */
+        if (vlen == 0 || vlen > 18)
+            return 400;
+        for (size_t i = 0; i < vlen; i++) {
+            unsigned d = (unsigned char)v[i] - '0';
+            if (d > 9)
+                return 400;
+            n = n * 10 + d;
+        }
+        if (s->content_length >= 0 && s->content_length != n)
+            return 400;
+        s->content_length = n;
+        return 0;
+    }
+    case 17:
+        return ieq(name, "transfer-encoding", 17) ? parse_te(v, v + vlen, s) : 0;
+    }
+    return 0;
+}
+
+#define FAIL(code) do { req->status = (code); return ORIBI_PARSE_ERROR; } while (0)
+/* Running out of bytes at a limit means the limit is exceeded; before it,
+ * the head is just not all here yet. */
+#define OUT_OF(capped, code) do { \
+        if (capped) FAIL(code); \
+        return ORIBI_PARSE_INCOMPLETE; \
+    } while (0)
+
+static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_request *req,
+                                    const struct oribi_limits *lim, const int simd)
+{
+    const char *p = buf, *buf_end = buf + len;
+    const char *rl_start, *rl_end, *hdr_start, *hend, *target_end, *version;
+    const char *abs_host = NULL;
+    size_t abs_host_len = 0;
+    int rl_capped, h_capped, leading = 0, minor;
+    size_t cap, num = 0;
+    struct sem s = {0};
+    s.content_length = -1;
+
+    while (p != buf_end && *p == '\r') {
+        if (p + 1 == buf_end)
+            return ORIBI_PARSE_INCOMPLETE;
+        if (p[1] != '\n' || ++leading > MAX_LEADING_CRLF)
+            FAIL(400);
+        p += 2;
+    }
+
+    /* request-line: the LF must come within max_request_line bytes */
+    rl_start = p;
+    rl_capped = (size_t)(buf_end - rl_start) >= lim->max_request_line;
+    rl_end = rl_capped ? rl_start + lim->max_request_line : buf_end;
+
+    while (p != rl_end && oribi_tchar[(unsigned char)*p])
+        p++;
+    if (p == rl_end)
+        OUT_OF(rl_capped, 414);
+    if (p == rl_start || *p != ' ')
+        FAIL(400);
+    req->method = rl_start;
+    req->method_len = (size_t)(p - rl_start);
+    req->target = ++p;
+    p = scan_target(p, rl_end, simd);
+    if (p == rl_end)
+        OUT_OF(rl_capped, 414);
+    if (p == req->target || *p != ' ')
+        FAIL(400);
+    target_end = p++;
+    req->target_len = (size_t)(target_end - req->target);
+
+    /* "HTTP/" DIGIT "." DIGIT CRLF, checked byte by byte as it arrives */
+    version = p;
+    for (int i = 0; i < 10; i++, p++) {
+        static const char shape[] = "HTTP/0.0\r\n";
+        if (p == rl_end)
+            OUT_OF(rl_capped, 414);
+        if (i == 5 || i == 7 ? (unsigned)((unsigned char)*p - '0') > 9u : *p != shape[i])
+            FAIL(400);
+    }
+    if (version[5] != '1')
+        FAIL(505);
+    minor = version[7] == '0' ? 0 : 1;
+    req->minor_version = minor;
+
+    /* request-target forms (RFC 9112 3.2); method names are case-sensitive.
+     * None has a fragment: a '#' is refused here rather than passed on
+     * for the app to trip over. */
+    if (memchr(req->target, '#', req->target_len))
+        FAIL(400);
+    req->path = req->target;
+    req->path_len = req->target_len;
+    if (req->method_len == 7 && memcmp(req->method, "CONNECT", 7) == 0) {
+        if (!valid_authority(req->target, target_end, 1, 1))
+            FAIL(400);
+    } else if (req->target[0] == '/') {
+        /* origin-form */
+    } else if (req->target_len == 1 && req->target[0] == '*') {
+        if (req->method_len != 7 || memcmp(req->method, "OPTIONS", 7) != 0)
+            FAIL(400);
+    } else {
+        const char *a = req->target, *ae;
+        if (req->target_len > 7 && ieq(a, "http://", 7))
+            a += 7;
+        else if (req->target_len > 8 && ieq(a, "https://", 8))
+            a += 8;
+        else
+            FAIL(400);
+        for (ae = a; ae != target_end && *ae != '/' && *ae != '?'; ae++)
+            ;
+        /* an http(s) URI with an empty host is invalid (RFC 9110 4.2.1) */
+        if (!valid_authority(a, ae, 1, 0))
+            FAIL(400);
+        abs_host = a;
+        abs_host_len = (size_t)(ae - a);
+        if (ae == target_end) {
+            req->path = root_path;
+            req->path_len = 1;
+        } else {
+            req->path = ae;
+            req->path_len = (size_t)(target_end - ae);
+        }
+    }
+
+    /* header section: the final LF must come within max_header_bytes */
+    hdr_start = p;
+    h_capped = (size_t)(buf_end - hdr_start) >= lim->max_header_bytes;
+    hend = h_capped ? hdr_start + lim->max_header_bytes : buf_end;
+    cap = req->num_headers < lim->max_headers ? req->num_headers : lim->max_headers;
+
+    for (;;) {
+        const char *name, *value, *vend;
+        int st;
+        if (p == hend)
+            OUT_OF(h_capped, 431);
+        if (*p == '\r') {
+            if (p + 1 == hend)
+                OUT_OF(h_capped, 431);
+            if (p[1] != '\n')
+                FAIL(400);
+            p += 2;
+            break;
+        }
+        /* refuses bare LF, obs-fold / leading whitespace, empty names, CTLs */
+        if (!oribi_tchar[(unsigned char)*p])
+            FAIL(400);
+        if (num == cap)
+            FAIL(431);
+        for (name = p++; p != hend && oribi_tchar[(unsigned char)*p]; p++)
+            ;
+        if (p == hend)
+            OUT_OF(h_capped, 431);
+        if (*p != ':')
+            FAIL(400); /* includes whitespace before the colon */
+        req->headers[num].name = name;
+        req->headers[num].name_len = (size_t)(p - name);
+        for (p++; p != hend && OWS(*p); p++)
+            ;
+        value = p;
+        p = scan_value(p, hend, simd);
+        if (p == hend)
+            OUT_OF(h_capped, 431);
+        if (*p != '\r')
+            FAIL(400); /* bare LF, NUL, other CTLs, DEL */
+        if (p + 1 == hend)
+            OUT_OF(h_capped, 431);
+        if (p[1] != '\n')
+            FAIL(400); /* bare CR */
+        for (vend = p; vend != value && OWS(vend[-1]); vend--)
+            ;
+        p += 2;
+        req->headers[num].value = value;
+        req->headers[num].value_len = (size_t)(vend - value);
+        /* only names as long as one we care about go through the compare */
+        if (req->headers[num].name_len < 32 &&
+            (SEMANTIC_LENGTHS >> req->headers[num].name_len & 1) &&
+            (st = semantic_field(name, req->headers[num].name_len, value,
+                                 (size_t)(vend - value), &s)) != 0)
+            FAIL(st);
+        num++;
+    }
+
+    /* Checks that need the whole head. Framing errors (400) come before 501,
+     * and 417 last: it is the one error after which the connection can go on,
+     * so it may only be answered once the body framing is known to be sound. */
+    if (abs_host) {
+        s.host = abs_host;
+        s.host_len = abs_host_len;
+    }
+    if (minor == 1 && !s.host)
+        FAIL(400);
+    if (s.te_seen && (minor == 0 || s.content_length >= 0))
+        FAIL(400);
+    req->host = s.host;
+    req->host_len = s.host_len;
+    req->content_length = s.content_length;
+    req->chunked = s.te_seen;
+    req->keepalive = !s.conn_close && (minor == 1 || s.conn_keepalive);
+    /* RFC 9110 10.1.1: 100-continue in an HTTP/1.0 request is ignored */
+    req->expect_continue = s.expect_continue && minor == 1;
+    req->upgrade = s.conn_upgrade && s.upgrade_field;
+    req->num_headers = num;
+    req->head_len = (size_t)(p - buf);
+    if (s.te_unknown)
+        FAIL(501);
+    if (s.expect_other)
+        FAIL(417);
+    req->status = 0;
+    return (int)(p - buf);
+}
+
+#ifdef HAVE_SSE42_PATH
+__attribute__((target("sse4.2"))) static int
+parse_sse42(const char *buf, size_t len, struct oribi_request *req, const struct oribi_limits *lim)
+{
+    return parse_head(buf, len, req, lim, 1);
+}
+#endif
+
+static int parse_portable(const char *buf, size_t len, struct oribi_request *req,
+                          const struct oribi_limits *lim)
+{
+    return parse_head(buf, len, req, lim, 0);
+}
+
+/* The head can only be complete once an empty line has arrived. Bare-LF
+ * endings count too, so that such a head gets its 400 now instead of a
+ * timeout later. A new ending starts at most 2 bytes before the new data. */
+static int head_may_be_complete(const char *buf, size_t len, size_t last_len)
+{
+    const char *p = buf + (last_len > 3 ? last_len - 3 : 0), *end = buf + len;
+    while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        if (++p == end)
+            return 0;
+        if (*p == '\n' || (*p == '\r' && p + 1 != end && p[1] == '\n'))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether an incomplete head has reached a limit: then the full parse must
+ * run to answer 414 / 431 (or whatever error comes first). Costs at most one
+ * bounded memchr, and nothing while the buffer is below both limits. */
+static int limit_reached(const char *buf, size_t len, const struct oribi_limits *lim)
+{
+    const char *p = buf, *end = buf + len, *lf;
+    size_t n;
+    if (len < lim->max_request_line && len < lim->max_header_bytes)
+        return 0;
+    while (end - p >= 2 && p[0] == '\r' && p[1] == '\n')
+        p += 2;
+    n = (size_t)(end - p);
+    lf = memchr(p, '\n', n < lim->max_request_line ? n : lim->max_request_line);
+    if (lf == NULL)
+        return n >= lim->max_request_line;
+    return (size_t)(end - (lf + 1)) >= lim->max_header_bytes;
+}
+
+int oribi_parse_request(const char *buf, size_t len, size_t last_len,
+                        struct oribi_request *req, const struct oribi_limits *limits)
+{
+    static const struct oribi_limits defaults = {
+        ORIBI_DEFAULT_MAX_REQUEST_LINE, ORIBI_DEFAULT_MAX_HEADER_BYTES, ORIBI_DEFAULT_MAX_HEADERS,
+    };
+    struct oribi_limits lim = limits ? *limits : defaults;
+    if (lim.max_request_line > MAX_LIMIT)
+        lim.max_request_line = MAX_LIMIT;
+    if (lim.max_header_bytes > MAX_LIMIT)
+        lim.max_header_bytes = MAX_LIMIT;
+
+    if (last_len != 0 && last_len < len && !head_may_be_complete(buf, len, last_len) &&
+        !limit_reached(buf, len, &lim))
+        return ORIBI_PARSE_INCOMPLETE;
+#ifdef HAVE_SSE42_PATH
+    if (use_sse42)
+        return parse_sse42(buf, len, req, &lim);
+#endif
+    return parse_portable(buf, len, req, &lim);
+}
+
+int oribi_parser_simd(void)
+{
+    return use_sse42;
+}
+
+/* ORIBI_NO_SSE42=1 in the environment forces the portable path (tests and
+ * benchmarks compare both on one machine). */
+__attribute__((constructor)) static void choose_path(void)
+{
+#ifdef HAVE_SSE42_PATH
+    const char *off = getenv("ORIBI_NO_SSE42");
+    __builtin_cpu_init();
+    use_sse42 = __builtin_cpu_supports("sse4.2") && !(off && *off && *off != '0');
+#endif
+}

@@ -1,0 +1,32 @@
+# frozen_string_literal: true
+
+# Build settings shared by the two extensions' extconf.rb (mkmf is loaded).
+
+# ORIBI_SANITIZE=1 builds with ASan+UBSan (rake test:asan).
+def oribi_cflags
+  $CFLAGS << " -O2 -Wall -Wextra -std=gnu11 -D_GNU_SOURCE -fvisibility=hidden"
+  $CFLAGS << " -Wno-unused-parameter -Wno-missing-field-initializers"
+  return unless ENV["ORIBI_SANITIZE"] == "1"
+
+  # asan-stack=0: Ruby raises with __builtin_longjmp, which ASan cannot see;
+  # an exception crossing our frames (an app raising in body.call, Timeout
+  # interrupting Loadgen.run) would leave their stack redzones poisoned and
+  # a later call writing there would be reported falsely. Heap checks stay.
+  $CFLAGS << " -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
+  $CFLAGS << " --param asan-stack=0"
+  $LDFLAGS << " -fsanitize=address,undefined"
+end
+
+# Compiles the .c files of dirs (relative to this file) into one object
+# directory: make finds them through VPATH, so basenames must not repeat.
+# srcdir: the folder of the extconf.rb being run.
+def oribi_sources(srcdir, dirs)
+  files = dirs.flat_map { |d| Dir[File.join(srcdir, d, "*.c")].sort }
+  names = files.map { |f| File.basename(f) }
+  dup = names.group_by(&:itself).select { |_, v| v.size > 1 }.keys
+  abort "source names repeat across layers: #{dup.join(', ')}" unless dup.empty?
+  $srcs = names
+  $objs = names.map { |n| n.sub(/\.c\z/, ".o") }
+  dirs.each { |d| $VPATH << "$(srcdir)/#{d}" }
+  $INCFLAGS << " -I$(srcdir)"
+end

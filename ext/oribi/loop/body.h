@@ -1,0 +1,24 @@
+/*
+ * Request bodies, read by the loop before the app is called: Content-Length
+ * or chunked (decoded here), held in the connection's buffer up to
+ * body_buffer bytes and spilled to an unlinked tmpfile beyond.
+ */
+#ifndef ORIBI_BODY_H
+#define ORIBI_BODY_H
+
+#include "loop/loop.h"
+
+enum { BODY_MORE = 0, BODY_DONE = 1 };
+
+/* Sets up body reading for the head just parsed. Returns BODY_MORE,
+ * BODY_DONE or an HTTP status (413, 500) to answer with. */
+int oribi_body_begin(struct oribi_loop *loop, struct oribi_conn *c);
+
+/* Consumes the input bytes after what was already taken. Returns BODY_MORE,
+ * BODY_DONE (c->rest_off set) or a status (400, 413, 500). */
+int oribi_body_feed(struct oribi_loop *loop, struct oribi_conn *c);
+
+/* Makes room for n more bytes in c->buf; 0 or -1 (out of memory). */
+int oribi_conn_reserve(struct oribi_conn *c, size_t n);
+
+#endif

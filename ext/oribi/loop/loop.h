@@ -1,0 +1,148 @@
+/*
+ * The worker's connection loop: the only place that owns sockets and time.
+ * It accepts, reads and parses until a request is complete (head and body)
+ * without Ruby, queues it for the app, and finishes the connection after the
+ * response: keep-alive, pipelining, timeouts, lingering close.
+ * Everything here runs without the GVL unless stated otherwise.
+ */
+#ifndef ORIBI_LOOP_H
+#define ORIBI_LOOP_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "loop/clock.h"
+#include "loop/conn.h"
+#include "loop/output.h"
+#include "http/parser.h"
+#include "loop/score.h"
+
+#define ORIBI_MAX_LISTENERS 64
+
+/* Defaults, documented in docs/CONFIGURATION.md */
+#define ORIBI_DEFAULT_KEEPALIVE_TIMEOUT_MS 20000
+#define ORIBI_DEFAULT_HEADER_TIMEOUT_MS    30000
+#define ORIBI_DEFAULT_BODY_TIMEOUT_MS      30000
+#define ORIBI_DEFAULT_WRITE_TIMEOUT_MS     30000
+#define ORIBI_DEFAULT_KEEPALIVE_REQUESTS   1000
+#define ORIBI_DEFAULT_BODY_BUFFER          (112 * 1024)
+#define ORIBI_DEFAULT_MAX_CONNECTIONS      1024
+#define ORIBI_LINGER_MS                    2000
+#define ORIBI_DRAIN_IDLE_MS                1000 /* idle keep-alive grace when draining */
+#define ORIBI_BODY_PROGRESS                8192 /* bytes that re-arm the body timer */
+
+struct oribi_options {
+    struct oribi_limits limits;
+    int keepalive;             /* 0: Connection: close on every response */
+    unsigned keepalive_requests;
+    int64_t keepalive_timeout_ms;
+    int64_t header_timeout_ms;
+    int64_t body_timeout_ms;
+    int64_t write_timeout_ms;
+    int64_t max_body;          /* 0: no limit */
+    size_t body_buffer;        /* bodies above this spill to a tmpfile */
+    unsigned max_connections;
+    int share_accepts;         /* other workers take from the same listeners */
+    const char *tmpdir;
+};
+
+struct oribi_listener {
+    int fd;
+    int is_unix;
+};
+
+struct oribi_pending {
+    struct oribi_conn *conn;
+    uint32_t gen;
+};
+
+struct oribi_loop {
+    int epfd;
+    int wakefd;                    /* eventfd: interrupts epoll_wait from any thread */
+    volatile int wake_pending;
+    struct oribi_options opt;
+    struct oribi_listener listeners[ORIBI_MAX_LISTENERS];
+    int nlisteners;
+    int accepting;                 /* listeners are in the epoll set */
+    int64_t accept_resume_at;      /* after EMFILE: when to try again (ms), 0 = not paused */
+    int hot_listener;              /* its last accept4 got a connection: try it first, -1 none */
+    int accept_run;                /* accepts straight from hot_listener since the last epoll_wait */
+    int backlog;                   /* a listener was seen readable and not yet found empty */
+    int64_t backlog_since;         /* when it was first seen so (ms): its clients waited since */
+    int queue_front;               /* queue_ready puts a conn at the head (a backlog's turn) */
+
+    int64_t now;                   /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup */
+    int64_t polled_at;             /* the last epoll_wait (ms) */
+    struct oribi_conn *timers[TIMER_KINDS][2]; /* head, tail of each FIFO */
+    int64_t timeout_ms[TIMER_KINDS];
+
+    struct oribi_conn **by_fd;     /* conn of each fd, for tokens */
+    int by_fd_cap;
+    unsigned nconns;
+    struct oribi_conn *ready_head, *ready_tail;
+    struct oribi_conn *free_list;
+    struct oribi_pending *pending; /* responses done: look at the conn again */
+    int npending, pending_cap;
+
+    int listening;                 /* listeners[] are open (the loop's own copies) */
+    int stopping;                  /* graceful drain: no keep-alive, then no accepts */
+    int draining;                  /* stopping, but the backlog is still served */
+    long drain_left;               /* connections it may still take while draining, -1 no bound */
+    int hold;                      /* every app thread busy: no accepts, no hand-outs */
+    uint64_t requests;             /* requests handed to the app */
+    uint64_t rejected;             /* requests answered with an error by the loop */
+    unsigned nidle;                /* conns waiting for a next request (on the idle timer) */
+    struct oribi_score *score;      /* where the conn counts are published, or NULL */
+};
+
+
+enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };
+
+/* Sets up epoll and the wake fd, and takes its own copies of the listeners
+ * (closed by oribi_loop_stop or oribi_loop_free, whatever the caller does
+ * with its own). Returns 0 or -1 with errno. */
+int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
+                    const struct oribi_listener *listeners, int n);
+void oribi_loop_free(struct oribi_loop *loop);
+
+/* Runs until a request is complete (LOOP_READY: take it with
+ * oribi_loop_take), the loop is woken (LOOP_INTERRUPTED), or a stopping loop
+ * has no connections left (LOOP_STOPPED). With block == 0 it handles what
+ * is ready now and returns LOOP_IDLE instead of waiting: the caller can
+ * keep the GVL while there is work, and release it only to sleep. */
+int oribi_loop_run(struct oribi_loop *loop, int block);
+struct oribi_conn *oribi_loop_take(struct oribi_loop *loop);
+
+/* hold 1: oribi_loop_run serves its conns but accepts none and returns no
+ * LOOP_READY (the app has no thread free); hold 0 undoes it. */
+void oribi_loop_hold(struct oribi_loop *loop, int hold);
+
+/* Thread-safe: the conn's fd leaves the epoll set (hijack, from an app
+ * thread; oribi_loop_detach follows on the loop's thread). */
+void oribi_loop_unwatch(struct oribi_loop *loop, struct oribi_conn *c);
+
+/* Thread- and signal-safe: makes oribi_loop_run return LOOP_INTERRUPTED. */
+void oribi_loop_wake(struct oribi_loop *loop);
+
+/* Graceful drain: in-flight requests finish with close, idle connections
+ * get a short grace. With drain != 0 the loop goes on taking connections
+ * from the listeners as usual (when a thread is free, so that the workers
+ * share the backlog) until it finds them empty or took drain of them (the
+ * backlog when the stop began: clients that keep connecting, through a
+ * proxy say, cannot keep it going; -1: no bound), and closes them then;
+ * with 0 it closes them at once (the backlog is someone else's). */
+void oribi_loop_stop(struct oribi_loop *loop, long drain);
+
+
+/* The app is done with the conn: keep it alive or close it, and read on. */
+void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepalive);
+
+/* The app took the connection (hijack): the loop forgets it without
+ * closing its fd, which is returned. Kept output must be flushed first;
+ * unread input at c->buf + c->rest_off is the caller's to hand over first. */
+int oribi_loop_detach(struct oribi_loop *loop, struct oribi_conn *c);
+
+/* Hands the body tmpfile to the caller (it closes it); -1 when in memory. */
+int oribi_conn_take_body_fd(struct oribi_conn *c);
+
+#endif

@@ -1,0 +1,137 @@
+#include "loop/output.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+
+#include "loop/output.h"
+
+int oribi_conn_flush(struct oribi_conn *c)
+{
+    while (c->woff < c->wlen) {
+        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->woff += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            return c->wlen - c->woff > ORIBI_WRITE_BACKLOG ? 1 : 0;
+        } else {
+            return -1;
+        }
+    }
+    c->woff = c->wlen = 0;
+    return 0;
+}
+
+static int wbuf_append(struct oribi_conn *c, const char *p, size_t n)
+{
+    if (c->woff && c->woff == c->wlen)
+        c->woff = c->wlen = 0;
+    if (c->wcap - c->wlen < n) {
+        if (c->woff) { /* reclaim the flushed front first */
+            memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
+            c->wlen -= c->woff;
+            c->woff = 0;
+        }
+        if (c->wcap - c->wlen < n) {
+            size_t cap = c->wcap ? c->wcap : 16384;
+            while (cap - c->wlen < n)
+                cap *= 2;
+            char *w = realloc(c->wbuf, cap);
+            if (!w)
+                return -1;
+            c->wbuf = w;
+            c->wcap = cap;
+        }
+    }
+    memcpy(c->wbuf + c->wlen, p, n);
+    c->wlen += n;
+    return 0;
+}
+
+static int conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+    size_t skip = 0;
+    if (c->wlen == c->woff) {
+        /* The common case: the socket takes everything in one writev. */
+        ssize_t n;
+        /* sendmsg for MSG_NOSIGNAL: a gone peer is EPIPE, never SIGPIPE. */
+        struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt > 1024 ? 1024 : iovcnt};
+        do {
+            n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | flags);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0) {
+            if (errno != EAGAIN)
+                return -1;
+            n = 0;
+        }
+        skip = (size_t)n;
+    }
+    for (int i = 0; i < iovcnt; i++) {
+        size_t len = iov[i].iov_len;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        if (wbuf_append(c, (const char *)iov[i].iov_base + skip, len - skip) < 0)
+            return -1;
+        skip = 0;
+    }
+    if (c->wlen > c->woff)
+        return oribi_conn_flush(c);
+    return 0;
+}
+
+int oribi_conn_wait_writable(struct oribi_conn *c, int64_t timeout_ms)
+{
+    struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+    int r;
+    do {
+        r = poll(&p, 1, (int)timeout_ms);
+    } while (r < 0 && errno == EINTR);
+    return r == 1 && !(p.revents & (POLLERR | POLLNVAL)) ? 0 : -1;
+}
+
+int oribi_conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
+{
+    return conn_write(c, iov, iovcnt, 0);
+}
+
+int oribi_conn_write_more(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
+{
+    return conn_write(c, iov, iovcnt, MSG_MORE);
+}
+
+int oribi_conn_sendfile(struct oribi_conn *c, int file_fd, int64_t *off, int64_t *left,
+                        int64_t timeout_ms)
+{
+    while (*left > 0) {
+        off_t o = (off_t)*off;
+        size_t want = *left > (1 << 30) ? (size_t)1 << 30 : (size_t)*left;
+        ssize_t n = sendfile(c->fd, file_fd, &o, want);
+        if (n > 0) {
+            *off += n;
+            *left -= n;
+            continue;
+        }
+        if (n == 0)
+            return ORIBI_SEND_SHORT;
+        if (errno == EINTR)
+            return ORIBI_SEND_INTR;
+        if (errno != EAGAIN)
+            return ORIBI_SEND_FAIL;
+        /* Unlike oribi_conn_wait_writable, a signal ends this wait: the
+         * caller runs Ruby's handlers (a TERM trap) and comes back. */
+        struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+        int r = poll(&p, 1, (int)timeout_ms);
+        if (r < 0 && errno == EINTR)
+            return ORIBI_SEND_INTR;
+        if (r != 1 || (p.revents & (POLLERR | POLLNVAL)))
+            return ORIBI_SEND_FAIL;
+    }
+    return ORIBI_SEND_DONE;
+}

@@ -1,0 +1,27 @@
+/* A worker's scoreboard row, written by its engine (score.h). */
+#include "loop/score.h"
+
+#include <string.h>
+
+void oribi_score_take(struct oribi_score *s, int64_t wall_ms, int64_t queue_us, int from_header)
+{
+    s->last_request_ms = wall_ms;
+    if (queue_us >= 0) {
+        s->queue[oribi_queue_bucket(queue_us)]++;
+        s->queue_sum_us += (uint64_t)queue_us;
+        s->queue_header += (unsigned)from_header;
+    }
+}
+
+void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_len, const char *path,
+                      size_t path_len, int64_t since_ms)
+{
+    size_t n = method_len < ORIBI_SLOT_REQUEST - 2 ? method_len : ORIBI_SLOT_REQUEST - 2;
+    memcpy(s->request, method, n);
+    s->request[n++] = ' ';
+    if (path_len > ORIBI_SLOT_REQUEST - 1 - n)
+        path_len = ORIBI_SLOT_REQUEST - 1 - n;
+    memcpy(s->request + n, path, path_len);
+    s->request[n + path_len] = 0;
+    __atomic_store_n(&s->busy_since_ms, since_ms, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,54 @@
+/*
+ * One worker's slot of the scoreboard (scoreboard.c): a few words of
+ * shared memory the worker's engine writes with plain stores on its hot
+ * path, and the master reads for worker_timeout and for stats. Each field
+ * has one writer (the worker) and is read without locks: the master may
+ * see a request counted in `served` a moment before `busy_since_ms` is
+ * cleared, which stats can live with.
+ */
+#ifndef ORIBI_SCOREBOARD_H
+#define ORIBI_SCOREBOARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/queue_time.h"
+
+#define ORIBI_SLOT_REQUEST 120
+
+struct oribi_score {
+    volatile int64_t busy_since_ms;   /* CLOCK_MONOTONIC ms; 0 when idle */
+    volatile uint64_t served;         /* responses finished */
+    volatile int32_t pid;
+    volatile uint32_t conns;          /* open connections of the worker's loop */
+    volatile uint32_t idle;           /* of which idle keep-alive ones (waiting for a next request) */
+    volatile uint32_t generation;     /* which fork generation the worker is (refork) */
+    volatile int64_t last_request_ms; /* wall clock (ms since the epoch) of the last request taken */
+    volatile uint64_t queue[ORIBI_QUEUE_BUCKETS]; /* queue time histogram (not cumulative) */
+    volatile uint64_t queue_sum_us;
+    volatile uint64_t queue_header;   /* requests whose queue time came from X-Request-Start */
+    char request[ORIBI_SLOT_REQUEST]; /* "GET /path" being served, cut to fit */
+};
+
+/* A request goes to the app: wall_ms is the wall clock, queue_us its queue
+ * time (< 0: unknown). No allocation, no system call. */
+void oribi_score_take(struct oribi_score *s, int64_t wall_ms, int64_t queue_us, int from_header);
+
+/* The worker is busy with this request since since_ms (CLOCK_MONOTONIC):
+ * with threads, the oldest request in the app (worker_timeout). */
+void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_len, const char *path,
+                      size_t path_len, int64_t since_ms);
+
+/* No request in the app any more. */
+static inline void oribi_score_idle(struct oribi_score *s)
+{
+    __atomic_store_n(&s->busy_since_ms, 0, __ATOMIC_RELEASE);
+}
+
+/* A response is over. */
+static inline void oribi_score_done(struct oribi_score *s)
+{
+    s->served++;
+}
+
+#endif

@@ -1,0 +1,729 @@
+/*
+ * Oribi::Engine: the Ruby face of a worker's C loop. next_request waits
+ * without the GVL until the loop has a complete request (and, with
+ * threads, a free slot) and returns its Rack env; respond has the response
+ * written (respond.c), hands the connection back to the loop and runs
+ * rack.response_finished.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <ruby.h>
+#include <ruby/io.h>
+#include <ruby/thread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ruby/engine.h"
+#include "ruby/oribi.h"
+#include "http/queue_time.h"
+#include "http/response.h"
+
+VALUE oribi_eClientGone;
+static VALUE cEngine, cSlot, cStringIO, k_response_finished, mGC, minor_gc_opts;
+static ID id_new, id_for_fd, id_call, id_rewind, id_error, id_method, id_start;
+
+/* oob_gc's collection: a minor GC swept at once. It takes the garbage of
+ * the last requests (what they allocated and dropped is young), which is
+ * what a GC in the next request would have collected, at a fraction of a
+ * full GC's cost; Ruby still runs major GCs when the old generation grows. */
+static void oob_gc(void)
+{
+    rb_funcallv_kw(mGC, id_start, 1, &minor_gc_opts, RB_PASS_KEYWORDS);
+}
+
+static void engine_mark(void *p)
+{
+    struct engine *e = p;
+    for (int i = 0; i < e->loop.nlisteners; i++) {
+        rb_gc_mark(e->listeners[i].server_name);
+        rb_gc_mark(e->listeners[i].server_port);
+    }
+    rb_gc_mark(e->tmpdir);
+    rb_gc_mark(e->dispatcher);
+    rb_gc_mark(e->scoreboard);
+    for (int i = 0; i < e->nslots; i++) {
+        struct oribi_slot *s = &e->slots[i];
+        rb_gc_mark(s->env);
+        rb_gc_mark(s->io);
+        rb_gc_mark(s->stream);
+        rb_gc_mark(s->spilled_input);
+        rb_gc_mark(s->empty_input);
+        rb_gc_mark(s->self);
+        rb_gc_mark(s->ctx.hijack);
+        rb_gc_mark(s->ctx.early_hints);
+        rb_gc_mark(s->ctx.tmpl);
+    }
+}
+
+static void engine_free(void *p)
+{
+    struct engine *e = p;
+    if (e->ready)
+        oribi_loop_free(&e->loop);
+    for (int i = 0; i < e->nslots; i++)
+        free(e->slots[i].out);
+    xfree(e->slots);
+    free(e->handbacks);
+    xfree(e);
+}
+
+static const rb_data_type_t engine_type = {
+    "Oribi::Engine", {engine_mark, engine_free, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
+
+static VALUE engine_alloc(VALUE klass)
+{
+    struct engine *e = ZALLOC(struct engine);
+    e->tmpdir = e->dispatcher = e->scoreboard = Qnil;
+    return TypedData_Wrap_Struct(klass, &engine_type, e);
+}
+
+/* ---- slots: what an env callable or a stream holds on to ---- */
+
+struct slot_ref {
+    VALUE engine;
+    struct oribi_slot *s;
+};
+
+static void slot_ref_mark(void *p)
+{
+    rb_gc_mark(((struct slot_ref *)p)->engine);
+}
+
+static const rb_data_type_t slot_type = {
+    "Oribi::Engine::Slot", {slot_ref_mark, RUBY_TYPED_DEFAULT_FREE, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
+
+struct oribi_slot *oribi_slot_get(VALUE slot)
+{
+    struct slot_ref *ref = rb_check_typeddata(slot, &slot_type);
+    oribi_engine_get(ref->engine);
+    return ref->s;
+}
+
+static void slot_init(VALUE engine, struct engine *e, int i, VALUE multiprocess, VALUE multithread)
+{
+    struct oribi_slot *s = &e->slots[i];
+    struct slot_ref *ref;
+    s->e = e;
+    s->env = s->io = s->stream = s->spilled_input = Qnil;
+    s->ctx.tmpl = s->ctx.tmpl_errors = Qnil;
+    s->self = TypedData_Make_Struct(cSlot, struct slot_ref, &slot_type, ref);
+    ref->engine = engine;
+    ref->s = s;
+    s->empty_input = rb_funcall(cStringIO, id_new, 1, rb_obj_freeze(rb_str_new(NULL, 0)));
+    s->ctx.listeners = e->listeners;
+    s->ctx.multiprocess = multiprocess;
+    s->ctx.multithread = multithread;
+    /* One callable each per slot, not per request: they act on whichever
+     * request the slot has. */
+    s->ctx.hijack = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_hijack")));
+    s->ctx.early_hints = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints")));
+}
+
+struct engine *oribi_engine_get(VALUE self)
+{
+    struct engine *e = rb_check_typeddata(self, &engine_type);
+    if (!e->ready)
+        rb_raise(rb_eIOError, "engine closed");
+    return e;
+}
+
+static int64_t opt_ms(VALUE opts, const char *name, int64_t dflt)
+{
+    VALUE v = rb_hash_lookup2(opts, ID2SYM(rb_intern(name)), Qundef);
+    if (v == Qundef || NIL_P(v))
+        return dflt;
+    double s = NUM2DBL(v);
+    if (s <= 0)
+        rb_raise(rb_eArgError, "%s must be positive", name);
+    return (int64_t)(s * 1000);
+}
+
+static int64_t opt_int(VALUE opts, const char *name, int64_t dflt)
+{
+    VALUE v = rb_hash_lookup2(opts, ID2SYM(rb_intern(name)), Qundef);
+    if (v == Qundef || NIL_P(v))
+        return dflt;
+    int64_t n = NUM2LL(v);
+    if (n < 0)
+        rb_raise(rb_eArgError, "%s must not be negative", name);
+    return n;
+}
+
+/* What the env says when a request names no host: the listener's own address. */
+static void describe_listener(struct oribi_env_listener *l, struct oribi_listener *ol, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[64] = "localhost", port[8] = "80";
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+        rb_sys_fail("getsockname");
+    ol->fd = fd;
+    ol->is_unix = l->is_unix = ss.ss_family == AF_UNIX;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        if (a->sin_addr.s_addr != htonl(INADDR_ANY))
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+        snprintf(port, sizeof(port), "%u", ntohs(a->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        if (!IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr)) {
+            host[0] = '[';
+            inet_ntop(AF_INET6, &a->sin6_addr, host + 1, sizeof(host) - 2);
+            strcat(host, "]");
+        }
+        snprintf(port, sizeof(port), "%u", ntohs(a->sin6_port));
+    }
+    l->server_name = rb_obj_freeze(rb_str_new_cstr(host));
+    l->server_port = rb_obj_freeze(rb_str_new_cstr(port));
+}
+
+/* Engine.new(listener_fds, options) — options are documented in docs/CONFIGURATION.md */
+static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
+{
+    struct engine *e = rb_check_typeddata(self, &engine_type);
+    struct oribi_options o;
+    struct oribi_listener ls[ORIBI_MAX_LISTENERS];
+    Check_Type(fds, T_ARRAY);
+    Check_Type(opts, T_HASH);
+    long n = RARRAY_LEN(fds);
+    if (n < 1 || n > ORIBI_MAX_LISTENERS)
+        rb_raise(rb_eArgError, "1 to %d listeners", ORIBI_MAX_LISTENERS);
+
+    memset(&o, 0, sizeof(o));
+    o.limits.max_request_line = (size_t)opt_int(opts, "max_request_line", ORIBI_DEFAULT_MAX_REQUEST_LINE);
+    o.limits.max_header_bytes = (size_t)opt_int(opts, "max_header_bytes", ORIBI_DEFAULT_MAX_HEADER_BYTES);
+    o.limits.max_headers = (size_t)opt_int(opts, "max_headers", ORIBI_DEFAULT_MAX_HEADERS);
+    if (o.limits.max_headers < 1 || o.limits.max_request_line < 16 || o.limits.max_header_bytes < 16)
+        rb_raise(rb_eArgError, "header limits too small");
+    o.keepalive = RTEST(rb_hash_lookup2(opts, ID2SYM(rb_intern("keepalive")), Qtrue));
+    o.keepalive_requests = (unsigned)opt_int(opts, "keepalive_requests", ORIBI_DEFAULT_KEEPALIVE_REQUESTS);
+    o.keepalive_timeout_ms = opt_ms(opts, "keepalive_timeout", ORIBI_DEFAULT_KEEPALIVE_TIMEOUT_MS);
+    o.header_timeout_ms = opt_ms(opts, "header_timeout", ORIBI_DEFAULT_HEADER_TIMEOUT_MS);
+    o.body_timeout_ms = opt_ms(opts, "body_timeout", ORIBI_DEFAULT_BODY_TIMEOUT_MS);
+    o.write_timeout_ms = opt_ms(opts, "write_timeout", ORIBI_DEFAULT_WRITE_TIMEOUT_MS);
+    o.max_body = opt_int(opts, "max_body", 0);
+    o.body_buffer = (size_t)opt_int(opts, "body_buffer", ORIBI_DEFAULT_BODY_BUFFER);
+    o.max_connections = (unsigned)opt_int(opts, "max_connections", ORIBI_DEFAULT_MAX_CONNECTIONS);
+    if (o.max_connections < 1)
+        rb_raise(rb_eArgError, "max_connections must be at least 1");
+    e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0);
+    VALUE multiprocess = RTEST(rb_hash_lookup(opts, ID2SYM(rb_intern("multiprocess")))) ? Qtrue : Qfalse;
+    o.share_accepts = RTEST(multiprocess);
+    VALUE tmpdir = rb_hash_lookup2(opts, ID2SYM(rb_intern("tmpdir")), Qnil);
+    e->tmpdir = rb_obj_freeze(rb_str_new_cstr(NIL_P(tmpdir) ? (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp")
+                                                           : StringValueCStr(tmpdir)));
+    o.tmpdir = RSTRING_PTR(e->tmpdir);
+
+    for (long i = 0; i < n; i++)
+        describe_listener(&e->listeners[i], &ls[i], NUM2INT(rb_ary_entry(fds, i)));
+    int64_t threads = opt_int(opts, "threads", 1);
+    if (threads < 1 || threads > ORIBI_MAX_THREADS)
+        rb_raise(rb_eArgError, "threads must be in 1..%d", ORIBI_MAX_THREADS);
+    if (oribi_loop_init(&e->loop, &o, ls, (int)n) < 0)
+        rb_sys_fail("oribi loop");
+    e->ready = 1;
+    e->slots = ZALLOC_N(struct oribi_slot, threads);
+    for (int i = 0; i < threads; i++) {
+        slot_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse);
+        e->nslots = i + 1;
+    }
+    return self;
+}
+
+static void *run_nogvl(void *p)
+{
+    return (void *)(intptr_t)oribi_loop_run(p, 1);
+}
+
+static void wake_ubf(void *p)
+{
+    oribi_loop_wake(p);
+}
+
+static VALUE request_input(struct oribi_slot *s, struct oribi_conn *c)
+{
+    int fd = oribi_conn_take_body_fd(c);
+    if (fd >= 0) {
+        VALUE io = rb_funcall(rb_cFile, id_for_fd, 2, INT2FIX(fd), rb_str_new_cstr("rb"));
+        s->spilled_input = io;
+        return io;
+    }
+    if (c->body_mem)
+        return rb_funcall(cStringIO, id_new, 1, rb_str_new(c->buf + c->head_len, (long)c->body_mem));
+    rb_funcall(s->empty_input, id_rewind, 0);
+    return s->empty_input;
+}
+
+/* The scoreboard learns what goes to the app, and the request's queue
+ * time: from X-Request-Start when a proxy sent a usable one (up to a day
+ * old; a proxy clock slightly ahead counts as 0), else from when the loop
+ * first saw the request. The worker is busy since its oldest request in
+ * the app (worker_timeout): this one when no other is. */
+static void score_take(struct engine *e, struct oribi_slot *s, struct oribi_conn *c)
+{
+    if (!e->loop.score)
+        return;
+    int64_t mono_us = oribi_mono_us();
+    s->started_ms = mono_us / 1000;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    int64_t queue_us = c->seen_us ? mono_us - c->seen_us : -1;
+    int from_header = 0;
+    int64_t start = oribi_request_start_us(&c->req);
+    if (start >= 0 && wall_us - start < 86400LL * 1000000) {
+        queue_us = wall_us > start ? wall_us - start : 0;
+        from_header = 1;
+    }
+    oribi_score_take(e->loop.score, wall_us / 1000, queue_us, from_header);
+    if (!e->busy) {
+        oribi_score_busy(e->loop.score, c->req.method, c->req.method_len, c->req.target, c->req.target_len,
+                         s->started_ms);
+        e->scored = s;
+    }
+}
+
+/* s's response is over: idle, or busy since the oldest request left. */
+static void score_done(struct engine *e, struct oribi_slot *s)
+{
+    struct oribi_score *sc = e->loop.score;
+    if (!sc)
+        return;
+    oribi_score_done(sc);
+    /* A hijacked request's conn is the app's (and recycled): not counted. */
+    struct oribi_slot *oldest = NULL;
+    struct oribi_conn *oc = NULL;
+    for (int i = 0; e->busy > 1 && i < e->nslots; i++) {
+        struct oribi_slot *o = &e->slots[i];
+        struct oribi_conn *c = o != s ? oribi_slot_conn(o) : NULL;
+        if (c && (!oldest || o->started_ms < oldest->started_ms)) {
+            oldest = o;
+            oc = c;
+        }
+    }
+    /* Which slot is named, not when it started: two requests often start
+     * in the same millisecond. */
+    if (!oldest)
+        oribi_score_idle(sc);
+    else if (oldest != e->scored)
+        oribi_score_busy(sc, oc->req.method, oc->req.method_len, oc->req.target, oc->req.target_len,
+                         oldest->started_ms);
+    e->scored = oldest;
+}
+
+static VALUE start_request(struct engine *e, struct oribi_slot *s, struct oribi_conn *c)
+{
+    score_take(e, s, c);
+    e->since_gc++;
+    s->c = c;
+    s->seq++;
+    s->phase = PHASE_APP;
+    s->io = s->stream = Qnil;
+    e->busy++;
+    s->env = oribi_env_build(&s->ctx, c, request_input(s, c));
+    return s->env;
+}
+
+/* ---- handing conns back to the loop ---- */
+
+/* The app threads' finished conns, into the loop (the dispatcher, with the
+ * GVL: the loop is not running). */
+static void drain_handbacks(struct engine *e)
+{
+    for (int i = 0; i < e->nhandbacks; i++) {
+        struct oribi_handback *h = &e->handbacks[i];
+        if (h->detach)
+            oribi_loop_detach(&e->loop, h->c);
+        else
+            oribi_loop_finish(&e->loop, h->c, h->keepalive);
+    }
+    e->nhandbacks = 0;
+}
+
+/* With one thread the loop is not running while a response is written: the
+ * conn goes straight back. Else it waits for the dispatcher, woken if it
+ * sleeps in the loop (it drains the list before each run, under the GVL
+ * that we hold now, so it cannot miss one). */
+static void give_back(struct engine *e, struct oribi_conn *c, int keepalive, int detach)
+{
+    if (e->nslots == 1) {
+        if (detach)
+            oribi_loop_detach(&e->loop, c);
+        else
+            oribi_loop_finish(&e->loop, c, keepalive);
+        return;
+    }
+    if (e->nhandbacks == e->handback_cap) {
+        int cap = e->handback_cap ? e->handback_cap * 2 : 16;
+        struct oribi_handback *p = realloc(e->handbacks, (size_t)cap * sizeof(*p));
+        if (!p)
+            rb_raise(rb_eNoMemError, "handback list");
+        e->handbacks = p;
+        e->handback_cap = cap;
+    }
+    e->handbacks[e->nhandbacks++] = (struct oribi_handback){c, keepalive, detach};
+    if (e->in_loop)
+        oribi_loop_wake(&e->loop);
+}
+
+void oribi_engine_detach(struct engine *e, struct oribi_conn *c)
+{
+    /* Its events must stop at once: the app may close the fd, and a new
+     * connection get its number, before the dispatcher looks. */
+    oribi_loop_unwatch(&e->loop, c);
+    give_back(e, c, 0, 1);
+}
+
+static void end_request(struct oribi_slot *s);
+
+/* Returns the next request's env, or nil once a stopping loop is drained. */
+static VALUE engine_next_request(VALUE self)
+{
+    struct engine *e = oribi_engine_get(self);
+    e->dispatcher = rb_thread_current();
+    if (e->nslots == 1 && e->busy) /* the last one was never responded to: forget it */
+        end_request(e->slots);
+    if (e->oob_gc && e->since_gc >= 2 * e->oob_gc && !e->busy) {
+        /* Never idle for N more requests: collect now, between two
+         * requests, rather than never (see below). */
+        e->since_gc = 0;
+        oob_gc();
+    }
+    for (;;) {
+        if (e->nslots > 1) {
+            drain_handbacks(e);
+            if (e->stop_pending) {
+                oribi_loop_stop(&e->loop, e->stop_drain);
+                e->stop_pending = 0;
+            }
+            /* All slots busy: the loop goes on with its conns (timers,
+             * flushes, idle keep-alive) but accepts none and hands out
+             * none, so that idle workers get the backlog. */
+            oribi_loop_hold(&e->loop, e->busy == e->nslots);
+        }
+        struct oribi_conn *c = e->busy < e->nslots ? oribi_loop_take(&e->loop) : NULL;
+        if (c) {
+            struct oribi_slot *s = e->slots;
+            while (s->phase != PHASE_NONE)
+                s++;
+            return start_request(e, s, c);
+        }
+        /* Under load the next request is often already there: look without
+         * giving up the GVL, which costs a futex handoff each way. */
+        intptr_t r = oribi_loop_run(&e->loop, 0);
+        if (r == LOOP_READY)
+            continue;
+        /* Out-of-band GC (oob_gc): once N requests went by, at the first
+         * moment the loop has nothing to do: every response handed to the
+         * kernel (or waiting on its client), closed connections closed, no
+         * request waiting or in an app thread. A worker that is never idle
+         * collects after 2N requests, before taking the next one (above). */
+        if (r == LOOP_IDLE && e->oob_gc && e->since_gc >= e->oob_gc && !e->busy) {
+            e->since_gc = 0;
+            oob_gc();
+            continue;
+        }
+        if (r == LOOP_IDLE) {
+            e->in_loop = 1;
+            r = (intptr_t)rb_thread_call_without_gvl(run_nogvl, &e->loop, wake_ubf, &e->loop);
+            e->in_loop = 0;
+        }
+        if (r == LOOP_STOPPED)
+            return Qnil;
+        if (r == LOOP_INTERRUPTED)
+            rb_thread_check_ints(); /* trap handlers run here (they may call #stop) */
+    }
+}
+
+/* ---- the slot's request ---- */
+
+struct oribi_conn *oribi_slot_conn(struct oribi_slot *s)
+{
+    return s->phase == PHASE_APP || s->phase == PHASE_RESPONDING ? s->c : NULL;
+}
+
+int oribi_engine_wait(int fd, int events, int64_t timeout_ms)
+{
+    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+    return rb_wait_for_single_fd(fd, events, &tv) > 0;
+}
+
+int oribi_engine_drain(struct oribi_slot *s, struct oribi_conn *c)
+{
+    uint64_t seq = s->seq;
+    while (c->wlen > c->woff) {
+        if (oribi_conn_flush(c) < 0)
+            return -1;
+        if (c->wlen == c->woff)
+            break;
+        if (!oribi_engine_wait(c->fd, RB_WAITFD_OUT, s->e->loop.opt.write_timeout_ms))
+            return -2;
+        /* Other threads ran while we waited (one writing to a stream, say):
+         * if the response ended meanwhile, c may be another request's now. */
+        if (!s->e->ready || s->seq != seq || oribi_slot_conn(s) != c)
+            return -1;
+    }
+    return 0;
+}
+
+static void end_request(struct oribi_slot *s)
+{
+    score_done(s->e, s);
+    if (!NIL_P(s->stream))
+        oribi_stream_finish(s->stream);
+    if (!NIL_P(s->spilled_input)) {
+        VALUE io = s->spilled_input;
+        s->spilled_input = Qnil;
+        rb_io_close(io);
+    }
+    s->c = NULL;
+    s->env = Qnil;
+    s->phase = PHASE_NONE;
+    s->resp = NULL;
+    s->io = s->stream = Qnil;
+    s->e->busy--;
+}
+
+/* ---- rack.response_finished ---- */
+
+static VALUE call_finished(VALUE arg)
+{
+    VALUE *a = (VALUE *)arg;
+    return rb_funcallv(a[0], id_call, 4, a + 1);
+}
+
+static VALUE log_error(VALUE arg)
+{
+    VALUE *a = (VALUE *)arg;
+    VALUE log = rb_const_get(rb_const_get(rb_cObject, rb_intern("Oribi")), rb_intern("Log"));
+    return rb_funcall(log, id_error, 2, a[0], a[1]);
+}
+
+/* Each callable, last added first (SPEC), with (env, status, headers,
+ * error); one that raises is logged and the others still run. */
+static void response_finished(VALUE env, VALUE status, VALUE headers, VALUE error, int gone)
+{
+    VALUE list = rb_hash_lookup(env, k_response_finished);
+    if (!RB_TYPE_P(list, T_ARRAY) || RARRAY_LEN(list) == 0)
+        return;
+    if (NIL_P(error) && gone)
+        error = rb_exc_new_cstr(oribi_eClientGone, "the client went away before the response was complete");
+    for (long i = RARRAY_LEN(list) - 1; i >= 0; i--) {
+        if (i >= RARRAY_LEN(list)) /* a callable shortened the list */
+            continue;
+        VALUE a[5] = {RARRAY_AREF(list, i), env, status, headers, error};
+        int state;
+        rb_protect(call_finished, (VALUE)a, &state);
+        if (state) {
+            VALUE exc = rb_errinfo();
+            rb_set_errinfo(Qnil);
+            VALUE l[2] = {rb_str_new_cstr("rack.response_finished callable raised"),
+                          rb_obj_is_kind_of(exc, rb_eException) ? exc : Qnil};
+            rb_protect(log_error, (VALUE)l, &state);
+            rb_set_errinfo(Qnil);
+        }
+    }
+    RB_GC_GUARD(error);
+}
+
+/* ---- respond ---- */
+
+static VALUE respond_all(VALUE arg)
+{
+    return rb_ensure(oribi_respond_write, arg, oribi_respond_close, arg);
+}
+
+/* After a full hijack the socket is the app's: the response is ignored
+ * (SPEC), the body still closed. */
+static VALUE respond_hijacked(struct oribi_slot *s, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
+{
+    struct resp r = {.s = s, .body = body, .to_close = body, .file_fd = -1};
+    int state = 0;
+    rb_protect(oribi_respond_close, (VALUE)&r, &state);
+    VALUE exc = state ? rb_errinfo() : Qnil;
+    rb_set_errinfo(Qnil);
+    end_request(s);
+    response_finished(env, status, headers, NIL_P(error) ? exc : error, 0);
+    if (state)
+        rb_jump_tag(state);
+    return Qfalse;
+}
+
+/* engine.respond(env, status, headers, body, error = nil) → true when the
+ * connection stays open. error is what the app raised (the response is
+ * then the server's 500), for rack.response_finished. The body is always
+ * closed; when the app's response cannot be sent, the client gets a 500 if
+ * nothing went out yet, else a close, and the exception is raised for the
+ * caller to log. */
+static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
+{
+    VALUE env, status, headers, body, error;
+    rb_scan_args(argc, argv, "41", &env, &status, &headers, &body, &error);
+    struct engine *e = oribi_engine_get(self);
+    struct oribi_slot *s = e->slots, *end = e->slots + e->nslots;
+    while (s < end && (s->env != env || s->phase == PHASE_NONE))
+        s++;
+    if (s == end)
+        rb_raise(rb_eArgError, "no request in progress for this env");
+    if (!rb_obj_is_kind_of(error, rb_eException))
+        error = Qnil;
+    if (s->phase == PHASE_HIJACKED)
+        return respond_hijacked(s, env, status, headers, body, error);
+    struct oribi_conn *c = oribi_slot_conn(s);
+    if (!c)
+        rb_raise(rb_eArgError, "no request in progress for this env");
+
+    struct resp r = {.s = s, .c = c, .env = env, .body = body, .to_close = body, .headers = headers,
+                     .hijack = Qnil, .protocol = Qnil, .file_fd = -1, .app_length = -1,
+                     .keepalive = c->req.keepalive && !e->loop.stopping};
+    r.status = FIXNUM_P(status) ? FIX2INT(status) : 0;
+    r.head_only = c->req.method_len == 4 && memcmp(c->req.method, "HEAD", 4) == 0;
+    s->out_len = 0;
+    s->phase = PHASE_RESPONDING;
+    s->resp = &r;
+    int state = 0;
+    VALUE exc = Qnil;
+    if (r.status < 100 || r.status > 999) {
+        oribi_respond_close((VALUE)&r);
+        r.status = 500;
+        exc = rb_exc_new_str(rb_eArgError,
+                             rb_sprintf("status is not an Integer in 100..999: %+"PRIsVALUE, status));
+    } else {
+        rb_protect(respond_all, (VALUE)&r, &state);
+        if (state) {
+            exc = rb_errinfo();
+            rb_set_errinfo(Qnil);
+        }
+    }
+    if (!NIL_P(exc)) {
+        r.keepalive = 0;
+        if (!r.flushed && !r.gone) {
+            char out[512];
+            size_t n = oribi_error_response(out, sizeof(out), 500, time(NULL), 0);
+            struct iovec iov = {out, n};
+            if (oribi_conn_write(c, &iov, 1) < 0)
+                r.gone = 1;
+        }
+    }
+    if (r.gone)
+        r.keepalive = 0;
+    if (s->phase != PHASE_HIJACKED) /* else the app has the socket and c is recycled */
+        give_back(e, c, r.keepalive, 0);
+    end_request(s);
+    /* A stream write to a gone client raised so that the body stops; that
+     * is the client's doing, not an app error to log. */
+    int quiet = r.gone && r.mode == BODY_STREAM;
+    response_finished(env, status, headers, NIL_P(error) ? exc : error, r.gone);
+    if (!NIL_P(exc) && !quiet) {
+        if (rb_obj_is_kind_of(exc, rb_eException))
+            rb_exc_raise(exc);
+        rb_jump_tag(state);
+    }
+    RB_GC_GUARD(exc);
+    return r.keepalive ? Qtrue : Qfalse;
+}
+
+/* engine.stop(drain = true): graceful drain; next_request returns nil once
+ * in-flight requests are done. drain: true takes the backlog until it is
+ * empty, an Integer at most that many connections of it, false none (see
+ * oribi_loop_stop). Safe from a trap handler. */
+static VALUE engine_stop(int argc, VALUE *argv, VALUE self)
+{
+    struct engine *e = oribi_engine_get(self);
+    VALUE arg;
+    rb_scan_args(argc, argv, "01", &arg);
+    long drain = argc == 0 || arg == Qtrue ? -1 : RTEST(arg) ? NUM2LONG(arg) : 0;
+    if (drain < -1)
+        rb_raise(rb_eArgError, "drain must be true, false or a count");
+    /* From an app thread while the dispatcher runs the loop: the dispatcher
+     * stops it. (A trap handler runs on the dispatcher, the loop paused.) */
+    if (e->in_loop && rb_thread_current() != e->dispatcher) {
+        e->stop_drain = drain;
+        e->stop_pending = 1;
+    } else {
+        oribi_loop_stop(&e->loop, drain);
+    }
+    oribi_loop_wake(&e->loop);
+    return Qnil;
+}
+
+static VALUE engine_stats(VALUE self)
+{
+    struct engine *e = oribi_engine_get(self);
+    VALUE h = rb_hash_new();
+    rb_hash_aset(h, ID2SYM(rb_intern("requests")), ULL2NUM(e->loop.requests));
+    rb_hash_aset(h, ID2SYM(rb_intern("rejected")), ULL2NUM(e->loop.rejected));
+    rb_hash_aset(h, ID2SYM(rb_intern("connections")), UINT2NUM(e->loop.nconns));
+    return h;
+}
+
+/* engine.attach_scoreboard(scoreboard, slot): from now on the engine
+ * keeps that slot's score up to date (requests, connections, queue times). */
+static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
+{
+    struct engine *e = oribi_engine_get(self);
+    e->loop.score = oribi_scoreboard_slot(sb, idx);
+    e->scoreboard = sb;
+    return self;
+}
+
+static VALUE engine_close(VALUE self)
+{
+    struct engine *e = rb_check_typeddata(self, &engine_type);
+    if (e->ready) {
+        oribi_loop_free(&e->loop);
+        e->ready = 0;
+    }
+    return Qnil;
+}
+
+void Init_oribi_engine(VALUE mOribi)
+{
+    rb_require("stringio");
+    cStringIO = rb_const_get(rb_cObject, rb_intern("StringIO"));
+    rb_gc_register_mark_object(cStringIO);
+    id_new = rb_intern("new");
+    id_for_fd = rb_intern("for_fd");
+    id_call = rb_intern("call");
+    id_rewind = rb_intern("rewind");
+    id_error = rb_intern("error");
+    id_method = rb_intern("method");
+    k_response_finished = oribi_fstr("rack.response_finished");
+    id_start = rb_intern("start");
+    mGC = rb_const_get(rb_cObject, rb_intern("GC"));
+    minor_gc_opts = rb_hash_new();
+    rb_hash_aset(minor_gc_opts, ID2SYM(rb_intern("full_mark")), Qfalse);
+    rb_hash_aset(minor_gc_opts, ID2SYM(rb_intern("immediate_sweep")), Qtrue);
+    rb_obj_freeze(minor_gc_opts);
+    rb_gc_register_mark_object(minor_gc_opts);
+    oribi_env_init();
+    Init_oribi_respond();
+    Init_oribi_hijack();
+    Init_oribi_stream(mOribi);
+
+    /* What rack.response_finished gets as the error when the client left. */
+    oribi_eClientGone = rb_define_class_under(mOribi, "ClientGone", rb_eIOError);
+
+    cEngine = rb_define_class_under(mOribi, "Engine", rb_cObject);
+    rb_define_alloc_func(cEngine, engine_alloc);
+    rb_define_method(cEngine, "initialize", engine_init, 2);
+    rb_define_method(cEngine, "next_request", engine_next_request, 0);
+    rb_define_method(cEngine, "respond", engine_respond, -1);
+    rb_define_method(cEngine, "stop", engine_stop, -1);
+    rb_define_method(cEngine, "stats", engine_stats, 0);
+    rb_define_method(cEngine, "attach_scoreboard", engine_attach_scoreboard, 2);
+    rb_define_method(cEngine, "close", engine_close, 0);
+    /* The targets of env["rack.hijack"] and env["rack.early_hints"]: one
+     * Slot per app thread. */
+    cSlot = rb_define_class_under(cEngine, "Slot", rb_cObject);
+    rb_undef_alloc_func(cSlot);
+    rb_define_private_method(cSlot, "rack_hijack", oribi_full_hijack, 0);
+    rb_define_private_method(cSlot, "rack_early_hints", oribi_early_hints, 1);
+}

@@ -1,0 +1,309 @@
+#include "ruby/env.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ruby/oribi.h"
+
+#if !defined(HAVE_RB_HASH_NEW_CAPA) && defined(HAVE_RB_HASH_NEW_WITH_SIZE)
+VALUE rb_hash_new_with_size(st_index_t size); /* exported, not declared, in Ruby 3.1 */
+#define rb_hash_new_capa(n) rb_hash_new_with_size(n)
+#elif !defined(HAVE_RB_HASH_NEW_CAPA)
+#define rb_hash_new_capa(n) rb_hash_new()
+#endif
+
+VALUE oribi_key_input, oribi_key_request_method;
+static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server_name,
+    k_server_port, k_server_protocol, k_server_software, k_remote_addr, k_content_length,
+    k_content_type, k_rack_errors, k_url_scheme, k_multithread, k_multiprocess, k_run_once,
+    k_hijack_p, k_http_host, k_hijack, k_early_hints, k_response_finished, k_protocol;
+static VALUE v_empty, v_http, v_http10, v_http11, v_software, v_localhost_ip, v_port80;
+
+VALUE oribi_fstr(const char *s)
+{
+    VALUE v = rb_interned_str_cstr(s);
+    rb_gc_register_mark_object(v);
+    return v;
+}
+
+/* Methods and header keys seen on nearly every request are looked up in
+ * small tables instead of being built and interned each time. */
+static const char *const methods[] = {"GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"};
+#define NMETHODS (sizeof(methods) / sizeof(methods[0]))
+static VALUE method_vals[NMETHODS];
+
+static const char *const common_fields[] = {
+    "host", "user-agent", "accept", "accept-encoding", "accept-language", "accept-charset",
+    "connection", "cookie", "referer", "origin", "cache-control", "pragma", "keep-alive",
+    "upgrade-insecure-requests", "if-modified-since", "if-none-match", "authorization",
+    "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-real-ip", "x-request-id",
+    "x-request-start", "x-requested-with", "x-csrf-token", "dnt", "te", "upgrade", "range",
+    "sec-fetch-dest", "sec-fetch-mode", "sec-fetch-site", "sec-fetch-user", "sec-ch-ua",
+    "sec-ch-ua-mobile", "sec-ch-ua-platform", "via", "forwarded", "expect", "if-match",
+    "if-range", "priority", "version",
+};
+#define NCOMMON (sizeof(common_fields) / sizeof(common_fields[0]))
+static VALUE common_keys[NCOMMON];
+static unsigned char common_lens[NCOMMON];
+
+static size_t field_key(char *out, const char *name, size_t len)
+{
+    memcpy(out, "HTTP_", 5);
+    for (size_t i = 0; i < len; i++) {
+        char ch = name[i];
+        out[5 + i] = ch == '-' ? '_' : (ch >= 'a' && ch <= 'z') ? (char)(ch - 32) : ch;
+    }
+    return 5 + len;
+}
+
+void oribi_env_init(void)
+{
+    oribi_key_input = oribi_fstr("rack.input");
+    oribi_key_request_method = oribi_fstr("REQUEST_METHOD");
+    k_script_name = oribi_fstr("SCRIPT_NAME");
+    k_path_info = oribi_fstr("PATH_INFO");
+    k_query_string = oribi_fstr("QUERY_STRING");
+    k_request_uri = oribi_fstr("REQUEST_URI");
+    k_server_name = oribi_fstr("SERVER_NAME");
+    k_server_port = oribi_fstr("SERVER_PORT");
+    k_server_protocol = oribi_fstr("SERVER_PROTOCOL");
+    k_server_software = oribi_fstr("SERVER_SOFTWARE");
+    k_remote_addr = oribi_fstr("REMOTE_ADDR");
+    k_content_length = oribi_fstr("CONTENT_LENGTH");
+    k_content_type = oribi_fstr("CONTENT_TYPE");
+    k_rack_errors = oribi_fstr("rack.errors");
+    k_url_scheme = oribi_fstr("rack.url_scheme");
+    k_multithread = oribi_fstr("rack.multithread");
+    k_multiprocess = oribi_fstr("rack.multiprocess");
+    k_run_once = oribi_fstr("rack.run_once");
+    k_hijack_p = oribi_fstr("rack.hijack?");
+    k_hijack = oribi_fstr("rack.hijack");
+    k_early_hints = oribi_fstr("rack.early_hints");
+    k_response_finished = oribi_fstr("rack.response_finished");
+    k_protocol = oribi_fstr("rack.protocol");
+    k_http_host = oribi_fstr("HTTP_HOST");
+    v_empty = oribi_fstr("");
+    v_http = oribi_fstr("http");
+    v_http10 = oribi_fstr("HTTP/1.0");
+    v_http11 = oribi_fstr("HTTP/1.1");
+    v_software = oribi_fstr("Oribi");
+    v_localhost_ip = oribi_fstr("127.0.0.1");
+    v_port80 = oribi_fstr("80");
+    for (size_t i = 0; i < NMETHODS; i++)
+        method_vals[i] = oribi_fstr(methods[i]);
+    for (size_t i = 0; i < NCOMMON; i++) {
+        char key[64];
+        size_t len = strlen(common_fields[i]);
+        common_lens[i] = (unsigned char)len;
+        common_keys[i] = rb_interned_str(key, (long)field_key(key, common_fields[i], len));
+        rb_gc_register_mark_object(common_keys[i]);
+    }
+}
+
+static VALUE method_value(const char *m, size_t len)
+{
+    for (size_t i = 0; i < NMETHODS; i++)
+        if (strlen(methods[i]) == len && memcmp(methods[i], m, len) == 0)
+            return method_vals[i];
+    return rb_str_new(m, (long)len);
+}
+
+/* The env key for a header field; Qnil for a name that must not become one.
+ * Names with '_' are dropped: "X_Forwarded_For" would otherwise clobber
+ * "X-Forwarded-For" (CVE-2024-45614). */
+static VALUE header_key(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NCOMMON; i++)
+        if (common_lens[i] == len && strncasecmp(common_fields[i], name, len) == 0)
+            return common_keys[i];
+    if (memchr(name, '_', len))
+        return Qnil;
+    if (len == 12 && strncasecmp(name, "content-type", 12) == 0)
+        return k_content_type;
+    if (len == 14 && strncasecmp(name, "content-length", 14) == 0)
+        return k_content_length;
+    if (len == 17 && strncasecmp(name, "transfer-encoding", 17) == 0)
+        return Qnil; /* the app gets the decoded body and its CONTENT_LENGTH */
+    char stack[256];
+    char *key = len + 5 <= sizeof(stack) ? stack : ALLOC_N(char, len + 5);
+    VALUE v = rb_interned_str(key, (long)field_key(key, name, len));
+    if (key != stack)
+        xfree(key);
+    return v;
+}
+
+static VALUE remote_addr(const struct oribi_conn *c, int is_unix)
+{
+    char ip[INET6_ADDRSTRLEN];
+    if (is_unix || c->peer.ss_family == AF_UNIX)
+        return v_localhost_ip;
+    if (c->peer.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&c->peer;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+    } else if (c->peer.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&c->peer;
+        if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+            inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], ip, sizeof(ip));
+        else
+            inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+    } else {
+        return v_localhost_ip;
+    }
+    /* Interned: the same peer (a proxy, a load balancer) comes back again
+     * and again, and an interned string is a lookup, not an allocation. */
+    return rb_interned_str_cstr(ip);
+}
+
+/* SERVER_NAME and SERVER_PORT from a Host value: "name", "name:port",
+ * "[v6]" or "[v6]:port". */
+static void split_host(VALUE env, const char *h, size_t len)
+{
+    size_t name_end = len;
+    const char *port = NULL;
+    size_t port_len = 0;
+    if (len && h[0] == '[') {
+        const char *close = memchr(h, ']', len);
+        if (close) {
+            name_end = (size_t)(close - h) + 1;
+            if (name_end < len && h[name_end] == ':') {
+                port = h + name_end + 1;
+                port_len = len - name_end - 1;
+            }
+        }
+    } else {
+        const char *colon = memchr(h, ':', len);
+        if (colon) {
+            name_end = (size_t)(colon - h);
+            port = colon + 1;
+            port_len = len - name_end - 1;
+        }
+    }
+    rb_hash_aset(env, k_server_name, rb_interned_str(h, (long)name_end));
+    rb_hash_aset(env, k_server_port, port_len ? rb_interned_str(port, (long)port_len) : v_port80);
+}
+
+/* The protocols of the Upgrade field(s), in order: "websocket", "h2c". */
+static VALUE upgrade_protocols(const struct oribi_request *r)
+{
+    VALUE list = rb_ary_new();
+    for (size_t i = 0; i < r->num_headers; i++) {
+        const struct oribi_header *h = &r->headers[i];
+        if (h->name_len != 7 || strncasecmp(h->name, "upgrade", 7) != 0)
+            continue;
+        size_t j = 0;
+        while (j < h->value_len) {
+            while (j < h->value_len && (h->value[j] == ',' || h->value[j] == ' ' || h->value[j] == '\t'))
+                j++;
+            size_t start = j;
+            while (j < h->value_len && h->value[j] != ',' && h->value[j] != ' ' && h->value[j] != '\t')
+                j++;
+            if (j > start)
+                rb_ary_push(list, rb_str_new(h->value + start, (long)(j - start)));
+        }
+    }
+    return list;
+}
+
+/* The pairs that are the same in every env of an engine, hashed once:
+ * rb_hash_dup copies the table with its stored hashes, so a request pays
+ * only for the keys whose values are its own. */
+static void build_template(struct oribi_env_ctx *ctx)
+{
+    VALUE t = rb_hash_new_capa(32); /* a copy keeps this capacity: room for the headers */
+    VALUE same[] = {
+        k_script_name, v_empty,
+        k_query_string, v_empty,         /* replaced when there is a query */
+        k_server_protocol, v_http11,     /* replaced for HTTP/1.0 */
+        k_server_software, v_software,
+        k_rack_errors, rb_stderr,
+        k_url_scheme, v_http,
+        k_multithread, ctx->multithread,
+        k_multiprocess, ctx->multiprocess,
+        k_run_once, Qfalse,
+        k_hijack_p, Qtrue,
+        k_hijack, ctx->hijack,
+        k_early_hints, ctx->early_hints, /* removed for HTTP/1.0: no 1xx there (RFC 9110 15.2) */
+    };
+    rb_hash_bulk_insert((long)(sizeof(same) / sizeof(same[0])), same, t);
+    ctx->tmpl = t;
+    ctx->tmpl_errors = rb_stderr;
+}
+
+/* The first header with the same name as headers[i] (i itself when none):
+ * same name, same env key, since names with '_' never get one. */
+static size_t first_of_name(const struct oribi_request *r, size_t i)
+{
+    const struct oribi_header *h = &r->headers[i];
+    for (size_t j = 0; j < i; j++)
+        if (r->headers[j].name_len == h->name_len && strncasecmp(r->headers[j].name, h->name, h->name_len) == 0)
+            return j;
+    return i;
+}
+
+VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input)
+{
+    const struct oribi_request *r = &c->req;
+    const struct oribi_env_listener *l = &ctx->listeners[c->listener];
+    if (ctx->tmpl_errors != rb_stderr) /* $stderr was replaced: rack.errors follows */
+        build_template(ctx);
+    VALUE env = rb_hash_dup(ctx->tmpl);
+    const char *q = memchr(r->path, '?', r->path_len);
+    size_t plen = q ? (size_t)(q - r->path) : r->path_len;
+    VALUE own[16] = {
+        oribi_key_request_method, method_value(r->method, r->method_len),
+        k_path_info, rb_str_new(r->path, (long)plen),
+        k_request_uri, rb_str_new(r->target, (long)r->target_len),
+        k_remote_addr, remote_addr(c, l->is_unix),
+        oribi_key_input, input,
+        k_response_finished, rb_ary_new(),
+    };
+    long n = 12;
+    if (q) {
+        own[n++] = k_query_string;
+        own[n++] = rb_str_new(q + 1, (long)(r->path_len - plen - 1));
+    }
+    if (r->minor_version != 1) {
+        own[n++] = k_server_protocol;
+        own[n++] = v_http10;
+        rb_hash_delete(env, k_early_hints);
+    }
+    rb_hash_bulk_insert(n, own, env);
+
+    for (size_t i = 0; i < r->num_headers; i++) {
+        const struct oribi_header *h = &r->headers[i];
+        VALUE key = header_key(h->name, h->name_len);
+        if (NIL_P(key))
+            continue;
+        if (first_of_name(r, i) == i) {
+            rb_hash_aset(env, key, rb_str_new(h->value, (long)h->value_len));
+        } else if (key != k_content_length) { /* duplicates were checked equal */
+            /* RFC 9110 5.3: repeated fields combine with commas; cookies with
+             * "; " (RFC 6265 5.4). */
+            VALUE prev = rb_hash_lookup(env, key);
+            int cookie = h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0;
+            rb_str_cat(prev, cookie ? "; " : ", ", 2);
+            rb_str_cat(prev, h->value, (long)h->value_len);
+        }
+    }
+    if (r->chunked) {
+        char cl[24];
+        snprintf(cl, sizeof(cl), "%lld", (long long)c->body_total);
+        rb_hash_aset(env, k_content_length, rb_str_new_cstr(cl));
+    }
+    if (r->host) {
+        if (r->host_len)
+            split_host(env, r->host, r->host_len);
+        if (r->target[0] != '/' && r->target[0] != '*') /* absolute-form: its authority wins */
+            rb_hash_aset(env, k_http_host, rb_str_new(r->host, (long)r->host_len));
+    }
+    if (!r->host || !r->host_len) {
+        rb_hash_aset(env, k_server_name, l->server_name);
+        rb_hash_aset(env, k_server_port, l->server_port);
+    }
+    if (r->upgrade && r->minor_version == 1)
+        rb_hash_aset(env, k_protocol, upgrade_protocols(r));
+    return env;
+}

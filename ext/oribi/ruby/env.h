@@ -1,0 +1,40 @@
+/*
+ * Builds the Rack 3 env Hash from a parsed request (with the GVL held):
+ * interned frozen keys, header fields as HTTP_*, REMOTE_ADDR for IPv4,
+ * IPv6 and unix peers, rack.protocol from an Upgrade request.
+ */
+#ifndef ORIBI_ENV_H
+#define ORIBI_ENV_H
+
+#include <ruby.h>
+
+#include "loop/conn.h"
+
+struct oribi_env_listener {
+    VALUE server_name; /* used when the request names no host */
+    VALUE server_port;
+    int is_unix;
+};
+
+struct oribi_env_ctx {
+    struct oribi_env_listener *listeners;
+    VALUE multiprocess;
+    VALUE multithread;
+    VALUE hijack;      /* env["rack.hijack"], shared by all requests */
+    VALUE early_hints; /* env["rack.early_hints"] (HTTP/1.1 requests), shared */
+    VALUE tmpl;        /* the pairs every env has, copied per request */
+    VALUE tmpl_errors; /* rb_stderr when tmpl was built */
+};
+
+void oribi_env_init(void);
+
+/* A frozen, interned String kept alive for good: for the keys the engine
+ * compares and inserts on every request. */
+VALUE oribi_fstr(const char *s);
+/* ctx->multiprocess, multithread, hijack and early_hints must be set. */
+VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input);
+
+/* Frozen keys shared with the engine. */
+extern VALUE oribi_key_input, oribi_key_request_method;
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * Hijacking: the app takes the socket. Full hijack (env["rack.hijack"].call)
+ * happens while the app runs, before any response; partial hijack (a
+ * rack.hijack response header) after the server wrote the head (respond.c).
+ * Either way the app gets a real IO (TCPSocket or UNIXSocket) and the loop
+ * forgets the connection without closing it.
+ *
+ * The loop reads ahead: bytes the client sent after the request (the first
+ * WebSocket frame right behind the upgrade request) may already sit in the
+ * conn's buffer. They are pushed back into the IO's read buffer
+ * (IO#ungetbyte), so read, readpartial, read_nonblock, gets, IO.select and
+ * wait_readable see them first, as if they had come from the socket.
+ */
+#include <ruby.h>
+#include <sys/socket.h>
+
+#include "ruby/engine.h"
+
+static VALUE cTCPSocket, cUNIXSocket;
+static ID id_for_fd, id_ungetbyte;
+
+VALUE oribi_hijack_io(struct oribi_slot *s, struct oribi_conn *c)
+{
+    /* An early hint or 100 Continue may still be kept: it goes first. */
+    if (oribi_engine_drain(s, c) < 0)
+        rb_raise(oribi_eClientGone, "the client went away");
+    int is_unix = s->e->listeners[c->listener].is_unix || c->peer.ss_family == AF_UNIX;
+    VALUE ahead = c->len > c->rest_off ? rb_str_new(c->buf + c->rest_off, (long)(c->len - c->rest_off)) : Qnil;
+    VALUE io = rb_funcall(is_unix ? cUNIXSocket : cTCPSocket, id_for_fd, 1, INT2FIX(c->fd));
+    oribi_engine_detach(s->e, c);
+    s->c = NULL;
+    s->io = io;
+    s->phase = PHASE_HIJACKED;
+    if (!NIL_P(ahead))
+        rb_funcall(io, id_ungetbyte, 1, ahead);
+    return io;
+}
+
+/* env["rack.hijack"].call: only while the app runs, before the response;
+ * a second call returns the same IO. */
+VALUE oribi_full_hijack(VALUE slot)
+{
+    struct oribi_slot *s = oribi_slot_get(slot);
+    if (s->phase == PHASE_HIJACKED)
+        return s->io;
+    struct oribi_conn *c = s->phase == PHASE_APP ? oribi_slot_conn(s) : NULL;
+    if (!c)
+        rb_raise(rb_eIOError, "rack.hijack: no request in the app (the response has started or is over)");
+    return oribi_hijack_io(s, c);
+}
+
+void Init_oribi_hijack(void)
+{
+    rb_require("socket");
+    cTCPSocket = rb_const_get(rb_cObject, rb_intern("TCPSocket"));
+    cUNIXSocket = rb_const_get(rb_cObject, rb_intern("UNIXSocket"));
+    id_for_fd = rb_intern("for_fd");
+    id_ungetbyte = rb_intern("ungetbyte");
+}

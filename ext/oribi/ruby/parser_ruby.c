@@ -1,0 +1,158 @@
+/*
+ * Oribi::Parser: the C parser and chunked decoder seen from Ruby, for tests
+ * and for turning fuzz findings into regression cases. The server itself
+ * calls the C functions directly and never goes through here.
+ */
+#include "ruby/oribi.h"
+#include "http/parser.h"
+#include "http/chunked.h"
+
+static VALUE sym(const char *name)
+{
+    return ID2SYM(rb_intern(name));
+}
+
+static VALUE bytes(const char *p, size_t n)
+{
+    return rb_str_new(p, (long)n);
+}
+
+static size_t limit_arg(VALUE v, size_t dflt)
+{
+    return NIL_P(v) ? dflt : NUM2SIZET(v);
+}
+
+/* Oribi::Parser.parse(str, last_len = 0, max_request_line: nil,
+ *                     max_header_bytes: nil, max_headers: nil) -> Hash */
+static VALUE parser_parse(int argc, VALUE *argv, VALUE self)
+{
+    static ID kw_ids[3];
+    VALUE str, last, opts, kw[3] = {Qundef, Qundef, Qundef}, h, hs, tmp = 0;
+    struct oribi_limits lim;
+    struct oribi_request req;
+    struct oribi_header *headers;
+    size_t last_len;
+    int r;
+
+    if (!kw_ids[0]) {
+        kw_ids[0] = rb_intern("max_request_line");
+        kw_ids[1] = rb_intern("max_header_bytes");
+        kw_ids[2] = rb_intern("max_headers");
+    }
+    rb_scan_args(argc, argv, "11:", &str, &last, &opts);
+    StringValue(str);
+    if (!NIL_P(opts))
+        rb_get_kwargs(opts, kw_ids, 0, 3, kw);
+    for (int i = 0; i < 3; i++)
+        if (kw[i] == Qundef)
+            kw[i] = Qnil;
+    lim.max_request_line = limit_arg(kw[0], ORIBI_DEFAULT_MAX_REQUEST_LINE);
+    lim.max_header_bytes = limit_arg(kw[1], ORIBI_DEFAULT_MAX_HEADER_BYTES);
+    lim.max_headers = limit_arg(kw[2], ORIBI_DEFAULT_MAX_HEADERS);
+    last_len = NIL_P(last) ? 0 : NUM2SIZET(last);
+    if (last_len > (size_t)RSTRING_LEN(str))
+        rb_raise(rb_eArgError, "last_len is past the end of the string");
+
+    /* one slot more than the limit, so the limit and not the array decides */
+    if (lim.max_headers > 65536)
+        rb_raise(rb_eArgError, "max_headers is too large");
+    headers = ALLOCV_N(struct oribi_header, tmp, lim.max_headers + 1);
+    memset(&req, 0, sizeof(req));
+    req.headers = headers;
+    req.num_headers = lim.max_headers + 1;
+    r = oribi_parse_request(RSTRING_PTR(str), (size_t)RSTRING_LEN(str), last_len, &req, &lim);
+
+    h = rb_hash_new();
+    if (r == ORIBI_PARSE_INCOMPLETE) {
+        rb_hash_aset(h, sym("incomplete"), Qtrue);
+    } else if (r == ORIBI_PARSE_ERROR) {
+        rb_hash_aset(h, sym("error"), INT2NUM(req.status));
+        if (req.status == 417)
+            rb_hash_aset(h, sym("consumed"), SIZET2NUM(req.head_len));
+    } else {
+        rb_hash_aset(h, sym("consumed"), INT2NUM(r));
+        rb_hash_aset(h, sym("method"), bytes(req.method, req.method_len));
+        rb_hash_aset(h, sym("target"), bytes(req.target, req.target_len));
+        rb_hash_aset(h, sym("path"), bytes(req.path, req.path_len));
+        rb_hash_aset(h, sym("minor_version"), INT2NUM(req.minor_version));
+        hs = rb_ary_new_capa((long)req.num_headers);
+        for (size_t i = 0; i < req.num_headers; i++)
+            rb_ary_push(hs, rb_assoc_new(bytes(headers[i].name, headers[i].name_len),
+                                         bytes(headers[i].value, headers[i].value_len)));
+        rb_hash_aset(h, sym("headers"), hs);
+        rb_hash_aset(h, sym("host"), req.host ? bytes(req.host, req.host_len) : Qnil);
+        rb_hash_aset(h, sym("content_length"),
+                     req.content_length < 0 ? Qnil : LL2NUM(req.content_length));
+        rb_hash_aset(h, sym("chunked"), req.chunked ? Qtrue : Qfalse);
+        rb_hash_aset(h, sym("keepalive"), req.keepalive ? Qtrue : Qfalse);
+        rb_hash_aset(h, sym("expect_continue"), req.expect_continue ? Qtrue : Qfalse);
+        rb_hash_aset(h, sym("upgrade"), req.upgrade ? Qtrue : Qfalse);
+    }
+    ALLOCV_END(tmp);
+    RB_GC_GUARD(str);
+    return h;
+}
+
+/* Oribi::Parser.decode_chunked(str or [piece, ...]) -> Hash. Pieces go
+ * through one decoder one after the other, as reads from a socket would. */
+static VALUE parser_decode_chunked(VALUE self, VALUE input)
+{
+    struct oribi_chunked_decoder d;
+    VALUE pieces, body = rb_str_new(NULL, 0), h = rb_hash_new(), work;
+    long total = 0;
+
+    pieces = RB_TYPE_P(input, T_ARRAY) ? input : rb_ary_new_from_args(1, input);
+    for (long i = 0; i < RARRAY_LEN(pieces); i++) {
+        VALUE piece = RARRAY_AREF(pieces, i);
+        StringValue(piece);
+        total += RSTRING_LEN(piece);
+    }
+    work = rb_str_new(NULL, total);
+    memset(&d, 0, sizeof(d));
+
+    for (long i = 0; i < RARRAY_LEN(pieces); i++) {
+        VALUE piece = RARRAY_AREF(pieces, i);
+        size_t n;
+        ssize_t r;
+        StringValue(piece);
+        n = (size_t)RSTRING_LEN(piece);
+        /* the decoder consumes all it is given, so each piece starts afresh */
+        memcpy(RSTRING_PTR(work), RSTRING_PTR(piece), n);
+        r = oribi_decode_chunked(&d, RSTRING_PTR(work), &n);
+        if (r == ORIBI_CHUNKED_ERROR) {
+            rb_hash_aset(h, sym("error"), Qtrue);
+            return h;
+        }
+        rb_str_cat(body, RSTRING_PTR(work), (long)n);
+        if (r >= 0) {
+            /* the pieces not fed yet follow the body just as well */
+            VALUE rest = rb_str_new(RSTRING_PTR(work) + n, (long)r);
+            while (++i < RARRAY_LEN(pieces))
+                rb_str_append(rest, RARRAY_AREF(pieces, i));
+            rb_hash_aset(h, sym("body"), body);
+            rb_hash_aset(h, sym("rest"), rest);
+            return h;
+        }
+    }
+    rb_hash_aset(h, sym("incomplete"), Qtrue);
+    rb_hash_aset(h, sym("body"), body);
+    return h;
+}
+
+static VALUE parser_simd_p(VALUE self)
+{
+    return oribi_parser_simd() ? Qtrue : Qfalse;
+}
+
+void Init_oribi_parser(VALUE mOribi)
+{
+    VALUE m = rb_define_module_under(mOribi, "Parser");
+    rb_define_module_function(m, "parse", parser_parse, -1);
+    rb_define_module_function(m, "decode_chunked", parser_decode_chunked, 1);
+    rb_define_module_function(m, "simd?", parser_simd_p, 0);
+    rb_define_const(m, "DEFAULT_MAX_REQUEST_LINE", SIZET2NUM(ORIBI_DEFAULT_MAX_REQUEST_LINE));
+    rb_define_const(m, "DEFAULT_MAX_HEADER_BYTES", SIZET2NUM(ORIBI_DEFAULT_MAX_HEADER_BYTES));
+    rb_define_const(m, "DEFAULT_MAX_HEADERS", SIZET2NUM(ORIBI_DEFAULT_MAX_HEADERS));
+    rb_define_const(m, "CHUNK_EXT_MAX", INT2NUM(ORIBI_CHUNK_EXT_MAX));
+    rb_define_const(m, "CHUNK_TRAILER_MAX", INT2NUM(ORIBI_CHUNK_TRAILER_MAX));
+}

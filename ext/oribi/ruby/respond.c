@@ -1,0 +1,588 @@
+/*
+ * The app's response on the wire. The head comes from the status and the
+ * headers (checked field by field, hop-by-hop fields being the server's);
+ * the body is framed by what it is: an Array gets a content-length, a
+ * to_path file goes out with sendfile(2), an each body is chunked (or uses
+ * the app's length), a call body writes to a stream and the connection
+ * closes after it. A 101 (or a rack.protocol header) switches the
+ * connection to the app's protocol. rack.early_hints' 103s use the same
+ * field checks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ruby.h>
+#include <ruby/io.h>
+#include <ruby/thread.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ruby/engine.h"
+#include "ruby/env.h"
+#include "http/response.h"
+
+static ID id_each, id_close, id_to_ary, id_to_path, id_call, id_write;
+static VALUE k_rack_protocol;
+
+static void out_reserve(struct oribi_slot *e, size_t n)
+{
+    if (e->out_cap - e->out_len >= n)
+        return;
+    size_t cap = e->out_cap ? e->out_cap : 8192;
+    while (cap - e->out_len < n)
+        cap *= 2;
+    char *p = realloc(e->out, cap);
+    if (!p)
+        rb_raise(rb_eNoMemError, "response buffer");
+    e->out = p;
+    e->out_cap = cap;
+}
+
+static void out_cat(struct oribi_slot *e, const char *p, size_t n)
+{
+    out_reserve(e, n);
+    memcpy(e->out + e->out_len, p, n);
+    e->out_len += n;
+}
+
+static void head_line(struct oribi_slot *e, const char *s)
+{
+    out_cat(e, s, strlen(s));
+}
+
+static void *wait_nogvl(void *p)
+{
+    struct resp *r = p;
+    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->s->e->loop.opt.write_timeout_ms);
+}
+
+/* Writes what is gathered plus extra; waits (without the GVL) while the
+ * client is slower than the body is produced. */
+static void out_flush(struct resp *r, const struct iovec *extra, int nextra)
+{
+    struct iovec iov[1 + 1024];
+    int n = 0;
+    if (r->gone)
+        return;
+    if (r->s->out_len)
+        iov[n++] = (struct iovec){r->s->out, r->s->out_len};
+    for (int i = 0; i < nextra && n < (int)(sizeof(iov) / sizeof(iov[0])); i++)
+        iov[n++] = extra[i];
+    int w = n ? oribi_conn_write(r->c, iov, n) : 0;
+    r->s->out_len = 0;
+    r->flushed = 1;
+    while (w == 1) {
+        if ((intptr_t)rb_thread_call_without_gvl(wait_nogvl, r, RUBY_UBF_IO, NULL) < 0) {
+            w = -1;
+            break;
+        }
+        w = oribi_conn_flush(r->c);
+    }
+    if (w < 0)
+        r->gone = 1;
+}
+
+/* The head and everything kept goes out before the app writes to the
+ * socket itself (stream, hijack) or sendfile bypasses the kept buffer. */
+static void out_drain(struct resp *r)
+{
+    out_flush(r, NULL, 0);
+    if (!r->gone && oribi_engine_drain(r->s, r->c) < 0)
+        r->gone = 1;
+}
+
+/* ---- the head ---- */
+
+struct head_ctx {
+    struct oribi_slot *e;
+    struct resp *r;      /* NULL for early hints */
+    int connection_close;
+    int fields;          /* fields written */
+};
+
+static void drop_header(VALUE key, const char *why)
+{
+    VALUE msg = rb_sprintf("oribi: dropped response header %+"PRIsVALUE": %s\n", key, why);
+    rb_funcall(rb_stderr, id_write, 1, msg);
+}
+
+static int parse_length(const char *p, long n, int64_t *out)
+{
+    int64_t v = 0;
+    if (n < 1 || n > 18)
+        return 0;
+    for (long i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+static int head_field(struct oribi_slot *e, VALUE key, VALUE val)
+{
+    if (!RB_TYPE_P(val, T_STRING)) {
+        drop_header(key, "value is not a String");
+        return 0;
+    }
+    if (!oribi_field_value_ok(RSTRING_PTR(val), RSTRING_LEN(val))) {
+        drop_header(key, "value has CR, LF, NUL or another control byte");
+        return 0;
+    }
+    out_reserve(e, (size_t)(RSTRING_LEN(key) + RSTRING_LEN(val) + 4));
+    out_cat(e, RSTRING_PTR(key), (size_t)RSTRING_LEN(key));
+    out_cat(e, ": ", 2);
+    out_cat(e, RSTRING_PTR(val), (size_t)RSTRING_LEN(val));
+    out_cat(e, "\r\n", 2);
+    return 1;
+}
+
+/* "close" as one of the comma-separated tokens of a Connection value */
+static int has_close_token(const char *p, long n)
+{
+    long i = 0;
+    while (i < n) {
+        while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == ','))
+            i++;
+        long start = i;
+        while (i < n && p[i] != ',' && p[i] != ' ' && p[i] != '\t')
+            i++;
+        if (i - start == 5 && strncasecmp(p + start, "close", 5) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* rack.* fields talk to the server and never reach the wire; rack.hijack
+ * asks for a partial hijack (rack.protocol was looked up before). */
+static void rack_field(struct resp *r, const char *k, long klen, VALUE key, VALUE val)
+{
+    if (!r)
+        return;
+    if (klen == 11 && memcmp(k + 5, "hijack", 6) == 0) {
+        if (rb_respond_to(val, id_call))
+            r->hijack = val;
+        else
+            drop_header(key, "does not respond to call");
+    } else if (klen == 13 && memcmp(k + 5, "protocol", 8) == 0 && !r->c->req.upgrade) {
+        drop_header(key, "the request asked for no upgrade");
+    }
+}
+
+static int head_each(VALUE key, VALUE val, VALUE arg)
+{
+    struct head_ctx *h = (struct head_ctx *)arg;
+    struct resp *r = h->r;
+    if (!RB_TYPE_P(key, T_STRING))
+        return ST_CONTINUE;
+    const char *k = RSTRING_PTR(key);
+    long klen = RSTRING_LEN(key);
+    if (klen > 5 && strncmp(k, "rack.", 5) == 0) {
+        rack_field(r, k, klen, key, val);
+        return ST_CONTINUE;
+    }
+    if (!oribi_field_name_ok(k, (size_t)klen)) {
+        drop_header(key, "not a valid field name");
+        return ST_CONTINUE;
+    }
+    switch (oribi_hop_by_hop(k, (size_t)klen)) {
+    case ORIBI_HOP_CONNECTION:
+        /* The server owns the connection; the app may only ask to close it. */
+        if (RB_TYPE_P(val, T_STRING) && has_close_token(RSTRING_PTR(val), RSTRING_LEN(val)))
+            h->connection_close = 1;
+        return ST_CONTINUE;
+    case ORIBI_HOP_CONTENT_LENGTH:
+        if (r && (!RB_TYPE_P(val, T_STRING) || !parse_length(RSTRING_PTR(val), RSTRING_LEN(val), &r->app_length)))
+            drop_header(key, "not a valid length");
+        return ST_CONTINUE;
+    case ORIBI_HOP_TRANSFER_ENCODING:
+    case ORIBI_HOP_OTHER:
+        return ST_CONTINUE; /* framing is the server's */
+    }
+    /* An accepted rack.protocol names the upgrade itself. */
+    if (r && !NIL_P(r->protocol) && klen == 7 && strncasecmp(k, "upgrade", 7) == 0)
+        return ST_CONTINUE;
+    if (RB_TYPE_P(val, T_ARRAY)) {
+        for (long i = 0; i < RARRAY_LEN(val); i++)
+            h->fields += head_field(h->e, key, RARRAY_AREF(val, i));
+    } else {
+        h->fields += head_field(h->e, key, val);
+    }
+    return ST_CONTINUE;
+}
+
+/* A rack.protocol response header switches to one of the protocols the
+ * request offered (env["rack.protocol"]); any other value is dropped. */
+static void accept_protocol(struct resp *r)
+{
+    VALUE proto = rb_hash_lookup(r->headers, k_rack_protocol);
+    if (NIL_P(proto))
+        return;
+    VALUE offered = rb_hash_lookup(r->env, k_rack_protocol);
+    if (RB_TYPE_P(proto, T_STRING) && RB_TYPE_P(offered, T_ARRAY) && RTEST(rb_ary_includes(offered, proto)) &&
+        oribi_field_value_ok(RSTRING_PTR(proto), RSTRING_LEN(proto)))
+        r->protocol = proto;
+    else
+        drop_header(k_rack_protocol, "not one of the protocols the request offered");
+}
+
+/* ---- framing ---- */
+
+static void cat_length(struct oribi_slot *e, int64_t n)
+{
+    char cl[40];
+    out_cat(e, cl, (size_t)snprintf(cl, sizeof(cl), "content-length: %lld\r\n", (long long)n));
+}
+
+/* Opens the file of a to_path body; 0 when the body has none usable (it is
+ * then sent with each, which SPEC says yields the same bytes). */
+static int open_body_file(struct resp *r)
+{
+    if (!rb_respond_to(r->body, id_to_path))
+        return 0;
+    VALUE path = rb_funcall(r->body, id_to_path, 0);
+    if (!RB_TYPE_P(path, T_STRING) || memchr(RSTRING_PTR(path), 0, (size_t)RSTRING_LEN(path)))
+        return 0;
+    int fd = open(StringValueCStr(path), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return 0;
+    }
+    r->file_fd = fd;
+    r->file_size = st.st_size;
+    return 1;
+}
+
+/* After a 101 the bytes are the new protocol's: no framing of ours, and the
+ * connection is the app's (hijack) or closes when the body is done. */
+static void frame_switch(struct resp *r)
+{
+    struct oribi_slot *e = r->s;
+    r->keepalive = 0;
+    head_line(e, "connection: upgrade\r\n");
+    if (!NIL_P(r->protocol)) {
+        head_line(e, "upgrade: ");
+        out_cat(e, RSTRING_PTR(r->protocol), (size_t)RSTRING_LEN(r->protocol));
+        head_line(e, "\r\n");
+    }
+    if (!NIL_P(r->hijack))
+        r->mode = BODY_HIJACK;
+    else if (RB_TYPE_P(r->body, T_ARRAY))
+        r->mode = BODY_ARRAY;
+    else if (!rb_respond_to(r->body, id_each) && rb_respond_to(r->body, id_call))
+        r->mode = BODY_STREAM;
+    else
+        r->mode = BODY_CLOSE;
+}
+
+static void array_length(struct resp *r)
+{
+    int64_t total = 0;
+    for (long i = 0; i < RARRAY_LEN(r->body); i++) {
+        VALUE part = RARRAY_AREF(r->body, i);
+        if (!RB_TYPE_P(part, T_STRING))
+            rb_raise(rb_eTypeError, "body element is not a String");
+        total += RSTRING_LEN(part);
+    }
+    r->mode = BODY_ARRAY;
+    cat_length(r->s, total);
+}
+
+/* Chooses the framing: our own length for arrays and files, the app's for
+ * bodies that announce one, chunked for HTTP/1.1, close-delimited for
+ * HTTP/1.0 and for streams; none after a 101 or a partial hijack. */
+static void frame_body(struct resp *r)
+{
+    struct oribi_slot *e = r->s;
+    if (r->status == 101)
+        return frame_switch(r);
+    if (!NIL_P(r->hijack)) {
+        /* The app writes the body on the socket it is given, and closes it. */
+        r->mode = BODY_HIJACK;
+        r->keepalive = 0;
+        if (r->app_length >= 0)
+            cat_length(e, r->app_length);
+        return;
+    }
+    int bodyless = r->status < 200 || r->status == 204 || r->status == 304;
+    if (bodyless || r->head_only) {
+        r->mode = BODY_NONE;
+        /* HEAD and 304 may say the length a GET would have had. */
+        if (bodyless && r->status != 304)
+            return;
+        if (r->app_length >= 0) {
+            cat_length(e, r->app_length);
+        } else if (r->head_only && !RB_TYPE_P(r->body, T_ARRAY) && open_body_file(r)) {
+            cat_length(e, r->file_size);
+        }
+        return;
+    }
+    VALUE body = r->body;
+    if (RB_TYPE_P(body, T_ARRAY))
+        return array_length(r);
+    if (open_body_file(r)) {
+        r->mode = BODY_FILE;
+        cat_length(e, r->app_length >= 0 ? r->app_length : r->file_size);
+        if (r->app_length >= 0 && r->app_length < r->file_size)
+            r->file_size = r->app_length; /* never send more than announced */
+        return;
+    }
+    if (rb_respond_to(body, id_to_ary)) {
+        VALUE ary = rb_check_array_type(body);
+        if (!NIL_P(ary)) {
+            r->to_close = Qnil; /* Rack 3: to_ary closes the body itself */
+            r->body = ary;
+            return array_length(r);
+        }
+    }
+    if (!rb_respond_to(body, id_each)) {
+        if (!rb_respond_to(body, id_call))
+            rb_raise(rb_eTypeError, "body responds to neither each, call nor to_ary");
+        /* A stream has no length we could know: the close ends it. */
+        r->mode = BODY_STREAM;
+        r->keepalive = 0;
+        if (r->app_length >= 0)
+            cat_length(e, r->app_length);
+    } else if (r->app_length >= 0) {
+        r->mode = BODY_LENGTH;
+        cat_length(e, r->app_length);
+    } else if (r->c->req.minor_version == 1) {
+        r->mode = BODY_CHUNKED;
+        head_line(e, "transfer-encoding: chunked\r\n");
+    } else {
+        r->mode = BODY_CLOSE; /* HTTP/1.0 and no length: the close ends the body */
+        r->keepalive = 0;
+    }
+}
+
+/* ---- the body ---- */
+
+static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
+{
+    struct resp *r = (struct resp *)arg;
+    struct oribi_slot *e = r->s;
+    if (!RB_TYPE_P(chunk, T_STRING))
+        rb_raise(rb_eTypeError, "body yielded a non-String (%"PRIsVALUE")", rb_obj_class(chunk));
+    size_t n = (size_t)RSTRING_LEN(chunk);
+    const char *p = RSTRING_PTR(chunk);
+    if (r->gone || n == 0) {
+        if (r->gone)
+            rb_iter_break();
+        return Qnil;
+    }
+    if (r->mode == BODY_LENGTH) {
+        if (r->sent + (int64_t)n > r->app_length) /* never send more than announced */
+            n = (size_t)(r->app_length - r->sent);
+        r->sent += (int64_t)n;
+    }
+    if (r->mode == BODY_CHUNKED) {
+        char pre[20];
+        size_t pl = oribi_chunk_prefix(pre, n);
+        out_cat(e, pre, pl);
+    }
+    if (n >= 8192) {
+        struct iovec iov[2] = {{(void *)p, n}, {"\r\n", 2}};
+        out_flush(r, iov, r->mode == BODY_CHUNKED ? 2 : 1);
+    } else {
+        out_cat(e, p, n);
+        if (r->mode == BODY_CHUNKED)
+            out_cat(e, "\r\n", 2);
+        if (e->out_len >= COALESCE_MAX)
+            out_flush(r, NULL, 0);
+    }
+    RB_GC_GUARD(chunk);
+    return Qnil;
+}
+
+static void write_array(struct resp *r)
+{
+    long n = RARRAY_LEN(r->body);
+    struct iovec iov[1024];
+    int k = 0;
+    for (long i = 0; i < n; i++) {
+        VALUE s = RARRAY_AREF(r->body, i);
+        if (!RB_TYPE_P(s, T_STRING)) /* checked when framed, except after a 101 */
+            rb_raise(rb_eTypeError, "body element is not a String");
+        iov[k++] = (struct iovec){RSTRING_PTR(s), (size_t)RSTRING_LEN(s)};
+        if (k == 1024) {
+            out_flush(r, iov, k);
+            k = 0;
+        }
+    }
+    out_flush(r, iov, k);
+}
+
+struct sendfile_args {
+    struct resp *r;
+    int64_t off, left;
+};
+
+static void *sendfile_nogvl(void *p)
+{
+    struct sendfile_args *a = p;
+    return (void *)(intptr_t)oribi_conn_sendfile(a->r->c, a->r->file_fd, &a->off, &a->left,
+                                                 a->r->s->e->loop.opt.write_timeout_ms);
+}
+
+static void write_file(struct resp *r)
+{
+    struct oribi_slot *e = r->s;
+    if (r->file_size > 0 && e->out_len) {
+        /* The head waits for the first file bytes: one segment, not two. */
+        struct iovec iov = {e->out, e->out_len};
+        if (oribi_conn_write_more(r->c, &iov, 1) < 0)
+            r->gone = 1;
+        e->out_len = 0;
+        r->flushed = 1;
+    }
+    out_drain(r);
+    struct sendfile_args a = {r, 0, r->file_size};
+    int s = ORIBI_SEND_DONE;
+    while (!r->gone && a.left > 0) {
+        s = (int)(intptr_t)rb_thread_call_without_gvl(sendfile_nogvl, &a, RUBY_UBF_IO, NULL);
+        if (s != ORIBI_SEND_INTR)
+            break;
+        rb_thread_check_ints();
+    }
+    if (s == ORIBI_SEND_FAIL)
+        r->gone = 1;
+    else if (s == ORIBI_SEND_SHORT || (r->app_length >= 0 && r->app_length > r->file_size))
+        r->keepalive = 0; /* fewer bytes than the head announced: framing is lost */
+}
+
+/* The app writes the body itself: head first, then body.call(stream). */
+static void write_stream(struct resp *r)
+{
+    out_drain(r);
+    if (r->gone)
+        return;
+    VALUE stream = oribi_stream_new(r->s->self);
+    r->s->stream = stream;
+    rb_funcall(r->body, id_call, 1, stream);
+}
+
+/* Partial hijack: the head goes out, then the socket is the app's. */
+static void write_hijack(struct resp *r)
+{
+    out_drain(r);
+    if (r->gone)
+        return;
+    VALUE io = oribi_hijack_io(r->s, r->c);
+    r->c = NULL;
+    rb_funcall(r->hijack, id_call, 1, io);
+}
+
+static VALUE write_body(struct resp *r)
+{
+    struct oribi_slot *e = r->s;
+    switch (r->mode) {
+    case BODY_NONE:
+        out_flush(r, NULL, 0);
+        break;
+    case BODY_ARRAY:
+        write_array(r);
+        break;
+    case BODY_FILE:
+        write_file(r);
+        break;
+    case BODY_STREAM:
+        write_stream(r);
+        break;
+    case BODY_HIJACK:
+        write_hijack(r);
+        break;
+    default:
+        rb_block_call(r->body, id_each, 0, NULL, chunk_each, (VALUE)r);
+        if (r->mode == BODY_CHUNKED)
+            out_cat(e, "0\r\n\r\n", 5);
+        if (r->mode == BODY_LENGTH && r->sent != r->app_length)
+            r->keepalive = 0; /* the body fell short of its content-length: framing is lost */
+        out_flush(r, NULL, 0);
+    }
+    return Qnil;
+}
+
+VALUE oribi_respond_write(VALUE arg)
+{
+    struct resp *r = (struct resp *)arg;
+    struct oribi_slot *e = r->s;
+    size_t n;
+    if (r->c->req.upgrade)
+        accept_protocol(r);
+    if (!NIL_P(r->protocol))
+        r->status = 101; /* HTTP/1 upgrades with a 101 (SPEC: rack.protocol) */
+    const char *s = oribi_status_line(r->status, &n);
+    out_cat(e, s, n);
+    s = oribi_date_header(time(NULL), &n);
+    out_cat(e, s, n);
+    struct head_ctx h = {e, r, 0, 0};
+    if (RB_TYPE_P(r->headers, T_HASH))
+        rb_hash_foreach(r->headers, head_each, (VALUE)&h);
+    if (h.connection_close)
+        r->keepalive = 0;
+    frame_body(r);
+    if (r->status != 101) {
+        if (!r->keepalive)
+            head_line(e, "connection: close\r\n");
+        else if (r->c->req.minor_version == 0)
+            head_line(e, "connection: keep-alive\r\n");
+    }
+    head_line(e, "\r\n");
+    return write_body(r);
+}
+
+VALUE oribi_respond_close(VALUE arg)
+{
+    struct resp *r = (struct resp *)arg;
+    if (r->file_fd >= 0) {
+        close(r->file_fd);
+        r->file_fd = -1;
+    }
+    if (!NIL_P(r->to_close) && rb_respond_to(r->to_close, id_close))
+        rb_funcall(r->to_close, id_close, 0);
+    return Qnil;
+}
+
+/* ---- rack.early_hints ---- */
+
+/* env["rack.early_hints"].call(headers): a 103 with the fields that pass
+ * the same checks as the final response's. Only while the app runs (the
+ * env has it only for HTTP/1.1); later calls do nothing. */
+VALUE oribi_early_hints(VALUE slot, VALUE headers)
+{
+    struct oribi_slot *e = oribi_slot_get(slot);
+    Check_Type(headers, T_HASH);
+    struct oribi_conn *c = e->phase == PHASE_APP ? oribi_slot_conn(e) : NULL;
+    if (!c || c->req.minor_version != 1)
+        return Qnil;
+    e->out_len = 0;
+    head_line(e, "HTTP/1.1 103 Early Hints\r\n");
+    struct head_ctx h = {e, NULL, 0, 0};
+    rb_hash_foreach(headers, head_each, (VALUE)&h);
+    if (h.fields) {
+        head_line(e, "\r\n");
+        /* Kept bytes go out with the final response; a gone peer is its
+         * business too. */
+        struct iovec iov = {e->out, e->out_len};
+        oribi_conn_write(c, &iov, 1);
+    }
+    e->out_len = 0;
+    return Qnil;
+}
+
+void Init_oribi_respond(void)
+{
+    id_each = rb_intern("each");
+    id_close = rb_intern("close");
+    id_to_ary = rb_intern("to_ary");
+    id_to_path = rb_intern("to_path");
+    id_call = rb_intern("call");
+    id_write = rb_intern("write");
+    k_rack_protocol = oribi_fstr("rack.protocol");
+}
