@@ -248,10 +248,13 @@ class ControlTest < Minitest::Test
   def test_readyz_503_until_workers_booted
     Dir.mktmpdir do |d|
       conf = File.join(d, "oribi.rb")
-      File.write(conf, "after_fork { |_server, _i| sleep 1.5 }\n")
+      gate = File.join(d, "boot")
+      # the workers finish booting when the test says so (bounded: 30 s)
+      File.write(conf, "after_fork { |_s, _i| 3000.times { break if File.exist?(#{gate.dump}); sleep 0.01 } }\n")
       start("-C", conf, workers: 2)
       res = control("/readyz")
       assert_equal [503, "booting\n"], [res.status, res.body]
+      File.write(gate, "")
       assert wait_until(timeout: 10) { control("/readyz").status == 200 }
     end
   end
