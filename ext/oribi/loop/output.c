@@ -1,4 +1,3 @@
-#include "loop/output.h"
 
 #include <errno.h>
 #include <poll.h>

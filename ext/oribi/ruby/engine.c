@@ -21,12 +21,14 @@
 #include <unistd.h>
 
 #include "ruby/engine.h"
+#include "ruby/hijack.h"
 #include "ruby/oribi.h"
+#include "ruby/respond.h"
+#include "ruby/stream.h"
 #include "http/queue_time.h"
 #include "http/response.h"
 
-VALUE oribi_eClientGone;
-static VALUE cEngine, cSlot, cStringIO, k_response_finished, mGC, minor_gc_opts;
+static VALUE cEngine, cStringIO, k_response_finished, mGC, minor_gc_opts;
 static ID id_new, id_for_fd, id_call, id_rewind, id_error, id_method, id_start;
 
 /* oob_gc's collection: a minor GC swept at once. It takes the garbage of
@@ -70,7 +72,7 @@ static void engine_free(void *p)
     for (int i = 0; i < e->nslots; i++)
         free(e->slots[i].out);
     xfree(e->slots);
-    free(e->handbacks);
+    oribi_handbacks_free(&e->hb);
     xfree(e);
 }
 
@@ -86,36 +88,17 @@ static VALUE engine_alloc(VALUE klass)
 
 /* ---- slots: what an env callable or a stream holds on to ---- */
 
-struct slot_ref {
-    VALUE engine;
-    struct oribi_slot *s;
-};
-
-static void slot_ref_mark(void *p)
-{
-    rb_gc_mark(((struct slot_ref *)p)->engine);
-}
-
-static const rb_data_type_t slot_type = {
-    "Oribi::Engine::Slot", {slot_ref_mark, RUBY_TYPED_DEFAULT_FREE, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
-
-struct oribi_slot *oribi_slot_get(VALUE slot)
-{
-    struct slot_ref *ref = rb_check_typeddata(slot, &slot_type);
-    oribi_engine_get(ref->engine);
-    return ref->s;
-}
-
 static void slot_init(VALUE engine, struct engine *e, int i, VALUE multiprocess, VALUE multithread)
 {
     struct oribi_slot *s = &e->slots[i];
-    struct slot_ref *ref;
     s->e = e;
+    s->open = &e->ready;
+    s->hb = &e->hb;
+    s->write_timeout_ms = e->loop.opt.write_timeout_ms;
+    s->body_timeout_ms = e->loop.opt.body_timeout_ms;
     s->env = s->io = s->stream = s->spilled_input = Qnil;
     s->ctx.tmpl = s->ctx.tmpl_errors = Qnil;
-    s->self = TypedData_Make_Struct(cSlot, struct slot_ref, &slot_type, ref);
-    ref->engine = engine;
-    ref->s = s;
+    s->self = oribi_slot_wrap(engine, s);
     s->empty_input = rb_funcall(cStringIO, id_new, 1, rb_obj_freeze(rb_str_new(NULL, 0)));
     s->ctx.listeners = e->listeners;
     s->ctx.multiprocess = multiprocess;
@@ -229,6 +212,9 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     if (oribi_loop_init(&e->loop, &o, ls, (int)n) < 0)
         rb_sys_fail("oribi loop");
     e->ready = 1;
+    e->hb.loop = &e->loop;
+    e->hb.direct = threads == 1; /* the loop is not running while the only thread responds */
+    e->hb.in_loop = &e->in_loop;
     e->slots = ZALLOC_N(struct oribi_slot, threads);
     for (int i = 0; i < threads; i++) {
         slot_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse);
@@ -331,56 +317,6 @@ static VALUE start_request(struct engine *e, struct oribi_slot *s, struct oribi_
     return s->env;
 }
 
-/* ---- handing conns back to the loop ---- */
-
-/* The app threads' finished conns, into the loop (the dispatcher, with the
- * GVL: the loop is not running). */
-static void drain_handbacks(struct engine *e)
-{
-    for (int i = 0; i < e->nhandbacks; i++) {
-        struct oribi_handback *h = &e->handbacks[i];
-        if (h->detach)
-            oribi_loop_detach(&e->loop, h->c);
-        else
-            oribi_loop_finish(&e->loop, h->c, h->keepalive);
-    }
-    e->nhandbacks = 0;
-}
-
-/* With one thread the loop is not running while a response is written: the
- * conn goes straight back. Else it waits for the dispatcher, woken if it
- * sleeps in the loop (it drains the list before each run, under the GVL
- * that we hold now, so it cannot miss one). */
-static void give_back(struct engine *e, struct oribi_conn *c, int keepalive, int detach)
-{
-    if (e->nslots == 1) {
-        if (detach)
-            oribi_loop_detach(&e->loop, c);
-        else
-            oribi_loop_finish(&e->loop, c, keepalive);
-        return;
-    }
-    if (e->nhandbacks == e->handback_cap) {
-        int cap = e->handback_cap ? e->handback_cap * 2 : 16;
-        struct oribi_handback *p = realloc(e->handbacks, (size_t)cap * sizeof(*p));
-        if (!p)
-            rb_raise(rb_eNoMemError, "handback list");
-        e->handbacks = p;
-        e->handback_cap = cap;
-    }
-    e->handbacks[e->nhandbacks++] = (struct oribi_handback){c, keepalive, detach};
-    if (e->in_loop)
-        oribi_loop_wake(&e->loop);
-}
-
-void oribi_engine_detach(struct engine *e, struct oribi_conn *c)
-{
-    /* Its events must stop at once: the app may close the fd, and a new
-     * connection get its number, before the dispatcher looks. */
-    oribi_loop_unwatch(&e->loop, c);
-    give_back(e, c, 0, 1);
-}
-
 static void end_request(struct oribi_slot *s);
 
 /* Returns the next request's env, or nil once a stopping loop is drained. */
@@ -398,7 +334,7 @@ static VALUE engine_next_request(VALUE self)
     }
     for (;;) {
         if (e->nslots > 1) {
-            drain_handbacks(e);
+            oribi_handbacks_drain(&e->hb);
             if (e->stop_pending) {
                 oribi_loop_stop(&e->loop, e->stop_drain);
                 e->stop_pending = 0;
@@ -440,37 +376,6 @@ static VALUE engine_next_request(VALUE self)
         if (r == LOOP_INTERRUPTED)
             rb_thread_check_ints(); /* trap handlers run here (they may call #stop) */
     }
-}
-
-/* ---- the slot's request ---- */
-
-struct oribi_conn *oribi_slot_conn(struct oribi_slot *s)
-{
-    return s->phase == PHASE_APP || s->phase == PHASE_RESPONDING ? s->c : NULL;
-}
-
-int oribi_engine_wait(int fd, int events, int64_t timeout_ms)
-{
-    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
-    return rb_wait_for_single_fd(fd, events, &tv) > 0;
-}
-
-int oribi_engine_drain(struct oribi_slot *s, struct oribi_conn *c)
-{
-    uint64_t seq = s->seq;
-    while (c->wlen > c->woff) {
-        if (oribi_conn_flush(c) < 0)
-            return -1;
-        if (c->wlen == c->woff)
-            break;
-        if (!oribi_engine_wait(c->fd, RB_WAITFD_OUT, s->e->loop.opt.write_timeout_ms))
-            return -2;
-        /* Other threads ran while we waited (one writing to a stream, say):
-         * if the response ended meanwhile, c may be another request's now. */
-        if (!s->e->ready || s->seq != seq || oribi_slot_conn(s) != c)
-            return -1;
-    }
-    return 0;
 }
 
 static void end_request(struct oribi_slot *s)
@@ -544,7 +449,7 @@ static VALUE respond_all(VALUE arg)
  * (SPEC), the body still closed. */
 static VALUE respond_hijacked(struct oribi_slot *s, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
 {
-    struct resp r = {.s = s, .body = body, .to_close = body, .file_fd = -1};
+    struct oribi_resp r = {.s = s, .body = body, .to_close = body, .file_fd = -1};
     int state = 0;
     rb_protect(oribi_respond_close, (VALUE)&r, &state);
     VALUE exc = state ? rb_errinfo() : Qnil;
@@ -580,7 +485,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     if (!c)
         rb_raise(rb_eArgError, "no request in progress for this env");
 
-    struct resp r = {.s = s, .c = c, .env = env, .body = body, .to_close = body, .headers = headers,
+    struct oribi_resp r = {.s = s, .c = c, .env = env, .body = body, .to_close = body, .headers = headers,
                      .hijack = Qnil, .protocol = Qnil, .file_fd = -1, .app_length = -1,
                      .keepalive = c->req.keepalive && !e->loop.stopping};
     r.status = FIXNUM_P(status) ? FIX2INT(status) : 0;
@@ -615,7 +520,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     if (r.gone)
         r.keepalive = 0;
     if (s->phase != PHASE_HIJACKED) /* else the app has the socket and c is recycled */
-        give_back(e, c, r.keepalive, 0);
+        oribi_handback(&e->hb, c, r.keepalive);
     end_request(s);
     /* A stream write to a gone client raised so that the body stops; that
      * is the client's doing, not an app error to log. */
@@ -708,9 +613,6 @@ void Init_oribi_engine(VALUE mOribi)
     Init_oribi_hijack();
     Init_oribi_stream(mOribi);
 
-    /* What rack.response_finished gets as the error when the client left. */
-    oribi_eClientGone = rb_define_class_under(mOribi, "ClientGone", rb_eIOError);
-
     cEngine = rb_define_class_under(mOribi, "Engine", rb_cObject);
     rb_define_alloc_func(cEngine, engine_alloc);
     rb_define_method(cEngine, "initialize", engine_init, 2);
@@ -722,8 +624,7 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cEngine, "close", engine_close, 0);
     /* The targets of env["rack.hijack"] and env["rack.early_hints"]: one
      * Slot per app thread. */
-    cSlot = rb_define_class_under(cEngine, "Slot", rb_cObject);
-    rb_undef_alloc_func(cSlot);
-    rb_define_private_method(cSlot, "rack_hijack", oribi_full_hijack, 0);
-    rb_define_private_method(cSlot, "rack_early_hints", oribi_early_hints, 1);
+    Init_oribi_slot(mOribi, cEngine); /* and Oribi::ClientGone, rack.response_finished's error when the client left */
+    rb_define_private_method(oribi_cSlot, "rack_hijack", oribi_full_hijack, 0);
+    rb_define_private_method(oribi_cSlot, "rack_early_hints", oribi_early_hints, 1);
 }

@@ -14,7 +14,8 @@
 #include <ruby.h>
 #include <sys/socket.h>
 
-#include "ruby/engine.h"
+#include "ruby/handback.h"
+#include "ruby/hijack.h"
 
 static VALUE cTCPSocket, cUNIXSocket;
 static ID id_for_fd, id_ungetbyte;
@@ -22,12 +23,12 @@ static ID id_for_fd, id_ungetbyte;
 VALUE oribi_hijack_io(struct oribi_slot *s, struct oribi_conn *c)
 {
     /* An early hint or 100 Continue may still be kept: it goes first. */
-    if (oribi_engine_drain(s, c) < 0)
+    if (oribi_slot_drain(s, c) < 0)
         rb_raise(oribi_eClientGone, "the client went away");
-    int is_unix = s->e->listeners[c->listener].is_unix || c->peer.ss_family == AF_UNIX;
+    int is_unix = s->ctx.listeners[c->listener].is_unix || c->peer.ss_family == AF_UNIX;
     VALUE ahead = c->len > c->rest_off ? rb_str_new(c->buf + c->rest_off, (long)(c->len - c->rest_off)) : Qnil;
     VALUE io = rb_funcall(is_unix ? cUNIXSocket : cTCPSocket, id_for_fd, 1, INT2FIX(c->fd));
-    oribi_engine_detach(s->e, c);
+    oribi_handback_detach(s->hb, c);
     s->c = NULL;
     s->io = io;
     s->phase = PHASE_HIJACKED;

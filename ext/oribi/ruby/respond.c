@@ -19,7 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ruby/engine.h"
+#include "ruby/hijack.h"
+#include "ruby/respond.h"
+#include "ruby/stream.h"
 #include "ruby/env.h"
 #include "http/response.h"
 
@@ -54,13 +56,13 @@ static void head_line(struct oribi_slot *e, const char *s)
 
 static void *wait_nogvl(void *p)
 {
-    struct resp *r = p;
-    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->s->e->loop.opt.write_timeout_ms);
+    struct oribi_resp *r = p;
+    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->s->write_timeout_ms);
 }
 
 /* Writes what is gathered plus extra; waits (without the GVL) while the
  * client is slower than the body is produced. */
-static void out_flush(struct resp *r, const struct iovec *extra, int nextra)
+static void out_flush(struct oribi_resp *r, const struct iovec *extra, int nextra)
 {
     struct iovec iov[1 + 1024];
     int n = 0;
@@ -86,10 +88,10 @@ static void out_flush(struct resp *r, const struct iovec *extra, int nextra)
 
 /* The head and everything kept goes out before the app writes to the
  * socket itself (stream, hijack) or sendfile bypasses the kept buffer. */
-static void out_drain(struct resp *r)
+static void out_drain(struct oribi_resp *r)
 {
     out_flush(r, NULL, 0);
-    if (!r->gone && oribi_engine_drain(r->s, r->c) < 0)
+    if (!r->gone && oribi_slot_drain(r->s, r->c) < 0)
         r->gone = 1;
 }
 
@@ -97,7 +99,7 @@ static void out_drain(struct resp *r)
 
 struct head_ctx {
     struct oribi_slot *e;
-    struct resp *r;      /* NULL for early hints */
+    struct oribi_resp *r;      /* NULL for early hints */
     int connection_close;
     int fields;          /* fields written */
 };
@@ -158,7 +160,7 @@ static int has_close_token(const char *p, long n)
 
 /* rack.* fields talk to the server and never reach the wire; rack.hijack
  * asks for a partial hijack (rack.protocol was looked up before). */
-static void rack_field(struct resp *r, const char *k, long klen, VALUE key, VALUE val)
+static void rack_field(struct oribi_resp *r, const char *k, long klen, VALUE key, VALUE val)
 {
     if (!r)
         return;
@@ -175,7 +177,7 @@ static void rack_field(struct resp *r, const char *k, long klen, VALUE key, VALU
 static int head_each(VALUE key, VALUE val, VALUE arg)
 {
     struct head_ctx *h = (struct head_ctx *)arg;
-    struct resp *r = h->r;
+    struct oribi_resp *r = h->r;
     if (!RB_TYPE_P(key, T_STRING))
         return ST_CONTINUE;
     const char *k = RSTRING_PTR(key);
@@ -216,7 +218,7 @@ static int head_each(VALUE key, VALUE val, VALUE arg)
 
 /* A rack.protocol response header switches to one of the protocols the
  * request offered (env["rack.protocol"]); any other value is dropped. */
-static void accept_protocol(struct resp *r)
+static void accept_protocol(struct oribi_resp *r)
 {
     VALUE proto = rb_hash_lookup(r->headers, k_rack_protocol);
     if (NIL_P(proto))
@@ -239,7 +241,7 @@ static void cat_length(struct oribi_slot *e, int64_t n)
 
 /* Opens the file of a to_path body; 0 when the body has none usable (it is
  * then sent with each, which SPEC says yields the same bytes). */
-static int open_body_file(struct resp *r)
+static int open_body_file(struct oribi_resp *r)
 {
     if (!rb_respond_to(r->body, id_to_path))
         return 0;
@@ -261,7 +263,7 @@ static int open_body_file(struct resp *r)
 
 /* After a 101 the bytes are the new protocol's: no framing of ours, and the
  * connection is the app's (hijack) or closes when the body is done. */
-static void frame_switch(struct resp *r)
+static void frame_switch(struct oribi_resp *r)
 {
     struct oribi_slot *e = r->s;
     r->keepalive = 0;
@@ -281,7 +283,7 @@ static void frame_switch(struct resp *r)
         r->mode = BODY_CLOSE;
 }
 
-static void array_length(struct resp *r)
+static void array_length(struct oribi_resp *r)
 {
     int64_t total = 0;
     for (long i = 0; i < RARRAY_LEN(r->body); i++) {
@@ -297,7 +299,7 @@ static void array_length(struct resp *r)
 /* Chooses the framing: our own length for arrays and files, the app's for
  * bodies that announce one, chunked for HTTP/1.1, close-delimited for
  * HTTP/1.0 and for streams; none after a 101 or a partial hijack. */
-static void frame_body(struct resp *r)
+static void frame_body(struct oribi_resp *r)
 {
     struct oribi_slot *e = r->s;
     if (r->status == 101)
@@ -365,7 +367,7 @@ static void frame_body(struct resp *r)
 
 static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
 {
-    struct resp *r = (struct resp *)arg;
+    struct oribi_resp *r = (struct oribi_resp *)arg;
     struct oribi_slot *e = r->s;
     if (!RB_TYPE_P(chunk, T_STRING))
         rb_raise(rb_eTypeError, "body yielded a non-String (%"PRIsVALUE")", rb_obj_class(chunk));
@@ -400,7 +402,7 @@ static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
     return Qnil;
 }
 
-static void write_array(struct resp *r)
+static void write_array(struct oribi_resp *r)
 {
     long n = RARRAY_LEN(r->body);
     struct iovec iov[1024];
@@ -419,7 +421,7 @@ static void write_array(struct resp *r)
 }
 
 struct sendfile_args {
-    struct resp *r;
+    struct oribi_resp *r;
     int64_t off, left;
 };
 
@@ -427,10 +429,10 @@ static void *sendfile_nogvl(void *p)
 {
     struct sendfile_args *a = p;
     return (void *)(intptr_t)oribi_conn_sendfile(a->r->c, a->r->file_fd, &a->off, &a->left,
-                                                 a->r->s->e->loop.opt.write_timeout_ms);
+                                                 a->r->s->write_timeout_ms);
 }
 
-static void write_file(struct resp *r)
+static void write_file(struct oribi_resp *r)
 {
     struct oribi_slot *e = r->s;
     if (r->file_size > 0 && e->out_len) {
@@ -457,7 +459,7 @@ static void write_file(struct resp *r)
 }
 
 /* The app writes the body itself: head first, then body.call(stream). */
-static void write_stream(struct resp *r)
+static void write_stream(struct oribi_resp *r)
 {
     out_drain(r);
     if (r->gone)
@@ -468,7 +470,7 @@ static void write_stream(struct resp *r)
 }
 
 /* Partial hijack: the head goes out, then the socket is the app's. */
-static void write_hijack(struct resp *r)
+static void write_hijack(struct oribi_resp *r)
 {
     out_drain(r);
     if (r->gone)
@@ -478,7 +480,7 @@ static void write_hijack(struct resp *r)
     rb_funcall(r->hijack, id_call, 1, io);
 }
 
-static VALUE write_body(struct resp *r)
+static VALUE write_body(struct oribi_resp *r)
 {
     struct oribi_slot *e = r->s;
     switch (r->mode) {
@@ -510,7 +512,7 @@ static VALUE write_body(struct resp *r)
 
 VALUE oribi_respond_write(VALUE arg)
 {
-    struct resp *r = (struct resp *)arg;
+    struct oribi_resp *r = (struct oribi_resp *)arg;
     struct oribi_slot *e = r->s;
     size_t n;
     if (r->c->req.upgrade)
@@ -539,7 +541,7 @@ VALUE oribi_respond_write(VALUE arg)
 
 VALUE oribi_respond_close(VALUE arg)
 {
-    struct resp *r = (struct resp *)arg;
+    struct oribi_resp *r = (struct oribi_resp *)arg;
     if (r->file_fd >= 0) {
         close(r->file_fd);
         r->file_fd = -1;

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "ruby/engine.h"
+#include "ruby/stream.h"
 
 #define STREAM_WRITE_SLICE (1024 * 1024) /* bytes handed to the conn per wait */
 
@@ -57,32 +57,32 @@ static struct oribi_slot *stream_slot(VALUE self)
 }
 
 /* The conn behind the stream; raises IOError as a closed IO would. */
-static struct oribi_conn *stream_conn(VALUE self, struct oribi_slot **ep, int writing)
+static struct oribi_conn *stream_conn(VALUE self, struct oribi_slot **slotp, int writing)
 {
     struct stream *s = rb_check_typeddata(self, &stream_type);
     if (writing ? s->write_closed : s->read_closed)
         rb_raise(rb_eIOError, writing ? "not opened for writing" : "not opened for reading");
-    struct oribi_slot *e = stream_slot(self);
-    struct oribi_conn *c = e->stream == self ? oribi_slot_conn(e) : NULL;
+    struct oribi_slot *slot = stream_slot(self);
+    struct oribi_conn *c = slot->stream == self ? oribi_slot_conn(slot) : NULL;
     if (!c)
         rb_raise(rb_eIOError, "closed stream");
-    *ep = e;
+    *slotp = slot;
     return c;
 }
 
 /* The client is gone or stuck: the response cannot go on. */
-NORETURN(static void stream_gone(struct oribi_slot *e, int err));
-static void stream_gone(struct oribi_slot *e, int err)
+NORETURN(static void stream_gone(struct oribi_slot *slot, int err));
+static void stream_gone(struct oribi_slot *slot, int err)
 {
-    if (e->resp)
-        e->resp->gone = 1;
+    if (slot->resp)
+        slot->resp->gone = 1;
     rb_syserr_fail(err, "client connection");
 }
 
-static void check_gone(struct oribi_slot *e)
+static void check_gone(struct oribi_slot *slot)
 {
-    if (e->resp && e->resp->gone)
-        stream_gone(e, EPIPE);
+    if (slot->resp && slot->resp->gone)
+        stream_gone(slot, EPIPE);
 }
 
 /* ---- reading ---- */
@@ -91,8 +91,8 @@ static void check_gone(struct oribi_slot *e)
  * Returns the count, 0 at EOF, -1 when nothing is there and !block. */
 static long read_some(VALUE self, char *dst, long max, int block)
 {
-    struct oribi_slot *e;
-    struct oribi_conn *c = stream_conn(self, &e, 0);
+    struct oribi_slot *slot;
+    struct oribi_conn *c = stream_conn(self, &slot, 0);
     if (c->len > c->rest_off) {
         size_t n = c->len - c->rest_off;
         if (n > (size_t)max)
@@ -111,9 +111,9 @@ static long read_some(VALUE self, char *dst, long max, int block)
             rb_syserr_fail(errno, "client connection");
         if (!block)
             return -1;
-        if (!oribi_engine_wait(c->fd, RB_WAITFD_IN, e->e->loop.opt.body_timeout_ms))
+        if (!oribi_slot_wait(c->fd, RB_WAITFD_IN, slot->body_timeout_ms))
             rb_syserr_fail(ETIMEDOUT, "no bytes from the client within body_timeout");
-        c = stream_conn(self, &e, 0); /* other threads ran meanwhile */
+        c = stream_conn(self, &slot, 0); /* other threads ran meanwhile */
     }
 }
 
@@ -209,17 +209,17 @@ static void write_all(VALUE self, VALUE str)
     str = rb_str_new_frozen(str);
     long off = 0, len = RSTRING_LEN(str);
     while (off < len) {
-        struct oribi_slot *e;
-        struct oribi_conn *c = stream_conn(self, &e, 1);
-        check_gone(e);
+        struct oribi_slot *slot;
+        struct oribi_conn *c = stream_conn(self, &slot, 1);
+        check_gone(slot);
         long n = len - off > STREAM_WRITE_SLICE ? STREAM_WRITE_SLICE : len - off;
         struct iovec iov = {RSTRING_PTR(str) + off, (size_t)n};
         if (oribi_conn_write(c, &iov, 1) < 0)
-            stream_gone(e, EPIPE);
-        int d = oribi_engine_drain(e, c);
+            stream_gone(slot, EPIPE);
+        int d = oribi_slot_drain(slot, c);
         if (d < 0) {
-            stream_conn(self, &e, 1); /* IOError if the response ended meanwhile */
-            stream_gone(e, d == -2 ? ETIMEDOUT : EPIPE);
+            stream_conn(self, &slot, 1); /* IOError if the response ended meanwhile */
+            stream_gone(slot, d == -2 ? ETIMEDOUT : EPIPE);
         }
         off += n;
     }
@@ -236,8 +236,8 @@ static VALUE stream_write(int argc, VALUE *argv, VALUE self)
         total += RSTRING_LEN(str);
     }
     if (argc == 0) {
-        struct oribi_slot *e;
-        stream_conn(self, &e, 1);
+        struct oribi_slot *slot;
+        stream_conn(self, &slot, 1);
     }
     return LONG2NUM(total);
 }
@@ -260,18 +260,18 @@ static VALUE stream_write_nonblock(int argc, VALUE *argv, VALUE self)
         exception = ex == Qundef || RTEST(ex);
     }
     str = rb_obj_as_string(str);
-    struct oribi_slot *e;
-    struct oribi_conn *c = stream_conn(self, &e, 1);
-    check_gone(e);
+    struct oribi_slot *slot;
+    struct oribi_conn *c = stream_conn(self, &slot, 1);
+    check_gone(slot);
     ssize_t n = -1;
     if (oribi_conn_flush(c) < 0)
-        stream_gone(e, EPIPE);
+        stream_gone(slot, EPIPE);
     if (c->wlen == c->woff) {
         do {
             n = send(c->fd, RSTRING_PTR(str), (size_t)RSTRING_LEN(str), MSG_NOSIGNAL);
         } while (n < 0 && errno == EINTR);
         if (n < 0 && errno != EAGAIN)
-            stream_gone(e, errno);
+            stream_gone(slot, errno);
     }
     if (n < 0) {
         if (!exception)
@@ -284,8 +284,8 @@ static VALUE stream_write_nonblock(int argc, VALUE *argv, VALUE self)
 /* Writes are not buffered by the stream: nothing to flush. */
 static VALUE stream_flush(VALUE self)
 {
-    struct oribi_slot *e;
-    stream_conn(self, &e, 1);
+    struct oribi_slot *slot;
+    stream_conn(self, &slot, 1);
     return self;
 }
 
@@ -298,10 +298,10 @@ static VALUE stream_close_write(VALUE self)
     struct stream *s = rb_check_typeddata(self, &stream_type);
     if (s->write_closed)
         return Qnil;
-    struct oribi_slot *e = stream_slot(self);
-    struct oribi_conn *c = e->stream == self ? oribi_slot_conn(e) : NULL;
+    struct oribi_slot *slot = stream_slot(self);
+    struct oribi_conn *c = slot->stream == self ? oribi_slot_conn(slot) : NULL;
     s->write_closed = 1;
-    if (c && oribi_engine_drain(e, c) == 0)
+    if (c && oribi_slot_drain(slot, c) == 0)
         shutdown(c->fd, SHUT_WR);
     return Qnil;
 }
