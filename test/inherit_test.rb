@@ -58,11 +58,7 @@ class InheritTest < Minitest::Test
       _, status = Process.wait2(pid)
       assert status.success?, File.read(log)
     ensure
-      begin
-        Process.kill(:KILL, -pid) if pid
-      rescue Errno::ESRCH
-        nil
-      end
+      kill_group(pid)
     end
   end
 
@@ -94,11 +90,7 @@ class InheritTest < Minitest::Test
         _, status = Process.wait2(pid)
         assert status.success?
       ensure
-        begin
-          Process.kill(:KILL, -pid) if pid
-        rescue Errno::ESRCH
-          nil
-        end
+        kill_group(pid)
       end
     end
   end

@@ -76,11 +76,7 @@ class SupervisionTest < Minitest::Test
       rescue Errno::ESRCH, Errno::ECHILD, Timeout::Error
         nil
       end
-      begin
-        Process.kill(:KILL, -starter)
-      rescue Errno::ESRCH
-        nil
-      end
+      kill_group(starter)
     end
   end
 end

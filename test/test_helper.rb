@@ -146,6 +146,14 @@ class ServerProcess
   end
 end
 
+# KILL to the process group of a process a test spawned (pgroup: true):
+# whatever is left of a server, its workers and helpers.
+def kill_group(pid)
+  Process.kill(:KILL, -pid) if pid
+rescue Errno::ESRCH, Errno::EPERM
+  nil
+end
+
 # Polls a condition until it holds or timeout passes; returns its last value.
 def wait_until(timeout: 5, interval: 0.01)
   deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout

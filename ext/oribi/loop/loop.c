@@ -567,7 +567,7 @@ static void note_backlog(struct oribi_loop *loop)
 
 /* Accepts one connection and reads it at once: with TCP_DEFER_ACCEPT the
  * request is usually there, so a connection-per-request client costs
- * accept4 + read + writev + close and never touches epoll_ctl. in_turn:
+ * accept4 + read + sendmsg + close and never touches epoll_ctl. in_turn:
  * part of a turn at the backlog (take_turn), which shares it already. */
 static int accept_one(struct oribi_loop *loop, int li, int in_turn)
 {

@@ -56,7 +56,7 @@ static int conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt,
 {
     size_t skip = 0;
     if (c->wlen == c->woff) {
-        /* The common case: the socket takes everything in one writev. */
+        /* The common case: the socket takes everything in one sendmsg. */
         ssize_t n;
         /* sendmsg for MSG_NOSIGNAL: a gone peer is EPIPE, never SIGPIPE. */
         struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt > 1024 ? 1024 : iovcnt};
