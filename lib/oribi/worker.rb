@@ -3,14 +3,14 @@
 require "timeout"
 
 module Oribi
+  # Raised in the app's thread by soft_timeout with soft_timeout_raise.
+  class RequestTimeout < Timeout::Error; end
+
   # One worker: the C engine owns the sockets and hands over complete
   # requests; this loop calls the app and gives back the response. It runs
   # in a forked child of the master, or in the server process itself with
   # `workers 0`. With `threads` > 1 the main thread only dispatches: a pool
   # of app threads serves the requests (docs/THREADS.md).
-  # Raised in the app's thread by soft_timeout with soft_timeout_raise.
-  class RequestTimeout < Timeout::Error; end
-
   class Worker
     ERROR_HEADERS = { "content-type" => "text/plain" }.freeze
     ERROR_BODY = ["Internal Server Error\n"].freeze

@@ -42,7 +42,7 @@ static void oob_gc(void)
 
 static void engine_mark(void *p)
 {
-    struct engine *e = p;
+    struct oribi_engine *e = p;
     for (int i = 0; i < e->loop.nlisteners; i++) {
         rb_gc_mark(e->listeners[i].server_name);
         rb_gc_mark(e->listeners[i].server_port);
@@ -66,7 +66,7 @@ static void engine_mark(void *p)
 
 static void engine_free(void *p)
 {
-    struct engine *e = p;
+    struct oribi_engine *e = p;
     if (e->ready)
         oribi_loop_free(&e->loop);
     for (int i = 0; i < e->nslots; i++)
@@ -81,14 +81,14 @@ static const rb_data_type_t engine_type = {
 
 static VALUE engine_alloc(VALUE klass)
 {
-    struct engine *e = ZALLOC(struct engine);
+    struct oribi_engine *e = ZALLOC(struct oribi_engine);
     e->tmpdir = e->dispatcher = e->scoreboard = Qnil;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
 
 /* ---- slots: what an env callable or a stream holds on to ---- */
 
-static void slot_init(VALUE engine, struct engine *e, int i, VALUE multiprocess, VALUE multithread)
+static void slot_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread)
 {
     struct oribi_slot *s = &e->slots[i];
     s->e = e;
@@ -109,9 +109,9 @@ static void slot_init(VALUE engine, struct engine *e, int i, VALUE multiprocess,
     s->ctx.early_hints = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints")));
 }
 
-struct engine *oribi_engine_get(VALUE self)
+struct oribi_engine *oribi_engine_get(VALUE self)
 {
-    struct engine *e = rb_check_typeddata(self, &engine_type);
+    struct oribi_engine *e = rb_check_typeddata(self, &engine_type);
     if (!e->ready)
         rb_raise(rb_eIOError, "engine closed");
     return e;
@@ -170,7 +170,7 @@ static void describe_listener(struct oribi_env_listener *l, struct oribi_listene
 /* Engine.new(listener_fds, options) — options are documented in docs/CONFIGURATION.md */
 static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
 {
-    struct engine *e = rb_check_typeddata(self, &engine_type);
+    struct oribi_engine *e = rb_check_typeddata(self, &engine_type);
     struct oribi_options o;
     struct oribi_listener ls[ORIBI_MAX_LISTENERS];
     Check_Type(fds, T_ARRAY);
@@ -252,7 +252,7 @@ static VALUE request_input(struct oribi_slot *s, struct oribi_conn *c)
  * old; a proxy clock slightly ahead counts as 0), else from when the loop
  * first saw the request. The worker is busy since its oldest request in
  * the app (worker_timeout): this one when no other is. */
-static void score_take(struct engine *e, struct oribi_slot *s, struct oribi_conn *c)
+static void score_take(struct oribi_engine *e, struct oribi_slot *s, struct oribi_conn *c)
 {
     if (!e->loop.score)
         return;
@@ -277,7 +277,7 @@ static void score_take(struct engine *e, struct oribi_slot *s, struct oribi_conn
 }
 
 /* s's response is over: idle, or busy since the oldest request left. */
-static void score_done(struct engine *e, struct oribi_slot *s)
+static void score_done(struct oribi_engine *e, struct oribi_slot *s)
 {
     struct oribi_score *sc = e->loop.score;
     if (!sc)
@@ -304,7 +304,7 @@ static void score_done(struct engine *e, struct oribi_slot *s)
     e->scored = oldest;
 }
 
-static VALUE start_request(struct engine *e, struct oribi_slot *s, struct oribi_conn *c)
+static VALUE start_request(struct oribi_engine *e, struct oribi_slot *s, struct oribi_conn *c)
 {
     score_take(e, s, c);
     e->since_gc++;
@@ -322,7 +322,7 @@ static void end_request(struct oribi_slot *s);
 /* Returns the next request's env, or nil once a stopping loop is drained. */
 static VALUE engine_next_request(VALUE self)
 {
-    struct engine *e = oribi_engine_get(self);
+    struct oribi_engine *e = oribi_engine_get(self);
     e->dispatcher = rb_thread_current();
     if (e->nslots == 1 && e->busy) /* the last one was never responded to: forget it */
         end_request(e->slots);
@@ -471,7 +471,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
 {
     VALUE env, status, headers, body, error;
     rb_scan_args(argc, argv, "41", &env, &status, &headers, &body, &error);
-    struct engine *e = oribi_engine_get(self);
+    struct oribi_engine *e = oribi_engine_get(self);
     struct oribi_slot *s = e->slots, *end = e->slots + e->nslots;
     while (s < end && (s->env != env || s->phase == PHASE_NONE))
         s++;
@@ -541,7 +541,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
  * oribi_loop_stop). Safe from a trap handler. */
 static VALUE engine_stop(int argc, VALUE *argv, VALUE self)
 {
-    struct engine *e = oribi_engine_get(self);
+    struct oribi_engine *e = oribi_engine_get(self);
     VALUE arg;
     rb_scan_args(argc, argv, "01", &arg);
     long drain = argc == 0 || arg == Qtrue ? -1 : RTEST(arg) ? NUM2LONG(arg) : 0;
@@ -561,7 +561,7 @@ static VALUE engine_stop(int argc, VALUE *argv, VALUE self)
 
 static VALUE engine_stats(VALUE self)
 {
-    struct engine *e = oribi_engine_get(self);
+    struct oribi_engine *e = oribi_engine_get(self);
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("requests")), ULL2NUM(e->loop.requests));
     rb_hash_aset(h, ID2SYM(rb_intern("rejected")), ULL2NUM(e->loop.rejected));
@@ -573,7 +573,7 @@ static VALUE engine_stats(VALUE self)
  * keeps that slot's score up to date (requests, connections, queue times). */
 static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
 {
-    struct engine *e = oribi_engine_get(self);
+    struct oribi_engine *e = oribi_engine_get(self);
     e->loop.score = oribi_scoreboard_slot(sb, idx);
     e->scoreboard = sb;
     return self;
@@ -581,7 +581,7 @@ static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
 
 static VALUE engine_close(VALUE self)
 {
-    struct engine *e = rb_check_typeddata(self, &engine_type);
+    struct oribi_engine *e = rb_check_typeddata(self, &engine_type);
     if (e->ready) {
         oribi_loop_free(&e->loop);
         e->ready = 0;

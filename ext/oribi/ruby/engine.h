@@ -18,7 +18,7 @@
 
 #define ORIBI_MAX_THREADS 1024
 
-struct engine {
+struct oribi_engine {
     struct oribi_loop loop;
     int ready;
     struct oribi_env_listener listeners[ORIBI_MAX_LISTENERS];
@@ -38,6 +38,6 @@ struct engine {
     uint64_t since_gc;     /* requests taken since the last one */
 };
 
-struct engine *oribi_engine_get(VALUE self); /* raises IOError once closed */
+struct oribi_engine *oribi_engine_get(VALUE self); /* raises IOError once closed */
 
 #endif

@@ -20,11 +20,11 @@ enum { PHASE_NONE, PHASE_APP, PHASE_RESPONDING, PHASE_HIJACKED };
 
 struct oribi_resp;
 struct oribi_handbacks;
-struct engine;
+struct oribi_engine;
 
 /* One request in the app. */
 struct oribi_slot {
-    struct engine *e;      /* its engine: engine.c's business only */
+    struct oribi_engine *e; /* its engine: engine.c's business only */
     const int *open;       /* the engine is not closed */
     struct oribi_handbacks *hb; /* where a conn goes when the app is done with it */
     int64_t write_timeout_ms, body_timeout_ms;
