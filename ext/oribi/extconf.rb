@@ -14,4 +14,4 @@ have_func("accept4", "sys/socket.h")
 # A Hash sized for a whole env at once (public from Ruby 3.2; exported before).
 have_func("rb_hash_new_capa", "ruby.h") || have_func("rb_hash_new_with_size")
 oribi_sources(__dir__, LAYERS)
-create_makefile("oribi/oribi")
+oribi_makefile("oribi/oribi")

@@ -17,9 +17,9 @@ def oribi_cflags
   $LDFLAGS << " -fsanitize=address,undefined"
 end
 
-# Compiles the .c files of dirs (relative to this file) into one object
-# directory: make finds them through VPATH, so basenames must not repeat.
-# srcdir: the folder of the extconf.rb being run.
+# Compiles the .c files of dirs (relative to srcdir, the folder of the
+# extconf.rb being run) into one object directory: make finds them through
+# VPATH, so basenames must not repeat.
 def oribi_sources(srcdir, dirs)
   files = dirs.flat_map { |d| Dir[File.join(srcdir, d, "*.c")].sort }
   names = files.map { |f| File.basename(f) }
@@ -29,4 +29,13 @@ def oribi_sources(srcdir, dirs)
   $objs = names.map { |n| n.sub(/\.c\z/, ".o") }
   dirs.each { |d| $VPATH << "$(srcdir)/#{d}" }
   $INCFLAGS << " -I$(srcdir)"
+end
+
+# create_makefile, plus header dependencies: mkmf's Makefile rebuilds an
+# object only when its .c changes, and an object built against an older
+# header (a struct that grew a field) makes a .so that crashes.
+def oribi_makefile(target)
+  $CFLAGS << " -MMD -MP"
+  create_makefile(target)
+  File.open("Makefile", "a") { |f| f.puts "-include $(OBJS:.o=.d)" }
 end

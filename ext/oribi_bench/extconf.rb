@@ -9,4 +9,4 @@ require_relative "../oribi/layers"
 oribi_cflags
 oribi_sources(__dir__, %w[.])
 $INCFLAGS << " -I$(srcdir)/../oribi"
-create_makefile("oribi/oribi_bench")
+oribi_makefile("oribi/oribi_bench")
