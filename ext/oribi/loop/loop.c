@@ -544,6 +544,15 @@ static void resume_accepting(struct oribi_loop *loop)
         set_accepting(loop, 1);
 }
 
+/* The pause after an accept (or EMFILE) is over once its time has come. */
+static void end_pause(struct oribi_loop *loop)
+{
+    if (loop->accept_resume_at && loop->accept_resume_at <= loop->now) {
+        loop->accept_resume_at = 0;
+        resume_accepting(loop);
+    }
+}
+
 static void close_listeners(struct oribi_loop *loop)
 {
     set_accepting(loop, 0);
@@ -586,6 +595,7 @@ static int accept_one(struct oribi_loop *loop, int li, int in_turn)
         close(fd);
         return -1;
     }
+    loop->hot_listener = li;
     note_backlog(loop); /* there may be more behind it */
     if (loop->draining && loop->drain_left > 0 && --loop->drain_left == 0)
         close_listeners(loop); /* what was queued when the stop began is taken */
@@ -634,6 +644,24 @@ static int accept_direct(struct oribi_loop *loop)
     return 1;
 }
 
+/* One connection from whichever listener has one, the last that did
+ * first. Returns 1, 0 when none was taken, -1 when every listener said it
+ * has none (the backlog is empty; no listener is hot any more). */
+static int accept_any(struct oribi_loop *loop, int in_turn)
+{
+    int start = loop->hot_listener >= 0 ? loop->hot_listener : 0, empty = 0;
+    for (int k = 0; k < loop->nlisteners && loop->accepting; k++) {
+        if (accept_one(loop, (start + k) % loop->nlisteners, in_turn) == 0)
+            return 1;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            empty++;
+    }
+    if (empty < loop->nlisteners)
+        return 0;
+    loop->hot_listener = -1;
+    return -1;
+}
+
 /* Draining: the backlog is served as at any other time, a connection
  * whenever a thread is free, so every worker takes its share. The moment
  * the listeners are found empty they close: a client that connects later is
@@ -645,16 +673,10 @@ static int take_backlog(struct oribi_loop *loop)
     if (loop->hold || loop->ready_head || loop->nconns >= loop->opt.max_connections)
         return 0;
     loop->now = oribi_coarse_ms();
-    int empty = 0;
-    for (int i = 0; i < loop->nlisteners; i++) {
-        if (accept_one(loop, i, 0) == 0)
-            return 1;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            empty++;
-    }
-    if (empty == loop->nlisteners)
+    int r = accept_any(loop, 0);
+    if (r < 0)
         close_listeners(loop);
-    return 0;
+    return r > 0;
 }
 
 /* ---- the loop ---- */
@@ -760,10 +782,7 @@ static void expire_timers(struct oribi_loop *loop)
                 conn_close(loop, c);
         }
     }
-    if (loop->accept_resume_at && loop->accept_resume_at <= loop->now) {
-        loop->accept_resume_at = 0;
-        resume_accepting(loop);
-    }
+    end_pause(loop);
 }
 
 static void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t events)
@@ -807,8 +826,8 @@ static int poll_events(struct oribi_loop *loop, int timeout)
              * ready requests are handed out (oribi_loop_take). */
             int li = (int)(((uintptr_t)p - 3) / 2);
             note_backlog(loop);
-            if (loop->accepting && !loop->ready_head && accept_one(loop, li, 0) == 0)
-                loop->hot_listener = li;
+            if (loop->accepting && !loop->ready_head)
+                accept_one(loop, li, 0);
         } else {
             on_conn_event(loop, (struct oribi_conn *)p, events[i].events);
         }
@@ -838,10 +857,7 @@ static void take_turn(struct oribi_loop *loop)
     loop->now = oribi_coarse_ms();
     if (!arriving && loop->now - loop->polled_at < TURN_POLL_MS)
         return;
-    if (loop->accept_resume_at && loop->accept_resume_at <= loop->now) {
-        loop->accept_resume_at = 0; /* the pause after an accept is over */
-        resume_accepting(loop);
-    }
+    end_pause(loop);
     /* Those just answered are watched first (one accepted with its request
      * complete never was); other conns (flushes, timers) every few turns. */
     int64_t before = loop->polled_at;
@@ -856,20 +872,12 @@ static void take_turn(struct oribi_loop *loop)
     int64_t since = loop->backlog ? loop->backlog_since : before;
     if (!loop->accepting || (loop->ready_head && loop->ready_head->ready_at < since))
         return;
-    int start = loop->hot_listener >= 0 ? loop->hot_listener : 0, empty = 0;
     loop->queue_front = 1;
-    for (int k = 0; k < loop->nlisteners && loop->accepting; k++) {
-        int li = (start + k) % loop->nlisteners;
-        if (accept_one(loop, li, 1) == 0) {
-            loop->hot_listener = li;
-            loop->backlog_since = since; /* the rest waited as long at most */
-            break;
-        }
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            empty++;
-    }
+    int r = accept_any(loop, 1);
     loop->queue_front = 0;
-    if (empty == loop->nlisteners)
+    if (r > 0)
+        loop->backlog_since = since; /* the rest waited as long at most */
+    else if (r < 0)
         loop->backlog = 0;
 }
 
