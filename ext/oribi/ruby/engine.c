@@ -94,8 +94,7 @@ static void slot_init(VALUE engine, struct oribi_engine *e, int i, VALUE multipr
     s->e = e;
     s->open = &e->ready;
     s->hb = &e->hb;
-    s->write_timeout_ms = e->loop.opt.write_timeout_ms;
-    s->body_timeout_ms = e->loop.opt.body_timeout_ms;
+    s->opt = &e->loop.opt;
     s->env = s->io = s->stream = s->spilled_input = Qnil;
     s->ctx.tmpl = s->ctx.tmpl_errors = Qnil;
     s->self = oribi_slot_wrap(engine, s);

@@ -57,7 +57,7 @@ static void head_line(struct oribi_slot *e, const char *s)
 static void *wait_nogvl(void *p)
 {
     struct oribi_resp *r = p;
-    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->s->write_timeout_ms);
+    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->s->opt->write_timeout_ms);
 }
 
 /* Writes what is gathered plus extra; waits (without the GVL) while the
@@ -429,7 +429,7 @@ static void *sendfile_nogvl(void *p)
 {
     struct sendfile_args *a = p;
     return (void *)(intptr_t)oribi_conn_sendfile(a->r->c, a->r->file_fd, &a->off, &a->left,
-                                                 a->r->s->write_timeout_ms);
+                                                 a->r->s->opt->write_timeout_ms);
 }
 
 static void write_file(struct oribi_resp *r)

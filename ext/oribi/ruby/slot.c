@@ -56,7 +56,7 @@ int oribi_slot_drain(struct oribi_slot *s, struct oribi_conn *c)
             return -1;
         if (c->wlen == c->woff)
             break;
-        if (!oribi_slot_wait(c->fd, RB_WAITFD_OUT, s->write_timeout_ms))
+        if (!oribi_slot_wait(c->fd, RB_WAITFD_OUT, s->opt->write_timeout_ms))
             return -2;
         /* Other threads ran while we waited (one writing to a stream, say):
          * if the response ended meanwhile, c may be another request's now. */

@@ -27,7 +27,7 @@ struct oribi_slot {
     struct oribi_engine *e; /* its engine: engine.c's business only */
     const int *open;       /* the engine is not closed */
     struct oribi_handbacks *hb; /* where a conn goes when the app is done with it */
-    int64_t write_timeout_ms, body_timeout_ms;
+    const struct oribi_options *opt; /* the loop's: its timeouts */
     struct oribi_conn *c;  /* while PHASE_APP or PHASE_RESPONDING, else NULL */
     uint64_t seq;          /* bumped per request: a waiter sees its response end */
     int64_t started_ms;    /* CLOCK_MONOTONIC when it went to the app (scoreboard) */

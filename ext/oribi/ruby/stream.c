@@ -111,7 +111,7 @@ static long read_some(VALUE self, char *dst, long max, int block)
             rb_syserr_fail(errno, "client connection");
         if (!block)
             return -1;
-        if (!oribi_slot_wait(c->fd, RB_WAITFD_IN, slot->body_timeout_ms))
+        if (!oribi_slot_wait(c->fd, RB_WAITFD_IN, slot->opt->body_timeout_ms))
             rb_syserr_fail(ETIMEDOUT, "no bytes from the client within body_timeout");
         c = stream_conn(self, &slot, 0); /* other threads ran meanwhile */
     }
