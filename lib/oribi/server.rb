@@ -39,13 +39,13 @@ module Oribi
       # Before the listeners: from the moment a client can connect, a TERM
       # (even while the app loads) is a graceful stop that serves it, never
       # the default death that resets the connections queued so far.
-      signals = standalone ? Worker.defer_signals : Signals.new(Master::SIGNALS)
+      signals = Signals.new(standalone ? Worker::SIGNALS : Master::SIGNALS)
       @listeners = Listeners.new(@config[:binds], backlog: @config[:backlog],
                                                   reuse_port: @config[:reuse_port], unix_mode: @config[:unix_mode])
       app ||= load_app if @config[:preload_app] || standalone
       banner
       if standalone
-        Worker.new(self, app).run
+        Worker.new(self, app, early: signals).run
         0
       else
         Master.new(self, app, signals).run

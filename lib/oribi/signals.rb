@@ -32,6 +32,11 @@ module Oribi
     # In a forked child: the parent's handlers and pipe are not its own.
     def reset
       @names.each { |name| trap(name, "DEFAULT") }
+      close
+    end
+
+    # The pipe, once others have trapped the signals (the handlers stay).
+    def close
       @reader.close
       @writer.close
     end

@@ -15,28 +15,12 @@ module Oribi
     ERROR_HEADERS = { "content-type" => "text/plain" }.freeze
     ERROR_BODY = ["Internal Server Error\n"].freeze
     TITLE_EVERY = 256 # requests between process-title updates
-    SIGNALS = %w[TERM INT QUIT USR1 USR2].freeze
-
-    # A lone worker (`workers 0`), before it binds its listeners: until its
-    # own handlers are in place (loading the app can take seconds) a signal
-    # is noted and acted on once it serves. The default TERM would reset
-    # the connections queued so far. (A master holds its workers' signals
-    # back until they boot.)
-    def self.defer_signals
-      @deferred = []
-      SIGNALS.each { |sig| trap(sig) { @deferred << sig } }
-    end
+    SIGNALS = %w[TERM INT QUIT USR1 USR2].freeze # what a lone worker traps before it binds
 
     class << self
       # In a forked worker: the read end of a pipe only the master writes to
       # (never does); EOF means the master is gone.
       attr_accessor :lifeline
-    end
-
-    # The deferred signals, sent again now that the worker's handlers are set
-    def self.replay_signals
-      (@deferred || []).uniq.each { |sig| Process.kill(sig, Process.pid) }
-      @deferred = nil
     end
 
     attr_reader :index, :served
@@ -47,7 +31,11 @@ module Oribi
     # worker to be the mold (SIGURG): it then drains and returns from #run
     # with #promoted? true, its listeners still open for the workers the
     # mold will fork.
-    def initialize(server, app, index: 0, ready: nil, scoreboard: nil, link: nil)
+    # early: a lone worker's (`workers 0`) Signals for SIGNALS, trapped
+    # before it bound its listeners: what came while the app loaded is acted
+    # on once it serves (the default TERM would reset the connections queued
+    # so far; a master holds its workers' signals back until they boot).
+    def initialize(server, app, index: 0, ready: nil, scoreboard: nil, link: nil, early: nil)
       @server = server
       @config = server.config
       @app = app
@@ -58,6 +46,7 @@ module Oribi
       @standalone = ready.nil?
       @scoreboard, @sb_slot = scoreboard
       @link = link
+      @early = early
       @threads = @config[:threads]
       @soft = @config[:soft_timeout].positive? && @config[:soft_timeout]
       @in_app = {} # Thread => [env, started]: requests inside the app, for soft_timeout
@@ -70,7 +59,7 @@ module Oribi
       @engine.attach_scoreboard(@scoreboard, @sb_slot) if @scoreboard
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
       trap_signals
-      self.class.replay_signals
+      replay_early_signals
       watch_master if self.class.lifeline
       @server.write_pid_file if @standalone
       start_soft_timeout if @soft
@@ -102,6 +91,14 @@ module Oribi
     def promoted? = @promoted
 
     private
+
+    # The signals that came before trap_signals, sent again to its handlers.
+    def replay_early_signals
+      return unless @early
+
+      @early.wait(0).uniq.each { |sig| Process.kill(sig, Process.pid) }
+      @early.close
+    end
 
     # How many connections wait on the listeners now: the backlog a drain
     # serves (true when the kernel does not say: until it is empty).
