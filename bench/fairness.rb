@@ -14,6 +14,7 @@
 # as a keep-alive request does. The last lines give the first server's
 # (Oribi's) numbers as a multiple of each peer's, medians over the repeats.
 require_relative "scenario"
+require_relative "suite/report"
 require "optparse"
 
 module Bench
@@ -94,7 +95,7 @@ module Bench
     # of each other one: below 1 it waits less.
     def print_ratios(rows)
       med = rows.group_by { |r| r[:label] }.transform_values do |rs|
-        (COLUMNS + [:rate]).to_h { |k| [k, rs.map { |r| r[k] || Float::NAN }.sort[rs.size / 2]] }
+        (COLUMNS + [:rate]).to_h { |k| [k, Suite::Report.median(rs.map { |r| r[k] }) || Float::NAN] }
       end
       first = @o[:servers].first
       puts "\nmedian of #{@o[:repeat]}; #{first} as a multiple of each peer (below 1: #{first} waits less)"
