@@ -42,18 +42,20 @@ class DrainTest < Minitest::Test
     end
   end
 
-  def drain(transport:, threads:, queued:, busy: true)
+  # busy: how many keep-alive clients (true: two per app thread); signal:
+  # the graceful one sent to the master
+  def drain(transport:, threads:, queued:, busy: true, signal: :TERM)
     secs = SLEEP.fetch(queued)
     srv = ServerProcess.new("slow.ru", "-t", threads.to_s, workers: WORKERS)
     slots = WORKERS * threads
-    keepalive = busy ? busy_clients(srv, transport, 2 * slots, secs) : []
+    keepalive = busy ? busy_clients(srv, transport, busy == true ? 2 * slots : busy, secs) : []
     assert wait_until { srv.log.scan("sleeping").size >= slots }, srv.log if busy
     started = srv.log.scan("sleeping").size
     clients = queue_requests(srv, transport, queued, secs)
     # TERM once the workers have moved on to further requests (a worker
     # caught between two requests behaves otherwise than one in the app)
     assert wait_until { srv.log.scan("sleeping").size >= started + slots }, srv.log if busy
-    Process.kill(:TERM, srv.pid)
+    Process.kill(signal, srv.pid)
     responses = clients.map do |s|
       HTTPClient.read_response(s, timeout: 20)
     rescue SystemCallError => e
@@ -85,9 +87,19 @@ class DrainTest < Minitest::Test
         end
       end
     end
+    %i[INT QUIT].each do |signal|
+      define_method("test_#{signal.downcase}_answers_20_queued_over_#{transport}_beside_keepalive_clients") do
+        drain(transport: transport, threads: 1, queued: 20, signal: signal)
+      end
+    end
     define_method("test_term_answers_20_queued_over_#{transport}_without_keepalive_clients") do
       drain(transport: transport, threads: 1, queued: 20, busy: false)
     end
+  end
+
+  # Every connection busy: 50 keep-alive clients on 2 single-threaded workers.
+  def test_term_answers_queued_requests_beside_50_keepalive_clients
+    drain(transport: :unix, threads: 1, queued: 20, busy: 50)
   end
 
   # How Oribi is deployed: nginx with an upstream keep-alive pool in front.
