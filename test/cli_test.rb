@@ -88,8 +88,9 @@ class CLITest < Minitest::Test
     assert_equal 0o660, File.stat(srv.sock).mode & 0o777
     user = Etc.getpwuid(Process.uid).name
     group = Etc.getgrgid(Process.gid).name
+    # the banner comes after the app loaded, which may be after the listeners accept
     assert_match(/listening on unix:\/\/#{Regexp.escape(srv.sock)} \(mode 0660, #{user}:#{group}: a proxy must run as #{user} or in group #{group} to connect\)/,
-                 srv.log)
+                 srv.log_until(/listening on unix/))
   ensure
     srv&.stop
   end
