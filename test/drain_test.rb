@@ -47,14 +47,14 @@ class DrainTest < Minitest::Test
   def drain(transport:, threads:, queued:, busy: true, signal: :TERM)
     secs = SLEEP.fetch(queued)
     srv = ServerProcess.new("slow.ru", "-t", threads.to_s, workers: WORKERS)
-    slots = WORKERS * threads
-    keepalive = busy ? busy_clients(srv, transport, busy == true ? 2 * slots : busy, secs) : []
-    assert wait_until { srv.log.scan("sleeping").size >= slots }, srv.log if busy
+    capacity = WORKERS * threads
+    keepalive = busy ? busy_clients(srv, transport, busy == true ? 2 * capacity : busy, secs) : []
+    assert wait_until { srv.log.scan("sleeping").size >= capacity }, srv.log if busy
     started = srv.log.scan("sleeping").size
     clients = queue_requests(srv, transport, queued, secs)
     # TERM once the workers have moved on to further requests (a worker
     # caught between two requests behaves otherwise than one in the app)
-    assert wait_until { srv.log.scan("sleeping").size >= started + slots }, srv.log if busy
+    assert wait_until { srv.log.scan("sleeping").size >= started + capacity }, srv.log if busy
     Process.kill(signal, srv.pid)
     responses = clients.map do |s|
       HTTPClient.read_response(s, timeout: 20)

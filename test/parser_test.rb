@@ -6,7 +6,7 @@ require "rbconfig"
 require_relative "support/corpus"
 
 # Oribi::Parser.parse over the C request-head parser: RFC 9112 grammar, the
-# reactions of BRIEF section 4, limits, and resumable (last_len) parsing.
+# status for each kind of bad request (docs/HARDENING.md), limits, and resumable (last_len) parsing.
 class ParserTest < Minitest::Test
   P = Oribi::Parser
 

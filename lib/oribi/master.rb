@@ -16,11 +16,11 @@ module Oribi
     QUICK_CRASH = 5.0     # a worker that dies sooner than this after boot crashed "quickly"
     KILL_WAIT = 5.0       # after SIGKILL, how long to wait for the last reaps
     SHUTDOWN_TIMED_OUT = 3 # exit status when shutdown_timeout had to kill workers
-    SCOREBOARD_SLOTS = 1024
+    SCOREBOARD_ROWS = 1024
 
     # link: with refork, a socket to the worker (and to the mold it may become)
     # pending: signals held back until the worker has booted (#signal)
-    Slot = Struct.new(:index, :pid, :started, :booted, :retiring, :sb, :link, :generation, :mold, :pending,
+    Child = Struct.new(:index, :pid, :started, :booted, :retiring, :row, :link, :generation, :mold, :pending,
                       keyword_init: true)
 
     # signals: a Signals for SIGNALS, set up before the listeners were bound
@@ -30,7 +30,7 @@ module Oribi
       @config = server.config
       @app = app
       @count = @config[:workers]
-      @slots = {}          # pid => Slot
+      @children = {}          # pid => Child
       @boot_failures = 0
       @quick_crashes = 0
       @respawn_at = 0.0
@@ -39,7 +39,7 @@ module Oribi
       @rolling = []        # pids still to replace in a rolling restart
       @heir = nil          # [pid, ready pipe] of a new generation being born (USR2)
       @generation = 0      # refork: how many molds there were; workers forked by the latest have it
-      @mold = nil          # refork: the Slot of the mold new workers fork from
+      @mold = nil          # refork: the Child of the mold new workers fork from
       @promoting = nil     # refork: pid of the worker becoming the mold
       @started_at = Time.now
       # What workers that are gone served, so that totals never go down.
@@ -55,8 +55,8 @@ module Oribi
       # Only the master holds the write end: when it dies, however it dies,
       # every worker (and mold) reads EOF and stops (Worker#watch_master).
       @life_r, @life_w = IO.pipe
-      @scoreboard = Scoreboard.new(SCOREBOARD_SLOTS)
-      @free_sb = (0...SCOREBOARD_SLOTS).to_a
+      @scoreboard = Scoreboard.new(SCOREBOARD_ROWS)
+      @free_rows = (0...SCOREBOARD_ROWS).to_a
       @status = 0
       @watchdog_interval = Systemd.watchdog_interval
       @next_watchdog = now
@@ -66,7 +66,7 @@ module Oribi
       loop do
         spawn_missing unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
-        reads << @slots[@promoting].link if @promoting && @slots[@promoting]
+        reads << @children[@promoting].link if @promoting && @children[@promoting]
         @signals.wait(wait_time, [@ready_r, @heir&.last, *reads].compact, writes).each { |sig| handle(sig) }
         serve_control
         read_ready
@@ -77,7 +77,7 @@ module Oribi
         enforce_timeouts
         enforce_deadline
         supervise
-        break if @stopping && @slots.empty?
+        break if @stopping && @children.empty?
       end
       @status
     end
@@ -115,7 +115,7 @@ module Oribi
     def shutdown(why, drain_backlog: @server.listeners.supervisor.nil?)
       return if @stopping
 
-      Log.info("#{why}: draining #{@slots.size} worker(s), #{@config[:shutdown_timeout]} s at most")
+      Log.info("#{why}: draining #{@children.size} worker(s), #{@config[:shutdown_timeout]} s at most")
       @stopping = true
       @rolling.clear
       @deadline = now + @config[:shutdown_timeout]
@@ -129,23 +129,23 @@ module Oribi
     end
 
     def retire_one
-      slot = @slots.values.reject(&:retiring).max_by(&:index) or return
+      child = @children.values.reject(&:retiring).max_by(&:index) or return
       @count -= 1
-      Log.info("TTOU: #{@count} workers (stopping worker[#{slot.index}])")
-      retire(slot)
+      Log.info("TTOU: #{@count} workers (stopping worker[#{child.index}])")
+      retire(child)
     end
 
     # Stops one worker while the others go on: the backlog is theirs.
-    def retire(slot)
-      slot.retiring = true
-      signal(slot.pid, :USR2)
+    def retire(child)
+      child.retiring = true
+      signal(child.pid, :USR2)
     end
 
     def spawn_missing
       return if now < @respawn_at
 
-      live = @slots.values.reject(&:retiring).map(&:index)
-      live << @slots[@promoting].index if @promoting && @slots[@promoting] # to come from the mold
+      live = @children.values.reject(&:retiring).map(&:index)
+      live << @children[@promoting].index if @promoting && @children[@promoting] # to come from the mold
       (0...@count).each do |index|
         next if live.include?(index)
 
@@ -155,9 +155,9 @@ module Oribi
     end
 
     def spawn(index)
-      sb = @free_sb.shift
-      slot = spawn_from_mold(index, sb) if @mold
-      return slot if slot
+      row = @free_rows.shift
+      child = spawn_from_mold(index, row) if @mold
+      return child if child
 
       @config.hook(:before_fork, @server, index)
       ours, theirs = UNIXSocket.pair if refork?
@@ -167,18 +167,18 @@ module Oribi
         @signals.reset
         @life_w.close
         Worker.lifeline = @life_r
-        Worker.run_forked(@server, @app, index: index, ready: @ready_w, scoreboard: @scoreboard, slot: sb,
+        Worker.run_forked(@server, @app, index: index, ready: @ready_w, scoreboard: @scoreboard, row: row,
                                          link: theirs, generation: 1) do
           @ready_r.close
           @heir&.last&.close
           @control&.close_in_child
           ours&.close
-          @slots.each_value { |s| s.link&.close } # a mold must see EOF when the master closes its link
+          @children.each_value { |s| s.link&.close } # a mold must see EOF when the master closes its link
         end
       end
       theirs&.close
-      @scoreboard.clear(sb, pid)
-      @slots[pid] = Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb, link: ours, generation: 0)
+      @scoreboard.clear(row, pid)
+      @children[pid] = Child.new(index: index, pid: pid, started: now, booted: false, row: row, link: ours, generation: 0)
     end
 
     def read_ready
@@ -188,12 +188,12 @@ module Oribi
 
         data.each_line do |line|
           _, pid = line.split.map(&:to_i)
-          next unless (slot = @slots[pid])
+          next unless (child = @children[pid])
 
-          slot.booted = now
+          child.booted = now
           @boot_failures = 0
-          slot.pending&.uniq&.each { |sig| signal(pid, sig) }
-          slot.pending = nil
+          child.pending&.uniq&.each { |sig| signal(pid, sig) }
+          child.pending = nil
         end
       end
     end
@@ -207,24 +207,24 @@ module Oribi
           heir_failed("exited (#{describe(status)}) before it was ready")
           next
         end
-        slot = @slots.delete(pid) or next
-        slot.link&.close
-        mold_gone(slot) if slot.mold
-        retire_counters(slot.sb)
-        @free_sb << slot.sb
+        child = @children.delete(pid) or next
+        child.link&.close
+        mold_gone(child) if child.mold
+        retire_counters(child.row)
+        @free_rows << child.row
         read_ready # a worker may have booted and died between two looks
-        died(slot, status)
+        died(child, status)
       end
     rescue Errno::ECHILD
       nil
     end
 
-    def died(slot, status)
-      return if @stopping || slot.retiring
+    def died(child, status)
+      return if @stopping || child.retiring
 
       clean = status.success?
-      Log.error("worker[#{slot.index}] pid #{slot.pid} #{describe(status)}") unless clean
-      if !slot.booted
+      Log.error("worker[#{child.index}] pid #{child.pid} #{describe(status)}") unless clean
+      if !child.booted
         @boot_failures += 1
         if @boot_failures >= BOOT_FAILURES_MAX
           Log.error("workers died while booting #{@boot_failures} times in a row; stopping " \
@@ -234,7 +234,7 @@ module Oribi
           return
         end
         throttle
-      elsif !clean && now - slot.booted < QUICK_CRASH
+      elsif !clean && now - child.booted < QUICK_CRASH
         throttle
       else
         @quick_crashes = 0 # a recycled (max_requests) or long-lived worker
@@ -260,7 +260,7 @@ module Oribi
 
       drop_mold # new workers come from the master again (and load the app anew when not preloaded)
 
-      @rolling = @slots.values.reject(&:retiring).sort_by(&:index).map(&:pid)
+      @rolling = @children.values.reject(&:retiring).sort_by(&:index).map(&:pid)
       @roll_next_at = now
       @roll_new = nil
       Log.info("HUP: rolling restart of #{@rolling.size} worker(s)#{', reloading the app' unless @app}")
@@ -270,17 +270,17 @@ module Oribi
       return if @rolling.empty? || @stopping
 
       if @roll_new
-        new = @slots[@roll_new]
+        new = @children[@roll_new]
         return abort_roll("the new worker died before it booted") unless new
         return unless new.booted
 
-        old = @slots[@rolling.shift]
+        old = @children[@rolling.shift]
         retire(old) if old
         @roll_new = nil
         @roll_next_at = now + @config[:rolling_interval]
         Log.info("rolling restart done") if @rolling.empty?
       elsif now >= @roll_next_at
-        old = @slots[@rolling.first]
+        old = @children[@rolling.first]
         return @rolling.shift unless old # gone meanwhile: its replacement is already there
 
         @roll_new = spawn(old.index).pid
@@ -360,7 +360,7 @@ module Oribi
     # Tells systemd (when it listens) and a parent generation (USR2) that
     # the service is up once every worker booted; feeds systemd's watchdog.
     def supervise
-      if !@notified_ready && !@stopping && @slots.size >= @count && @slots.values.all?(&:booted)
+      if !@notified_ready && !@stopping && @children.size >= @count && @children.values.all?(&:booted)
         @notified_ready = true
         Systemd.notify("READY=1\nMAINPID=#{Process.pid}\nSTATUS=#{@count} workers")
         @control&.take_ownership! if ENV["ORIBI_READY_FD"]
@@ -378,14 +378,14 @@ module Oribi
       limit = @config[:worker_timeout]
       return unless limit.positive?
 
-      @slots.each_value do |slot|
-        _, busy, request, = @scoreboard.get(slot.sb)
+      @children.each_value do |child|
+        busy, request = @scoreboard.stats(child.row).values_at(:busy, :request)
         next unless busy && busy > limit
 
-        Log.error("worker[#{slot.index}] pid #{slot.pid} stuck #{busy.round(1)} s on #{request.inspect} " \
+        Log.error("worker[#{child.index}] pid #{child.pid} stuck #{busy.round(1)} s on #{request.inspect} " \
                   "(worker_timeout #{limit} s): killing it")
-        @scoreboard.unbusy(slot.sb) # its counters stay, for the totals
-        signal(slot.pid, :KILL)
+        @scoreboard.unbusy(child.row) # its counters stay, for the totals
+        signal(child.pid, :KILL)
       end
     end
 
@@ -419,7 +419,7 @@ module Oribi
         return [409, "text/plain", "a rolling restart is under way\n"] if @rolling.any?
 
         @control_action = :restart
-        [202, "text/plain", "rolling restart of #{@slots.size} worker(s)\n"]
+        [202, "text/plain", "rolling restart of #{@children.size} worker(s)\n"]
       when "/stop"
         @control_action = :stop
         [202, "text/plain", "stopping\n"]
@@ -430,13 +430,13 @@ module Oribi
     # configured number of workers serve.
     def readiness
       return "stopping" if @stopping
-      return "booting" if @slots.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) } < @count
+      return "booting" if @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) } < @count
 
       "ready"
     end
 
-    def retire_counters(sb)
-      w = @scoreboard.stats(sb)
+    def retire_counters(row)
+      w = @scoreboard.stats(row)
       @retired[:served] += w[:served]
       @retired[:queue] = @retired[:queue].zip(w[:queue]).map(&:sum)
       @retired[:queue_sum] += w[:queue_sum]
@@ -444,12 +444,12 @@ module Oribi
     end
 
     def stats
-      workers = @slots.values.sort_by { |s| [s.index, s.started] }.map do |slot|
-        w = @scoreboard.stats(slot.sb)
-        { index: slot.index, pid: slot.pid, generation: w[:generation], booted: !!slot.booted,
-          retiring: !!slot.retiring, mold: !!slot.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
+      workers = @children.values.sort_by { |s| [s.index, s.started] }.map do |child|
+        w = @scoreboard.stats(child.row)
+        { index: child.index, pid: child.pid, generation: w[:generation], booted: !!child.booted,
+          retiring: !!child.retiring, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
           served: w[:served], connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
-          last_request_at: w[:last_request_at], rss: Stats.rss(slot.pid), queue: w[:queue],
+          last_request_at: w[:last_request_at], rss: Stats.rss(child.pid), queue: w[:queue],
           queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header] }
       end
       queue = workers.map { |w| w[:queue] }.reduce(@retired[:queue]) { |a, b| a.zip(b).map(&:sum) }
@@ -466,10 +466,10 @@ module Oribi
     end
 
     def enforce_deadline
-      return unless @deadline && now >= @deadline && !@slots.empty?
+      return unless @deadline && now >= @deadline && !@children.empty?
 
       Log.error("shutdown_timeout (#{@config[:shutdown_timeout]} s): killing " \
-                "#{@slots.values.map { |s| "worker[#{s.index}]" }.join(', ')} with requests still in flight; " \
+                "#{@children.values.map { |s| "worker[#{s.index}]" }.join(', ')} with requests still in flight; " \
                 "exiting with status #{SHUTDOWN_TIMED_OUT}")
       @status = SHUTDOWN_TIMED_OUT # not a clean stop: requests were lost
       signal_all(:KILL)
@@ -477,7 +477,7 @@ module Oribi
     end
 
     def signal_all(sig)
-      @slots.each_key { |pid| signal(pid, sig) }
+      @children.each_key { |pid| signal(pid, sig) }
     end
 
     # A worker that has not booted yet may not have its own handlers: a TERM
@@ -486,8 +486,8 @@ module Oribi
     # queued for the worker. What is meant for it waits until it serves.
     # KILL never waits.
     def signal(pid, sig)
-      slot = @slots[pid]
-      return (slot.pending ||= []) << sig if slot && !slot.booted && sig != :KILL
+      child = @children[pid]
+      return (child.pending ||= []) << sig if child && !child.booted && sig != :KILL
 
       Process.kill(sig, pid)
     rescue Errno::ESRCH

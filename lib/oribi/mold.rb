@@ -10,7 +10,7 @@ module Oribi
   # Each one is forked through a middle process that exits at once, so the
   # worker is adopted by the master (a child subreaper) and supervised like
   # any other. The master and the mold talk over the mold's link (a unix
-  # socketpair made when the worker was forked): "spawn INDEX SLOT" one
+  # socketpair made when the worker was forked): "spawn INDEX ROW" one
   # way; the other, the new worker's pid with the master's end of the new
   # worker's own link (SCM_RIGHTS), so that it can be promoted in turn.
   # The link's EOF (the master closed it, or died) ends the mold.
@@ -34,21 +34,21 @@ module Oribi
       GC.compact if GC.respond_to?(:compact)
       @link.write("mold #{Process.pid}\n")
       while (line = @link.gets)
-        cmd, index, slot = line.split
-        spawn(Integer(index, 10), Integer(slot, 10)) if cmd == "spawn"
+        cmd, index, row = line.split
+        spawn(Integer(index, 10), Integer(row, 10)) if cmd == "spawn"
       end
     end
 
     private
 
-    def spawn(index, slot)
+    def spawn(index, row)
       ours, theirs = UNIXSocket.pair
       r, w = IO.pipe
       middle = fork do
         r.close
         ours.close
         pid = fork do
-          Worker.run_forked(@server, @app, index: index, ready: @ready, scoreboard: @scoreboard, slot: slot,
+          Worker.run_forked(@server, @app, index: index, ready: @ready, scoreboard: @scoreboard, row: row,
                                            link: theirs, generation: @generation + 1) do
             @link.close
             w.close

@@ -3,7 +3,7 @@
 module Oribi
   # The master's side of refork (docs/REFORK.md; the mold's side is
   # mold.rb): when to promote a worker to mold, and forking workers through
-  # it. Mixed into Master, whose state (@slots, @mold, @generation,
+  # it. Mixed into Master, whose state (@children, @mold, @generation,
   # @promoting, @rolling) it works on.
   module Refork
     MOLD_TIMEOUT = 5.0 # how long the mold may take to fork a worker
@@ -22,8 +22,8 @@ module Oribi
       return if @rolling.any?
 
       threshold = @config[:refork_after][@generation] or return
-      candidates = @slots.values.select { |s| s.booted && !s.retiring && s.link }
-      best, served = candidates.map { |s| [s, @scoreboard.get(s.sb)[3]] }.max_by(&:last)
+      candidates = @children.values.select { |s| s.booted && !s.retiring && s.link }
+      best, served = candidates.map { |s| [s, @scoreboard.stats(s.row)[:served]] }.max_by(&:last)
       return if best.nil? || served < threshold
 
       Log.info("refork: worker[#{best.index}] pid #{best.pid} served #{threshold}+ requests: promoting it to mold")
@@ -33,37 +33,37 @@ module Oribi
     end
 
     def watch_promotion
-      slot = @slots[@promoting]
-      return @promoting = nil unless slot # died: the next look picks another
+      child = @children[@promoting]
+      return @promoting = nil unless child # died: the next look picks another
 
-      data = slot.link.read_nonblock(64, exception: false)
+      data = child.link.read_nonblock(64, exception: false)
       return if data == :wait_readable
 
       @promoting = nil
-      return Log.error("refork: worker[#{slot.index}] pid #{slot.pid} did not become the mold") unless data&.start_with?("mold")
+      return Log.error("refork: worker[#{child.index}] pid #{child.pid} did not become the mold") unless data&.start_with?("mold")
 
       drop_mold
-      @mold = slot
+      @mold = child
       @generation += 1
-      @rolling = @slots.values.reject { |s| s.retiring || s.generation >= @generation }.sort_by(&:index).map(&:pid)
+      @rolling = @children.values.reject { |s| s.retiring || s.generation >= @generation }.sort_by(&:index).map(&:pid)
       @roll_next_at = now
       @roll_new = nil
-      Log.info("refork: pid #{slot.pid} is the mold of generation #{@generation}; reforking #{@rolling.size} worker(s)")
+      Log.info("refork: pid #{child.pid} is the mold of generation #{@generation}; reforking #{@rolling.size} worker(s)")
     end
 
-    # → the Slot of a worker the mold forked, nil when it could not (then
+    # → the Child of a worker the mold forked, nil when it could not (then
     # the master forks one itself).
-    def spawn_from_mold(index, sb)
+    def spawn_from_mold(index, row)
       link = @mold.link
-      link.write("spawn #{index} #{sb}\n")
+      link.write("spawn #{index} #{row}\n")
       raise IOError, "no answer in #{MOLD_TIMEOUT} s" unless link.wait_readable(MOLD_TIMEOUT)
 
       data, _, _, rights = link.recvmsg(64, 0, 64, scm_rights: true)
       pid = data.to_i
       raise IOError, "bad answer #{data.inspect}" unless pid.positive?
 
-      @scoreboard.clear(sb, pid, @generation)
-      @slots[pid] = Master::Slot.new(index: index, pid: pid, started: now, booted: false, sb: sb,
+      @scoreboard.clear(row, pid, @generation)
+      @children[pid] = Master::Child.new(index: index, pid: pid, started: now, booted: false, row: row,
                              link: rights&.unix_rights&.first, generation: @generation)
     rescue SystemCallError, IOError => e
       Log.error("refork: the mold (pid #{@mold.pid}) failed to fork worker[#{index}] (#{e.message}); forking it here")
@@ -78,9 +78,9 @@ module Oribi
       @mold = nil
     end
 
-    def mold_gone(slot)
-      @mold = nil if @mold.equal?(slot)
-      @promoting = nil if @promoting == slot.pid
+    def mold_gone(child)
+      @mold = nil if @mold.equal?(child)
+      @promoting = nil if @promoting == child.pid
     end
   end
 end

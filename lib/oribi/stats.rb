@@ -4,7 +4,7 @@ require "json"
 
 module Oribi
   # What the control endpoint reports (docs/CONTROL.md): a snapshot the
-  # master takes of itself, its listeners and the workers' scoreboard slots,
+  # master takes of itself, its listeners and the workers' scoreboard rows,
   # rendered as JSON (/stats) or Prometheus text (/metrics).
   module Stats
     PAGE = begin

@@ -26,7 +26,7 @@ module Oribi
     attr_reader :index, :served
 
     # ready: an IO the master reads "index pid" lines from, nil standalone.
-    # scoreboard: [Scoreboard, slot] where the master watches this worker.
+    # scoreboard: [Scoreboard, row] where the master watches this worker.
     # link: with refork, a socket to the master, which may promote this
     # worker to be the mold (SIGURG): it then drains and returns from #run
     # with #promoted? true, its listeners still open for the workers the
@@ -44,7 +44,7 @@ module Oribi
       @served = 0
       @limit = request_limit
       @standalone = ready.nil?
-      @scoreboard, @sb_slot = scoreboard
+      @scoreboard, @sb_row = scoreboard
       @link = link
       @early = early
       @threads = @config[:threads]
@@ -55,8 +55,8 @@ module Oribi
     def run
       # rack.multiprocess: whether another process may run the app at the same time
       @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: @config[:workers] > 1))
-      # The engine marks its slot busy/idle itself: no Ruby call per request.
-      @engine.attach_scoreboard(@scoreboard, @sb_slot) if @scoreboard
+      # The engine marks its row busy/idle itself: no Ruby call per request.
+      @engine.attach_scoreboard(@scoreboard, @sb_row) if @scoreboard
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
       trap_signals
       replay_early_signals
@@ -76,7 +76,7 @@ module Oribi
 
     # Graceful: no new connections, in-flight requests finish. Connections
     # the kernel already queued on the listeners count as in flight: they
-    # are accepted and served first (BRIEF 5) — unless a supervisor
+    # are accepted and served first — unless a supervisor
     # (start_server, systemd) holds the listeners for the next generation,
     # which will serve them.
     def stop(drain_backlog: @server.listeners.supervisor.nil?)
@@ -121,17 +121,15 @@ module Oribi
       end
     end
 
-    # One thread: the loop and the app take turns on it, no pool, no queue.
-    # The engine keeps the scoreboard and runs oob_gc itself (engine.c).
     # The life of a worker forked by the master or by a mold, once the block
     # has closed the parent's fds it must not keep: boot, serve,
     # become the next mold when promoted (GENERATION), exit without at_exit.
-    def self.run_forked(server, app, index:, ready:, scoreboard:, slot:, link:, generation:)
+    def self.run_forked(server, app, index:, ready:, scoreboard:, row:, link:, generation:)
       yield
       Process.setproctitle("oribi worker[#{index}] booting")
       server.config.hook(:after_fork, server, index)
       app ||= server.load_app
-      worker = new(server, app, index: index, ready: ready, scoreboard: [scoreboard, slot], link: link)
+      worker = new(server, app, index: index, ready: ready, scoreboard: [scoreboard, row], link: link)
       worker.run
       Mold.new(server, app, link: link, ready: ready, scoreboard: scoreboard, generation: generation).run if worker.promoted?
       $stdout.flush # exit! skips at_exit and buffered output
@@ -142,6 +140,8 @@ module Oribi
       exit!(1)
     end
 
+    # One thread: the loop and the app take turns on it, no pool, no queue.
+    # The engine keeps the scoreboard and runs oob_gc itself (engine.c).
     def serve_each
       while (env = @engine.next_request)
         @served += 1
@@ -153,7 +153,7 @@ module Oribi
 
     # Several threads: this (main) thread runs the loop, its trap handlers
     # and retire; the pool runs the app. The engine hands out a request only
-    # when one of the threads' slots is free, so the queue holds at most
+    # when one of the threads is free, so the queue holds at most
     # the few a thread is about to take.
     def dispatch
       queue = Thread::Queue.new

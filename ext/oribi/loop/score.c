@@ -16,11 +16,11 @@ void oribi_score_take(struct oribi_score *s, int64_t wall_ms, int64_t queue_us, 
 void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_len, const char *path,
                       size_t path_len, int64_t since_ms)
 {
-    size_t n = method_len < ORIBI_SLOT_REQUEST - 2 ? method_len : ORIBI_SLOT_REQUEST - 2;
+    size_t n = method_len < ORIBI_SCORE_REQUEST - 2 ? method_len : ORIBI_SCORE_REQUEST - 2;
     memcpy(s->request, method, n);
     s->request[n++] = ' ';
-    if (path_len > ORIBI_SLOT_REQUEST - 1 - n)
-        path_len = ORIBI_SLOT_REQUEST - 1 - n;
+    if (path_len > ORIBI_SCORE_REQUEST - 1 - n)
+        path_len = ORIBI_SCORE_REQUEST - 1 - n;
     memcpy(s->request + n, path, path_len);
     s->request[n + path_len] = 0;
     __atomic_store_n(&s->busy_since_ms, since_ms, __ATOMIC_RELEASE);

@@ -1,20 +1,20 @@
 /*
- * One worker's slot of the scoreboard (scoreboard.c): a few words of
+ * One worker's row of the scoreboard (ruby/scoreboard.c): a few words of
  * shared memory the worker's engine writes with plain stores on its hot
  * path, and the master reads for worker_timeout and for stats. Each field
  * has one writer (the worker) and is read without locks: the master may
  * see a request counted in `served` a moment before `busy_since_ms` is
  * cleared, which stats can live with.
  */
-#ifndef ORIBI_SCOREBOARD_H
-#define ORIBI_SCOREBOARD_H
+#ifndef ORIBI_SCORE_H
+#define ORIBI_SCORE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "http/queue_time.h"
 
-#define ORIBI_SLOT_REQUEST 120
+#define ORIBI_SCORE_REQUEST 120
 
 struct oribi_score {
     volatile int64_t busy_since_ms;   /* CLOCK_MONOTONIC ms; 0 when idle */
@@ -27,7 +27,7 @@ struct oribi_score {
     volatile uint64_t queue[ORIBI_QUEUE_BUCKETS]; /* queue time histogram (not cumulative) */
     volatile uint64_t queue_sum_us;
     volatile uint64_t queue_header;   /* requests whose queue time came from X-Request-Start */
-    char request[ORIBI_SLOT_REQUEST]; /* "GET /path" being served, cut to fit */
+    char request[ORIBI_SCORE_REQUEST]; /* "GET /path" being served, cut to fit */
 };
 
 /* A request goes to the app: wall_ms is the wall clock, queue_us its queue

@@ -1,8 +1,8 @@
 /*
  * Oribi::Engine: the Ruby face of a worker's C loop. next_request waits
  * without the GVL until the loop has a complete request (and, with
- * threads, a free slot) and returns its Rack env; respond has the response
- * written (respond.c), hands the connection back to the loop and runs
+ * threads, a free exchange) and returns its Rack env; respond has the response
+ * written (rack_response.c), hands the connection back to the loop and runs
  * rack.response_finished.
  */
 #include <arpa/inet.h>
@@ -23,7 +23,7 @@
 #include "ruby/engine.h"
 #include "ruby/hijack.h"
 #include "ruby/oribi.h"
-#include "ruby/respond.h"
+#include "ruby/rack_response.h"
 #include "ruby/stream.h"
 #include "http/queue_time.h"
 #include "http/response.h"
@@ -50,8 +50,8 @@ static void engine_mark(void *p)
     rb_gc_mark(e->tmpdir);
     rb_gc_mark(e->dispatcher);
     rb_gc_mark(e->scoreboard);
-    for (int i = 0; i < e->nslots; i++) {
-        struct oribi_slot *s = &e->slots[i];
+    for (int i = 0; i < e->nexchanges; i++) {
+        struct oribi_exchange *s = &e->exchanges[i];
         rb_gc_mark(s->env);
         rb_gc_mark(s->io);
         rb_gc_mark(s->stream);
@@ -69,9 +69,9 @@ static void engine_free(void *p)
     struct oribi_engine *e = p;
     if (e->ready)
         oribi_loop_free(&e->loop);
-    for (int i = 0; i < e->nslots; i++)
-        free(e->slots[i].out);
-    xfree(e->slots);
+    for (int i = 0; i < e->nexchanges; i++)
+        free(e->exchanges[i].out);
+    xfree(e->exchanges);
     oribi_handbacks_free(&e->hb);
     xfree(e);
 }
@@ -86,24 +86,24 @@ static VALUE engine_alloc(VALUE klass)
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
 
-/* ---- slots: what an env callable or a stream holds on to ---- */
+/* ---- exchanges: what an env callable or a stream holds on to ---- */
 
-static void slot_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread)
+static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread)
 {
-    struct oribi_slot *s = &e->slots[i];
-    s->e = e;
+    struct oribi_exchange *s = &e->exchanges[i];
+    s->engine = e;
     s->open = &e->ready;
     s->hb = &e->hb;
     s->opt = &e->loop.opt;
     s->env = s->io = s->stream = s->spilled_input = Qnil;
     s->ctx.tmpl = s->ctx.tmpl_errors = Qnil;
-    s->self = oribi_slot_wrap(engine, s);
+    s->self = oribi_exchange_wrap(engine, s);
     s->empty_input = rb_funcall(cStringIO, id_new, 1, rb_obj_freeze(rb_str_new(NULL, 0)));
     s->ctx.listeners = e->listeners;
     s->ctx.multiprocess = multiprocess;
     s->ctx.multithread = multithread;
-    /* One callable each per slot, not per request: they act on whichever
-     * request the slot has. */
+    /* One callable each per exchange, not per request: they act on whichever
+     * request the exchange has. */
     s->ctx.hijack = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_hijack")));
     s->ctx.early_hints = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints")));
 }
@@ -214,10 +214,10 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     e->hb.loop = &e->loop;
     e->hb.direct = threads == 1; /* the loop is not running while the only thread responds */
     e->hb.in_loop = &e->in_loop;
-    e->slots = ZALLOC_N(struct oribi_slot, threads);
+    e->exchanges = ZALLOC_N(struct oribi_exchange, threads);
     for (int i = 0; i < threads; i++) {
-        slot_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse);
-        e->nslots = i + 1;
+        exchange_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse);
+        e->nexchanges = i + 1;
     }
     return self;
 }
@@ -232,7 +232,7 @@ static void wake_ubf(void *p)
     oribi_loop_wake(p);
 }
 
-static VALUE request_input(struct oribi_slot *s, struct oribi_conn *c)
+static VALUE request_input(struct oribi_exchange *s, struct oribi_conn *c)
 {
     int fd = oribi_conn_take_body_fd(c);
     if (fd >= 0) {
@@ -251,7 +251,7 @@ static VALUE request_input(struct oribi_slot *s, struct oribi_conn *c)
  * old; a proxy clock slightly ahead counts as 0), else from when the loop
  * first saw the request. The worker is busy since its oldest request in
  * the app (worker_timeout): this one when no other is. */
-static void score_take(struct oribi_engine *e, struct oribi_slot *s, struct oribi_conn *c)
+static void score_take(struct oribi_engine *e, struct oribi_exchange *s, struct oribi_conn *c)
 {
     if (!e->loop.score)
         return;
@@ -276,24 +276,24 @@ static void score_take(struct oribi_engine *e, struct oribi_slot *s, struct orib
 }
 
 /* s's response is over: idle, or busy since the oldest request left. */
-static void score_done(struct oribi_engine *e, struct oribi_slot *s)
+static void score_done(struct oribi_engine *e, struct oribi_exchange *s)
 {
     struct oribi_score *sc = e->loop.score;
     if (!sc)
         return;
     oribi_score_done(sc);
     /* A hijacked request's conn is the app's (and recycled): not counted. */
-    struct oribi_slot *oldest = NULL;
+    struct oribi_exchange *oldest = NULL;
     struct oribi_conn *oc = NULL;
-    for (int i = 0; e->busy > 1 && i < e->nslots; i++) {
-        struct oribi_slot *o = &e->slots[i];
-        struct oribi_conn *c = o != s ? oribi_slot_conn(o) : NULL;
+    for (int i = 0; e->busy > 1 && i < e->nexchanges; i++) {
+        struct oribi_exchange *o = &e->exchanges[i];
+        struct oribi_conn *c = o != s ? oribi_exchange_conn(o) : NULL;
         if (c && (!oldest || o->started_ms < oldest->started_ms)) {
             oldest = o;
             oc = c;
         }
     }
-    /* Which slot is named, not when it started: two requests often start
+    /* Which exchange is named, not when it started: two requests often start
      * in the same millisecond. */
     if (!oldest)
         oribi_score_idle(sc);
@@ -303,7 +303,7 @@ static void score_done(struct oribi_engine *e, struct oribi_slot *s)
     e->scored = oldest;
 }
 
-static VALUE start_request(struct oribi_engine *e, struct oribi_slot *s, struct oribi_conn *c)
+static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *s, struct oribi_conn *c)
 {
     score_take(e, s, c);
     e->since_gc++;
@@ -316,15 +316,15 @@ static VALUE start_request(struct oribi_engine *e, struct oribi_slot *s, struct 
     return s->env;
 }
 
-static void end_request(struct oribi_slot *s);
+static void end_request(struct oribi_exchange *s);
 
 /* Returns the next request's env, or nil once a stopping loop is drained. */
 static VALUE engine_next_request(VALUE self)
 {
     struct oribi_engine *e = oribi_engine_get(self);
     e->dispatcher = rb_thread_current();
-    if (e->nslots == 1 && e->busy) /* the last one was never responded to: forget it */
-        end_request(e->slots);
+    if (e->nexchanges == 1 && e->busy) /* the last one was never responded to: forget it */
+        end_request(e->exchanges);
     if (e->oob_gc && e->since_gc >= 2 * e->oob_gc && !e->busy) {
         /* Never idle for N more requests: collect now, between two
          * requests, rather than never (see below). */
@@ -332,20 +332,20 @@ static VALUE engine_next_request(VALUE self)
         oob_gc();
     }
     for (;;) {
-        if (e->nslots > 1) {
+        if (e->nexchanges > 1) {
             oribi_handbacks_drain(&e->hb);
             if (e->stop_pending) {
                 oribi_loop_stop(&e->loop, e->stop_drain);
                 e->stop_pending = 0;
             }
-            /* All slots busy: the loop goes on with its conns (timers,
+            /* All exchanges busy: the loop goes on with its conns (timers,
              * flushes, idle keep-alive) but accepts none and hands out
              * none, so that idle workers get the backlog. */
-            oribi_loop_hold(&e->loop, e->busy == e->nslots);
+            oribi_loop_hold(&e->loop, e->busy == e->nexchanges);
         }
-        struct oribi_conn *c = e->busy < e->nslots ? oribi_loop_take(&e->loop) : NULL;
+        struct oribi_conn *c = e->busy < e->nexchanges ? oribi_loop_take(&e->loop) : NULL;
         if (c) {
-            struct oribi_slot *s = e->slots;
+            struct oribi_exchange *s = e->exchanges;
             while (s->phase != PHASE_NONE)
                 s++;
             return start_request(e, s, c);
@@ -377,9 +377,9 @@ static VALUE engine_next_request(VALUE self)
     }
 }
 
-static void end_request(struct oribi_slot *s)
+static void end_request(struct oribi_exchange *s)
 {
-    score_done(s->e, s);
+    score_done(s->engine, s);
     if (!NIL_P(s->stream))
         oribi_stream_finish(s->stream);
     if (!NIL_P(s->spilled_input)) {
@@ -392,7 +392,7 @@ static void end_request(struct oribi_slot *s)
     s->phase = PHASE_NONE;
     s->resp = NULL;
     s->io = s->stream = Qnil;
-    s->e->busy--;
+    s->engine->busy--;
 }
 
 /* ---- rack.response_finished ---- */
@@ -441,16 +441,16 @@ static void response_finished(VALUE env, VALUE status, VALUE headers, VALUE erro
 
 static VALUE respond_all(VALUE arg)
 {
-    return rb_ensure(oribi_respond_write, arg, oribi_respond_close, arg);
+    return rb_ensure(oribi_rack_response_write, arg, oribi_rack_response_close, arg);
 }
 
 /* After a full hijack the socket is the app's: the response is ignored
  * (SPEC), the body still closed. */
-static VALUE respond_hijacked(struct oribi_slot *s, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
+static VALUE respond_hijacked(struct oribi_exchange *s, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
 {
-    struct oribi_resp r = {.s = s, .body = body, .to_close = body, .file_fd = -1};
+    struct oribi_rack_response r = {.s = s, .body = body, .to_close = body, .file_fd = -1};
     int state = 0;
-    rb_protect(oribi_respond_close, (VALUE)&r, &state);
+    rb_protect(oribi_rack_response_close, (VALUE)&r, &state);
     VALUE exc = state ? rb_errinfo() : Qnil;
     rb_set_errinfo(Qnil);
     end_request(s);
@@ -471,7 +471,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     VALUE env, status, headers, body, error;
     rb_scan_args(argc, argv, "41", &env, &status, &headers, &body, &error);
     struct oribi_engine *e = oribi_engine_get(self);
-    struct oribi_slot *s = e->slots, *end = e->slots + e->nslots;
+    struct oribi_exchange *s = e->exchanges, *end = e->exchanges + e->nexchanges;
     while (s < end && (s->env != env || s->phase == PHASE_NONE))
         s++;
     if (s == end)
@@ -480,11 +480,11 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
         error = Qnil;
     if (s->phase == PHASE_HIJACKED)
         return respond_hijacked(s, env, status, headers, body, error);
-    struct oribi_conn *c = oribi_slot_conn(s);
+    struct oribi_conn *c = oribi_exchange_conn(s);
     if (!c)
         rb_raise(rb_eArgError, "no request in progress for this env");
 
-    struct oribi_resp r = {.s = s, .c = c, .env = env, .body = body, .to_close = body, .headers = headers,
+    struct oribi_rack_response r = {.s = s, .c = c, .env = env, .body = body, .to_close = body, .headers = headers,
                      .hijack = Qnil, .protocol = Qnil, .file_fd = -1, .app_length = -1,
                      .keepalive = c->req.keepalive && !e->loop.stopping};
     r.status = FIXNUM_P(status) ? FIX2INT(status) : 0;
@@ -495,7 +495,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     int state = 0;
     VALUE exc = Qnil;
     if (r.status < 100 || r.status > 999) {
-        oribi_respond_close((VALUE)&r);
+        oribi_rack_response_close((VALUE)&r);
         r.status = 500;
         exc = rb_exc_new_str(rb_eArgError,
                              rb_sprintf("status is not an Integer in 100..999: %+"PRIsVALUE, status));
@@ -568,12 +568,12 @@ static VALUE engine_stats(VALUE self)
     return h;
 }
 
-/* engine.attach_scoreboard(scoreboard, slot): from now on the engine
- * keeps that slot's score up to date (requests, connections, queue times). */
+/* engine.attach_scoreboard(scoreboard, row): from now on the engine
+ * keeps that row's score up to date (requests, connections, queue times). */
 static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
 {
     struct oribi_engine *e = oribi_engine_get(self);
-    e->loop.score = oribi_scoreboard_slot(sb, idx);
+    e->loop.score = oribi_scoreboard_row(sb, idx);
     e->scoreboard = sb;
     return self;
 }
@@ -608,7 +608,7 @@ void Init_oribi_engine(VALUE mOribi)
     rb_obj_freeze(minor_gc_opts);
     rb_gc_register_mark_object(minor_gc_opts);
     oribi_env_init();
-    Init_oribi_respond();
+    Init_oribi_rack_response();
     Init_oribi_hijack();
     Init_oribi_stream(mOribi);
 
@@ -622,8 +622,8 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cEngine, "attach_scoreboard", engine_attach_scoreboard, 2);
     rb_define_method(cEngine, "close", engine_close, 0);
     /* The targets of env["rack.hijack"] and env["rack.early_hints"]: one
-     * Slot per app thread. */
-    Init_oribi_slot(mOribi, cEngine); /* and Oribi::ClientGone, rack.response_finished's error when the client left */
-    rb_define_private_method(oribi_cSlot, "rack_hijack", oribi_full_hijack, 0);
-    rb_define_private_method(oribi_cSlot, "rack_early_hints", oribi_early_hints, 1);
+     * Exchange per app thread. */
+    Init_oribi_exchange(mOribi, cEngine); /* and Oribi::ClientGone, rack.response_finished's error when the client left */
+    rb_define_private_method(oribi_cExchange, "rack_hijack", oribi_full_hijack, 0);
+    rb_define_private_method(oribi_cExchange, "rack_early_hints", oribi_early_hints, 1);
 }

@@ -1,9 +1,9 @@
 /*
  * Oribi::Engine: a worker's loop and its app threads. engine.c sets it up,
  * hands out requests (next_request), takes responses (respond) and runs
- * rack.response_finished; below it, each request's slot (slot.h) is what
- * respond.c, stream.c and hijack.c work on, and handback.c takes conns back
- * to the loop. docs/DESIGN.md says which thread runs what.
+ * rack.response_finished; below it, each app thread's exchange (exchange.h)
+ * is what rack_response.c, stream.c and hijack.c work on, and handback.c
+ * takes conns back to the loop. docs/DESIGN.md says which thread runs what.
  */
 #ifndef ORIBI_ENGINE_H
 #define ORIBI_ENGINE_H
@@ -14,7 +14,7 @@
 #include "loop/loop.h"
 #include "ruby/env.h"
 #include "ruby/handback.h"
-#include "ruby/slot.h"
+#include "ruby/exchange.h"
 
 #define ORIBI_MAX_THREADS 1024
 
@@ -23,8 +23,8 @@ struct oribi_engine {
     int ready;
     struct oribi_env_listener listeners[ORIBI_MAX_LISTENERS];
     VALUE tmpdir;
-    int nslots, busy;      /* slots, slots in use */
-    struct oribi_slot *slots;
+    int nexchanges, busy;   /* one exchange per app thread, those in use */
+    struct oribi_exchange *exchanges;
     int in_loop;           /* the dispatcher is in the loop without the GVL */
     VALUE dispatcher;      /* the thread that calls next_request (marked by Ruby's thread list) */
     int stop_pending;      /* #stop from an app thread meanwhile */
@@ -32,7 +32,7 @@ struct oribi_engine {
     struct oribi_handbacks hb; /* conns the app is done with */
 
     VALUE scoreboard;      /* the Oribi::Scoreboard holding loop.score (kept alive), else nil */
-    struct oribi_slot *scored; /* the slot whose request the scoreboard names, NULL when idle */
+    struct oribi_exchange *scored; /* the exchange whose request the scoreboard names, NULL when idle */
 
     uint64_t oob_gc;       /* out-of-band GC every this many requests, 0 off */
     uint64_t since_gc;     /* requests taken since the last one */

@@ -1,7 +1,7 @@
 /*
  * Hijacking: the app takes the socket. Full hijack (env["rack.hijack"].call)
  * happens while the app runs, before any response; partial hijack (a
- * rack.hijack response header) after the server wrote the head (respond.c).
+ * rack.hijack response header) after the server wrote the head (rack_response.c).
  * Either way the app gets a real IO (TCPSocket or UNIXSocket) and the loop
  * forgets the connection without closing it.
  *
@@ -20,10 +20,10 @@
 static VALUE cTCPSocket, cUNIXSocket;
 static ID id_for_fd, id_ungetbyte;
 
-VALUE oribi_hijack_io(struct oribi_slot *s, struct oribi_conn *c)
+VALUE oribi_hijack_io(struct oribi_exchange *s, struct oribi_conn *c)
 {
     /* An early hint or 100 Continue may still be kept: it goes first. */
-    if (oribi_slot_drain(s, c) < 0)
+    if (oribi_exchange_drain(s, c) < 0)
         rb_raise(oribi_eClientGone, "the client went away");
     int is_unix = s->ctx.listeners[c->listener].is_unix || c->peer.ss_family == AF_UNIX;
     VALUE ahead = c->len > c->rest_off ? rb_str_new(c->buf + c->rest_off, (long)(c->len - c->rest_off)) : Qnil;
@@ -39,12 +39,12 @@ VALUE oribi_hijack_io(struct oribi_slot *s, struct oribi_conn *c)
 
 /* env["rack.hijack"].call: only while the app runs, before the response;
  * a second call returns the same IO. */
-VALUE oribi_full_hijack(VALUE slot)
+VALUE oribi_full_hijack(VALUE exchange)
 {
-    struct oribi_slot *s = oribi_slot_get(slot);
+    struct oribi_exchange *s = oribi_exchange_get(exchange);
     if (s->phase == PHASE_HIJACKED)
         return s->io;
-    struct oribi_conn *c = s->phase == PHASE_APP ? oribi_slot_conn(s) : NULL;
+    struct oribi_conn *c = s->phase == PHASE_APP ? oribi_exchange_conn(s) : NULL;
     if (!c)
         rb_raise(rb_eIOError, "rack.hijack: no request in the app (the response has started or is over)");
     return oribi_hijack_io(s, c);

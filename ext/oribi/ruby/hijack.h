@@ -2,13 +2,13 @@
 #ifndef ORIBI_HIJACK_H
 #define ORIBI_HIJACK_H
 
-#include "ruby/slot.h"
+#include "ruby/exchange.h"
 
 /* The connection as an IO (TCPSocket or UNIXSocket) that yields the bytes
  * the client sent past the request first; the loop forgets the conn. Raises
  * Oribi::ClientGone when kept output cannot be flushed first. */
-VALUE oribi_hijack_io(struct oribi_slot *s, struct oribi_conn *c);
-VALUE oribi_full_hijack(VALUE slot);   /* env["rack.hijack"] */
+VALUE oribi_hijack_io(struct oribi_exchange *s, struct oribi_conn *c);
+VALUE oribi_full_hijack(VALUE exchange);   /* env["rack.hijack"] */
 void Init_oribi_hijack(void);
 
 #endif

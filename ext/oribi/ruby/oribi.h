@@ -9,6 +9,6 @@ void Init_oribi_engine(VALUE mOribi);  /* engine.c: Oribi::Engine (the worker's 
 void Init_oribi_scoreboard(VALUE mOribi); /* scoreboard.c: Oribi::Scoreboard (worker states) */
 void Init_oribi_backlog(VALUE mOribi);  /* backlog.c: Oribi.listen_queue (listener backlogs) */
 void Init_oribi_subreaper(VALUE mOribi); /* subreaper.c: Oribi.child_subreaper! (refork) */
-/* The slot idx of an Oribi::Scoreboard (scoreboard.h); raises unless it is one. */
-struct oribi_score *oribi_scoreboard_slot(VALUE scoreboard, VALUE idx);
+/* Row idx of an Oribi::Scoreboard (scoreboard.h); raises unless it is one. */
+struct oribi_score *oribi_scoreboard_row(VALUE scoreboard, VALUE idx);
 #endif

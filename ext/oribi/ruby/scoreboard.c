@@ -1,6 +1,6 @@
 /*
  * Oribi::Scoreboard: shared memory, mapped by the master before it forks,
- * with one slot per worker (scoreboard.h) where the worker's engine says
+ * with one row per worker (loop/score.h) where the worker's engine says
  * what it is doing: the request it is busy with and since when, how many
  * it served, its connections, its requests' queue times. The master reads
  * it to kill a worker stuck past worker_timeout and to report stats,
@@ -17,17 +17,17 @@
 
 #include "ruby/oribi.h"
 
-struct scoreboard {
-    struct oribi_score *slots;
-    long nslots;
+struct oribi_scoreboard {
+    struct oribi_score *rows;
+    long nrows;
     size_t size;
 };
 
 static void sb_free(void *p)
 {
-    struct scoreboard *sb = p;
-    if (sb->slots)
-        munmap(sb->slots, sb->size);
+    struct oribi_scoreboard *sb = p;
+    if (sb->rows)
+        munmap(sb->rows, sb->size);
     xfree(sb);
 }
 
@@ -35,82 +35,79 @@ static const rb_data_type_t sb_type = {"Oribi::Scoreboard", {NULL, sb_free, NULL
 
 static VALUE sb_alloc(VALUE klass)
 {
-    struct scoreboard *sb = ZALLOC(struct scoreboard);
+    struct oribi_scoreboard *sb = ZALLOC(struct oribi_scoreboard);
     return TypedData_Wrap_Struct(klass, &sb_type, sb);
 }
 
 static int64_t mono_ms(void) { return oribi_mono_us() / 1000; }
 
-/* Scoreboard.new(slots) */
+/* Scoreboard.new(rows) */
 static VALUE sb_init(VALUE self, VALUE n)
 {
-    struct scoreboard *sb = rb_check_typeddata(self, &sb_type);
-    long slots = NUM2LONG(n);
-    if (slots < 1 || slots > 65536)
-        rb_raise(rb_eArgError, "1..65536 slots");
-    sb->size = (size_t)slots * sizeof(struct oribi_score);
+    struct oribi_scoreboard *sb = rb_check_typeddata(self, &sb_type);
+    long rows = NUM2LONG(n);
+    if (rows < 1 || rows > 65536)
+        rb_raise(rb_eArgError, "1..65536 rows");
+    sb->size = (size_t)rows * sizeof(struct oribi_score);
     void *p = mmap(NULL, sb->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         rb_sys_fail("mmap");
-    sb->slots = p;
-    sb->nslots = slots;
+    sb->rows = p;
+    sb->nrows = rows;
     return self;
 }
 
-struct oribi_score *oribi_scoreboard_slot(VALUE self, VALUE i)
+struct oribi_score *oribi_scoreboard_row(VALUE self, VALUE i)
 {
-    struct scoreboard *sb = rb_check_typeddata(self, &sb_type);
+    struct oribi_scoreboard *sb = rb_check_typeddata(self, &sb_type);
     long idx = NUM2LONG(i);
-    if (idx < 0 || idx >= sb->nslots)
-        rb_raise(rb_eIndexError, "slot %ld out of 0...%ld", idx, sb->nslots);
-    return &sb->slots[idx];
+    if (idx < 0 || idx >= sb->nrows)
+        rb_raise(rb_eIndexError, "row %ld out of 0...%ld", idx, sb->nrows);
+    return &sb->rows[idx];
 }
 
-/* clear(slot, pid, generation = 0): a new worker takes the slot */
+/* clear(row, pid, generation = 0): a new worker takes the row */
 static VALUE sb_clear(int argc, VALUE *argv, VALUE self)
 {
     VALUE i, pid, gen;
     rb_scan_args(argc, argv, "21", &i, &pid, &gen);
-    struct oribi_score *s = oribi_scoreboard_slot(self, i);
+    struct oribi_score *s = oribi_scoreboard_row(self, i);
     memset((void *)s, 0, sizeof(*s));
     s->pid = NUM2INT(pid);
     s->generation = NIL_P(gen) ? 0 : NUM2UINT(gen);
     return Qnil;
 }
 
-/* unbusy(slot): the master gave up on the request (the worker is killed):
+/* unbusy(row): the master gave up on the request (the worker is killed):
  * not stuck any more as far as worker_timeout goes, counters kept. */
 static VALUE sb_unbusy(VALUE self, VALUE i)
 {
-    oribi_score_idle(oribi_scoreboard_slot(self, i));
+    oribi_score_idle(oribi_scoreboard_row(self, i));
     return Qnil;
-}
-
-/* [pid, busy_seconds or nil, request, served] */
-static VALUE sb_get(VALUE self, VALUE i)
-{
-    struct oribi_score *s = oribi_scoreboard_slot(self, i);
-    int64_t since = __atomic_load_n(&s->busy_since_ms, __ATOMIC_ACQUIRE);
-    char req[ORIBI_SLOT_REQUEST];
-    memcpy(req, s->request, ORIBI_SLOT_REQUEST);
-    req[ORIBI_SLOT_REQUEST - 1] = 0;
-    VALUE busy = since ? DBL2NUM((double)(mono_ms() - since) / 1000.0) : Qnil;
-    return rb_ary_new_from_args(4, INT2NUM(s->pid), busy, rb_str_new_cstr(req), ULL2NUM(s->served));
 }
 
 #define SET(h, k, v) rb_hash_aset(h, ID2SYM(rb_intern(k)), v)
 
-/* stats(slot) → Hash: everything the slot says, for the control endpoint.
- * queue: the histogram's per-bucket counts (not cumulative). */
+/* stats(row) → Hash: everything the row says, for the master (worker_timeout,
+ * refork) and the control endpoint. busy: seconds in the oldest request in
+ * the app, nil when idle; request: that request ("GET /path"), nil when
+ * idle; queue: the histogram's per-bucket counts (not cumulative). */
 static VALUE sb_stats(VALUE self, VALUE i)
 {
-    struct oribi_score *s = oribi_scoreboard_slot(self, i);
+    struct oribi_score *s = oribi_scoreboard_row(self, i);
+    int64_t since = __atomic_load_n(&s->busy_since_ms, __ATOMIC_ACQUIRE);
     VALUE r = rb_hash_new();
-    VALUE a = sb_get(self, i);
-    SET(r, "pid", rb_ary_entry(a, 0));
-    SET(r, "busy", rb_ary_entry(a, 1));
-    SET(r, "request", NIL_P(rb_ary_entry(a, 1)) ? Qnil : rb_ary_entry(a, 2));
-    SET(r, "served", rb_ary_entry(a, 3));
+    SET(r, "pid", INT2NUM(s->pid));
+    SET(r, "busy", since ? DBL2NUM((double)(mono_ms() - since) / 1000.0) : Qnil);
+    if (since) {
+        char req[ORIBI_SCORE_REQUEST];
+        memcpy(req, s->request, ORIBI_SCORE_REQUEST);
+        req[ORIBI_SCORE_REQUEST - 1] = 0;
+        SET(r, "request", rb_str_new_cstr(req));
+    } else {
+        SET(r, "request", Qnil);
+    }
+    SET(r, "served", ULL2NUM(s->served));
     SET(r, "connections", UINT2NUM(s->conns));
     SET(r, "idle_connections", UINT2NUM(s->idle));
     SET(r, "generation", UINT2NUM(s->generation));
@@ -127,8 +124,8 @@ static VALUE sb_stats(VALUE self, VALUE i)
 
 static VALUE sb_size(VALUE self)
 {
-    struct scoreboard *sb = rb_check_typeddata(self, &sb_type);
-    return LONG2NUM(sb->nslots);
+    struct oribi_scoreboard *sb = rb_check_typeddata(self, &sb_type);
+    return LONG2NUM(sb->nrows);
 }
 
 /* Scoreboard::QUEUE_BOUNDS: the buckets' upper bounds in seconds (+Inf last omitted) */
@@ -157,7 +154,6 @@ void Init_oribi_scoreboard(VALUE mOribi)
     rb_define_method(c, "initialize", sb_init, 1);
     rb_define_method(c, "unbusy", sb_unbusy, 1);
     rb_define_method(c, "clear", sb_clear, -1);
-    rb_define_method(c, "get", sb_get, 1);
     rb_define_method(c, "stats", sb_stats, 1);
     rb_define_method(c, "size", sb_size, 0);
 }

@@ -1,6 +1,6 @@
 /*
  * Oribi::Stream: what a streaming body (body.call(stream)) writes to and
- * reads from, over the connection of its slot's request. Not a raw IO, so
+ * reads from, over the connection of its exchange's request. Not a raw IO, so
  * that the server's limits hold: a write returns once the kernel took every
  * byte, waiting at most write_timeout each time the socket is full (a
  * stuck client cannot hold a worker forever); a read yields the bytes the
@@ -21,7 +21,7 @@
 #define STREAM_WRITE_SLICE (1024 * 1024) /* bytes handed to the conn per wait */
 
 struct stream {
-    VALUE slot;
+    VALUE exchange;
     int read_closed, write_closed;
 };
 
@@ -30,17 +30,17 @@ static ID id_exception, id_wait_readable, id_wait_writable;
 
 static void stream_mark(void *p)
 {
-    rb_gc_mark(((struct stream *)p)->slot);
+    rb_gc_mark(((struct stream *)p)->exchange);
 }
 
 static const rb_data_type_t stream_type = {
     "Oribi::Stream", {stream_mark, RUBY_TYPED_DEFAULT_FREE, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
 
-VALUE oribi_stream_new(VALUE slot)
+VALUE oribi_stream_new(VALUE exchange)
 {
     struct stream *s;
     VALUE self = TypedData_Make_Struct(cStream, struct stream, &stream_type, s);
-    s->slot = slot;
+    s->exchange = exchange;
     return self;
 }
 
@@ -50,39 +50,39 @@ void oribi_stream_finish(VALUE self)
     s->read_closed = s->write_closed = 1;
 }
 
-static struct oribi_slot *stream_slot(VALUE self)
+static struct oribi_exchange *stream_exchange(VALUE self)
 {
     struct stream *s = rb_check_typeddata(self, &stream_type);
-    return oribi_slot_get(s->slot);
+    return oribi_exchange_get(s->exchange);
 }
 
 /* The conn behind the stream; raises IOError as a closed IO would. */
-static struct oribi_conn *stream_conn(VALUE self, struct oribi_slot **slotp, int writing)
+static struct oribi_conn *stream_conn(VALUE self, struct oribi_exchange **xp, int writing)
 {
     struct stream *s = rb_check_typeddata(self, &stream_type);
     if (writing ? s->write_closed : s->read_closed)
         rb_raise(rb_eIOError, writing ? "not opened for writing" : "not opened for reading");
-    struct oribi_slot *slot = stream_slot(self);
-    struct oribi_conn *c = slot->stream == self ? oribi_slot_conn(slot) : NULL;
+    struct oribi_exchange *x = stream_exchange(self);
+    struct oribi_conn *c = x->stream == self ? oribi_exchange_conn(x) : NULL;
     if (!c)
         rb_raise(rb_eIOError, "closed stream");
-    *slotp = slot;
+    *xp = x;
     return c;
 }
 
 /* The client is gone or stuck: the response cannot go on. */
-NORETURN(static void stream_gone(struct oribi_slot *slot, int err));
-static void stream_gone(struct oribi_slot *slot, int err)
+NORETURN(static void stream_gone(struct oribi_exchange *x, int err));
+static void stream_gone(struct oribi_exchange *x, int err)
 {
-    if (slot->resp)
-        slot->resp->gone = 1;
+    if (x->resp)
+        x->resp->gone = 1;
     rb_syserr_fail(err, "client connection");
 }
 
-static void check_gone(struct oribi_slot *slot)
+static void check_gone(struct oribi_exchange *x)
 {
-    if (slot->resp && slot->resp->gone)
-        stream_gone(slot, EPIPE);
+    if (x->resp && x->resp->gone)
+        stream_gone(x, EPIPE);
 }
 
 /* ---- reading ---- */
@@ -91,8 +91,8 @@ static void check_gone(struct oribi_slot *slot)
  * Returns the count, 0 at EOF, -1 when nothing is there and !block. */
 static long read_some(VALUE self, char *dst, long max, int block)
 {
-    struct oribi_slot *slot;
-    struct oribi_conn *c = stream_conn(self, &slot, 0);
+    struct oribi_exchange *x;
+    struct oribi_conn *c = stream_conn(self, &x, 0);
     if (c->len > c->rest_off) {
         size_t n = c->len - c->rest_off;
         if (n > (size_t)max)
@@ -111,9 +111,9 @@ static long read_some(VALUE self, char *dst, long max, int block)
             rb_syserr_fail(errno, "client connection");
         if (!block)
             return -1;
-        if (!oribi_slot_wait(c->fd, RB_WAITFD_IN, slot->opt->body_timeout_ms))
+        if (!oribi_exchange_wait(c->fd, RB_WAITFD_IN, x->opt->body_timeout_ms))
             rb_syserr_fail(ETIMEDOUT, "no bytes from the client within body_timeout");
-        c = stream_conn(self, &slot, 0); /* other threads ran meanwhile */
+        c = stream_conn(self, &x, 0); /* other threads ran meanwhile */
     }
 }
 
@@ -209,17 +209,17 @@ static void write_all(VALUE self, VALUE str)
     str = rb_str_new_frozen(str);
     long off = 0, len = RSTRING_LEN(str);
     while (off < len) {
-        struct oribi_slot *slot;
-        struct oribi_conn *c = stream_conn(self, &slot, 1);
-        check_gone(slot);
+        struct oribi_exchange *x;
+        struct oribi_conn *c = stream_conn(self, &x, 1);
+        check_gone(x);
         long n = len - off > STREAM_WRITE_SLICE ? STREAM_WRITE_SLICE : len - off;
         struct iovec iov = {RSTRING_PTR(str) + off, (size_t)n};
         if (oribi_conn_write(c, &iov, 1) < 0)
-            stream_gone(slot, EPIPE);
-        int d = oribi_slot_drain(slot, c);
+            stream_gone(x, EPIPE);
+        int d = oribi_exchange_drain(x, c);
         if (d < 0) {
-            stream_conn(self, &slot, 1); /* IOError if the response ended meanwhile */
-            stream_gone(slot, d == -2 ? ETIMEDOUT : EPIPE);
+            stream_conn(self, &x, 1); /* IOError if the response ended meanwhile */
+            stream_gone(x, d == -2 ? ETIMEDOUT : EPIPE);
         }
         off += n;
     }
@@ -236,8 +236,8 @@ static VALUE stream_write(int argc, VALUE *argv, VALUE self)
         total += RSTRING_LEN(str);
     }
     if (argc == 0) {
-        struct oribi_slot *slot;
-        stream_conn(self, &slot, 1);
+        struct oribi_exchange *x;
+        stream_conn(self, &x, 1);
     }
     return LONG2NUM(total);
 }
@@ -260,18 +260,18 @@ static VALUE stream_write_nonblock(int argc, VALUE *argv, VALUE self)
         exception = ex == Qundef || RTEST(ex);
     }
     str = rb_obj_as_string(str);
-    struct oribi_slot *slot;
-    struct oribi_conn *c = stream_conn(self, &slot, 1);
-    check_gone(slot);
+    struct oribi_exchange *x;
+    struct oribi_conn *c = stream_conn(self, &x, 1);
+    check_gone(x);
     ssize_t n = -1;
     if (oribi_conn_flush(c) < 0)
-        stream_gone(slot, EPIPE);
+        stream_gone(x, EPIPE);
     if (c->wlen == c->woff) {
         do {
             n = send(c->fd, RSTRING_PTR(str), (size_t)RSTRING_LEN(str), MSG_NOSIGNAL);
         } while (n < 0 && errno == EINTR);
         if (n < 0 && errno != EAGAIN)
-            stream_gone(slot, errno);
+            stream_gone(x, errno);
     }
     if (n < 0) {
         if (!exception)
@@ -284,8 +284,8 @@ static VALUE stream_write_nonblock(int argc, VALUE *argv, VALUE self)
 /* Writes are not buffered by the stream: nothing to flush. */
 static VALUE stream_flush(VALUE self)
 {
-    struct oribi_slot *slot;
-    stream_conn(self, &slot, 1);
+    struct oribi_exchange *x;
+    stream_conn(self, &x, 1);
     return self;
 }
 
@@ -298,10 +298,10 @@ static VALUE stream_close_write(VALUE self)
     struct stream *s = rb_check_typeddata(self, &stream_type);
     if (s->write_closed)
         return Qnil;
-    struct oribi_slot *slot = stream_slot(self);
-    struct oribi_conn *c = slot->stream == self ? oribi_slot_conn(slot) : NULL;
+    struct oribi_exchange *x = stream_exchange(self);
+    struct oribi_conn *c = x->stream == self ? oribi_exchange_conn(x) : NULL;
     s->write_closed = 1;
-    if (c && oribi_slot_drain(slot, c) == 0)
+    if (c && oribi_exchange_drain(x, c) == 0)
         shutdown(c->fd, SHUT_WR);
     return Qnil;
 }

@@ -2,9 +2,9 @@
 #ifndef ORIBI_STREAM_H
 #define ORIBI_STREAM_H
 
-#include "ruby/slot.h"
+#include "ruby/exchange.h"
 
-VALUE oribi_stream_new(VALUE slot);
+VALUE oribi_stream_new(VALUE exchange);
 void oribi_stream_finish(VALUE stream); /* the response is over: the stream is closed */
 void Init_oribi_stream(VALUE mOribi);
 

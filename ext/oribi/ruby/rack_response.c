@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "ruby/hijack.h"
-#include "ruby/respond.h"
+#include "ruby/rack_response.h"
 #include "ruby/stream.h"
 #include "ruby/env.h"
 #include "http/response.h"
@@ -28,41 +28,41 @@
 static ID id_each, id_close, id_to_ary, id_to_path, id_call, id_write;
 static VALUE k_rack_protocol;
 
-static void out_reserve(struct oribi_slot *e, size_t n)
+static void out_reserve(struct oribi_exchange *x, size_t n)
 {
-    if (e->out_cap - e->out_len >= n)
+    if (x->out_cap - x->out_len >= n)
         return;
-    size_t cap = e->out_cap ? e->out_cap : 8192;
-    while (cap - e->out_len < n)
+    size_t cap = x->out_cap ? x->out_cap : 8192;
+    while (cap - x->out_len < n)
         cap *= 2;
-    char *p = realloc(e->out, cap);
+    char *p = realloc(x->out, cap);
     if (!p)
         rb_raise(rb_eNoMemError, "response buffer");
-    e->out = p;
-    e->out_cap = cap;
+    x->out = p;
+    x->out_cap = cap;
 }
 
-static void out_cat(struct oribi_slot *e, const char *p, size_t n)
+static void out_cat(struct oribi_exchange *x, const char *p, size_t n)
 {
-    out_reserve(e, n);
-    memcpy(e->out + e->out_len, p, n);
-    e->out_len += n;
+    out_reserve(x, n);
+    memcpy(x->out + x->out_len, p, n);
+    x->out_len += n;
 }
 
-static void head_line(struct oribi_slot *e, const char *s)
+static void head_line(struct oribi_exchange *x, const char *s)
 {
-    out_cat(e, s, strlen(s));
+    out_cat(x, s, strlen(s));
 }
 
 static void *wait_nogvl(void *p)
 {
-    struct oribi_resp *r = p;
+    struct oribi_rack_response *r = p;
     return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->s->opt->write_timeout_ms);
 }
 
 /* Writes what is gathered plus extra; waits (without the GVL) while the
  * client is slower than the body is produced. */
-static void out_flush(struct oribi_resp *r, const struct iovec *extra, int nextra)
+static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, int nextra)
 {
     struct iovec iov[1 + 1024];
     int n = 0;
@@ -88,18 +88,18 @@ static void out_flush(struct oribi_resp *r, const struct iovec *extra, int nextr
 
 /* The head and everything kept goes out before the app writes to the
  * socket itself (stream, hijack) or sendfile bypasses the kept buffer. */
-static void out_drain(struct oribi_resp *r)
+static void out_drain(struct oribi_rack_response *r)
 {
     out_flush(r, NULL, 0);
-    if (!r->gone && oribi_slot_drain(r->s, r->c) < 0)
+    if (!r->gone && oribi_exchange_drain(r->s, r->c) < 0)
         r->gone = 1;
 }
 
 /* ---- the head ---- */
 
 struct head_ctx {
-    struct oribi_slot *e;
-    struct oribi_resp *r;      /* NULL for early hints */
+    struct oribi_exchange *x;
+    struct oribi_rack_response *r;      /* NULL for early hints */
     int connection_close;
     int fields;          /* fields written */
 };
@@ -124,7 +124,7 @@ static int parse_length(const char *p, long n, int64_t *out)
     return 1;
 }
 
-static int head_field(struct oribi_slot *e, VALUE key, VALUE val)
+static int head_field(struct oribi_exchange *x, VALUE key, VALUE val)
 {
     if (!RB_TYPE_P(val, T_STRING)) {
         drop_header(key, "value is not a String");
@@ -134,11 +134,11 @@ static int head_field(struct oribi_slot *e, VALUE key, VALUE val)
         drop_header(key, "value has CR, LF, NUL or another control byte");
         return 0;
     }
-    out_reserve(e, (size_t)(RSTRING_LEN(key) + RSTRING_LEN(val) + 4));
-    out_cat(e, RSTRING_PTR(key), (size_t)RSTRING_LEN(key));
-    out_cat(e, ": ", 2);
-    out_cat(e, RSTRING_PTR(val), (size_t)RSTRING_LEN(val));
-    out_cat(e, "\r\n", 2);
+    out_reserve(x, (size_t)(RSTRING_LEN(key) + RSTRING_LEN(val) + 4));
+    out_cat(x, RSTRING_PTR(key), (size_t)RSTRING_LEN(key));
+    out_cat(x, ": ", 2);
+    out_cat(x, RSTRING_PTR(val), (size_t)RSTRING_LEN(val));
+    out_cat(x, "\r\n", 2);
     return 1;
 }
 
@@ -160,7 +160,7 @@ static int has_close_token(const char *p, long n)
 
 /* rack.* fields talk to the server and never reach the wire; rack.hijack
  * asks for a partial hijack (rack.protocol was looked up before). */
-static void rack_field(struct oribi_resp *r, const char *k, long klen, VALUE key, VALUE val)
+static void rack_field(struct oribi_rack_response *r, const char *k, long klen, VALUE key, VALUE val)
 {
     if (!r)
         return;
@@ -177,7 +177,7 @@ static void rack_field(struct oribi_resp *r, const char *k, long klen, VALUE key
 static int head_each(VALUE key, VALUE val, VALUE arg)
 {
     struct head_ctx *h = (struct head_ctx *)arg;
-    struct oribi_resp *r = h->r;
+    struct oribi_rack_response *r = h->r;
     if (!RB_TYPE_P(key, T_STRING))
         return ST_CONTINUE;
     const char *k = RSTRING_PTR(key);
@@ -209,16 +209,16 @@ static int head_each(VALUE key, VALUE val, VALUE arg)
         return ST_CONTINUE;
     if (RB_TYPE_P(val, T_ARRAY)) {
         for (long i = 0; i < RARRAY_LEN(val); i++)
-            h->fields += head_field(h->e, key, RARRAY_AREF(val, i));
+            h->fields += head_field(h->x, key, RARRAY_AREF(val, i));
     } else {
-        h->fields += head_field(h->e, key, val);
+        h->fields += head_field(h->x, key, val);
     }
     return ST_CONTINUE;
 }
 
 /* A rack.protocol response header switches to one of the protocols the
  * request offered (env["rack.protocol"]); any other value is dropped. */
-static void accept_protocol(struct oribi_resp *r)
+static void accept_protocol(struct oribi_rack_response *r)
 {
     VALUE proto = rb_hash_lookup(r->headers, k_rack_protocol);
     if (NIL_P(proto))
@@ -233,15 +233,15 @@ static void accept_protocol(struct oribi_resp *r)
 
 /* ---- framing ---- */
 
-static void cat_length(struct oribi_slot *e, int64_t n)
+static void cat_length(struct oribi_exchange *x, int64_t n)
 {
     char cl[40];
-    out_cat(e, cl, (size_t)snprintf(cl, sizeof(cl), "content-length: %lld\r\n", (long long)n));
+    out_cat(x, cl, (size_t)snprintf(cl, sizeof(cl), "content-length: %lld\r\n", (long long)n));
 }
 
 /* Opens the file of a to_path body; 0 when the body has none usable (it is
  * then sent with each, which SPEC says yields the same bytes). */
-static int open_body_file(struct oribi_resp *r)
+static int open_body_file(struct oribi_rack_response *r)
 {
     if (!rb_respond_to(r->body, id_to_path))
         return 0;
@@ -263,15 +263,15 @@ static int open_body_file(struct oribi_resp *r)
 
 /* After a 101 the bytes are the new protocol's: no framing of ours, and the
  * connection is the app's (hijack) or closes when the body is done. */
-static void frame_switch(struct oribi_resp *r)
+static void frame_switch(struct oribi_rack_response *r)
 {
-    struct oribi_slot *e = r->s;
+    struct oribi_exchange *x = r->s;
     r->keepalive = 0;
-    head_line(e, "connection: upgrade\r\n");
+    head_line(x, "connection: upgrade\r\n");
     if (!NIL_P(r->protocol)) {
-        head_line(e, "upgrade: ");
-        out_cat(e, RSTRING_PTR(r->protocol), (size_t)RSTRING_LEN(r->protocol));
-        head_line(e, "\r\n");
+        head_line(x, "upgrade: ");
+        out_cat(x, RSTRING_PTR(r->protocol), (size_t)RSTRING_LEN(r->protocol));
+        head_line(x, "\r\n");
     }
     if (!NIL_P(r->hijack))
         r->mode = BODY_HIJACK;
@@ -283,7 +283,7 @@ static void frame_switch(struct oribi_resp *r)
         r->mode = BODY_CLOSE;
 }
 
-static void array_length(struct oribi_resp *r)
+static void array_length(struct oribi_rack_response *r)
 {
     int64_t total = 0;
     for (long i = 0; i < RARRAY_LEN(r->body); i++) {
@@ -299,9 +299,9 @@ static void array_length(struct oribi_resp *r)
 /* Chooses the framing: our own length for arrays and files, the app's for
  * bodies that announce one, chunked for HTTP/1.1, close-delimited for
  * HTTP/1.0 and for streams; none after a 101 or a partial hijack. */
-static void frame_body(struct oribi_resp *r)
+static void frame_body(struct oribi_rack_response *r)
 {
-    struct oribi_slot *e = r->s;
+    struct oribi_exchange *x = r->s;
     if (r->status == 101)
         return frame_switch(r);
     if (!NIL_P(r->hijack)) {
@@ -309,7 +309,7 @@ static void frame_body(struct oribi_resp *r)
         r->mode = BODY_HIJACK;
         r->keepalive = 0;
         if (r->app_length >= 0)
-            cat_length(e, r->app_length);
+            cat_length(x, r->app_length);
         return;
     }
     int bodyless = r->status < 200 || r->status == 204 || r->status == 304;
@@ -319,9 +319,9 @@ static void frame_body(struct oribi_resp *r)
         if (bodyless && r->status != 304)
             return;
         if (r->app_length >= 0) {
-            cat_length(e, r->app_length);
+            cat_length(x, r->app_length);
         } else if (r->head_only && !RB_TYPE_P(r->body, T_ARRAY) && open_body_file(r)) {
-            cat_length(e, r->file_size);
+            cat_length(x, r->file_size);
         }
         return;
     }
@@ -330,7 +330,7 @@ static void frame_body(struct oribi_resp *r)
         return array_length(r);
     if (open_body_file(r)) {
         r->mode = BODY_FILE;
-        cat_length(e, r->app_length >= 0 ? r->app_length : r->file_size);
+        cat_length(x, r->app_length >= 0 ? r->app_length : r->file_size);
         if (r->app_length >= 0 && r->app_length < r->file_size)
             r->file_size = r->app_length; /* never send more than announced */
         return;
@@ -350,13 +350,13 @@ static void frame_body(struct oribi_resp *r)
         r->mode = BODY_STREAM;
         r->keepalive = 0;
         if (r->app_length >= 0)
-            cat_length(e, r->app_length);
+            cat_length(x, r->app_length);
     } else if (r->app_length >= 0) {
         r->mode = BODY_LENGTH;
-        cat_length(e, r->app_length);
+        cat_length(x, r->app_length);
     } else if (r->c->req.minor_version == 1) {
         r->mode = BODY_CHUNKED;
-        head_line(e, "transfer-encoding: chunked\r\n");
+        head_line(x, "transfer-encoding: chunked\r\n");
     } else {
         r->mode = BODY_CLOSE; /* HTTP/1.0 and no length: the close ends the body */
         r->keepalive = 0;
@@ -367,8 +367,8 @@ static void frame_body(struct oribi_resp *r)
 
 static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
 {
-    struct oribi_resp *r = (struct oribi_resp *)arg;
-    struct oribi_slot *e = r->s;
+    struct oribi_rack_response *r = (struct oribi_rack_response *)arg;
+    struct oribi_exchange *x = r->s;
     if (!RB_TYPE_P(chunk, T_STRING))
         rb_raise(rb_eTypeError, "body yielded a non-String (%"PRIsVALUE")", rb_obj_class(chunk));
     size_t n = (size_t)RSTRING_LEN(chunk);
@@ -386,23 +386,23 @@ static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
     if (r->mode == BODY_CHUNKED) {
         char pre[20];
         size_t pl = oribi_chunk_prefix(pre, n);
-        out_cat(e, pre, pl);
+        out_cat(x, pre, pl);
     }
     if (n >= 8192) {
         struct iovec iov[2] = {{(void *)p, n}, {"\r\n", 2}};
         out_flush(r, iov, r->mode == BODY_CHUNKED ? 2 : 1);
     } else {
-        out_cat(e, p, n);
+        out_cat(x, p, n);
         if (r->mode == BODY_CHUNKED)
-            out_cat(e, "\r\n", 2);
-        if (e->out_len >= COALESCE_MAX)
+            out_cat(x, "\r\n", 2);
+        if (x->out_len >= COALESCE_MAX)
             out_flush(r, NULL, 0);
     }
     RB_GC_GUARD(chunk);
     return Qnil;
 }
 
-static void write_array(struct oribi_resp *r)
+static void write_array(struct oribi_rack_response *r)
 {
     long n = RARRAY_LEN(r->body);
     struct iovec iov[1024];
@@ -421,7 +421,7 @@ static void write_array(struct oribi_resp *r)
 }
 
 struct sendfile_args {
-    struct oribi_resp *r;
+    struct oribi_rack_response *r;
     int64_t off, left;
 };
 
@@ -432,15 +432,15 @@ static void *sendfile_nogvl(void *p)
                                                  a->r->s->opt->write_timeout_ms);
 }
 
-static void write_file(struct oribi_resp *r)
+static void write_file(struct oribi_rack_response *r)
 {
-    struct oribi_slot *e = r->s;
-    if (r->file_size > 0 && e->out_len) {
+    struct oribi_exchange *x = r->s;
+    if (r->file_size > 0 && x->out_len) {
         /* The head waits for the first file bytes: one segment, not two. */
-        struct iovec iov = {e->out, e->out_len};
+        struct iovec iov = {x->out, x->out_len};
         if (oribi_conn_write_more(r->c, &iov, 1) < 0)
             r->gone = 1;
-        e->out_len = 0;
+        x->out_len = 0;
         r->flushed = 1;
     }
     out_drain(r);
@@ -459,7 +459,7 @@ static void write_file(struct oribi_resp *r)
 }
 
 /* The app writes the body itself: head first, then body.call(stream). */
-static void write_stream(struct oribi_resp *r)
+static void write_stream(struct oribi_rack_response *r)
 {
     out_drain(r);
     if (r->gone)
@@ -470,7 +470,7 @@ static void write_stream(struct oribi_resp *r)
 }
 
 /* Partial hijack: the head goes out, then the socket is the app's. */
-static void write_hijack(struct oribi_resp *r)
+static void write_hijack(struct oribi_rack_response *r)
 {
     out_drain(r);
     if (r->gone)
@@ -480,9 +480,9 @@ static void write_hijack(struct oribi_resp *r)
     rb_funcall(r->hijack, id_call, 1, io);
 }
 
-static VALUE write_body(struct oribi_resp *r)
+static VALUE write_body(struct oribi_rack_response *r)
 {
-    struct oribi_slot *e = r->s;
+    struct oribi_exchange *x = r->s;
     switch (r->mode) {
     case BODY_NONE:
         out_flush(r, NULL, 0);
@@ -502,7 +502,7 @@ static VALUE write_body(struct oribi_resp *r)
     default:
         rb_block_call(r->body, id_each, 0, NULL, chunk_each, (VALUE)r);
         if (r->mode == BODY_CHUNKED)
-            out_cat(e, "0\r\n\r\n", 5);
+            out_cat(x, "0\r\n\r\n", 5);
         if (r->mode == BODY_LENGTH && r->sent != r->app_length)
             r->keepalive = 0; /* the body fell short of its content-length: framing is lost */
         out_flush(r, NULL, 0);
@@ -510,20 +510,20 @@ static VALUE write_body(struct oribi_resp *r)
     return Qnil;
 }
 
-VALUE oribi_respond_write(VALUE arg)
+VALUE oribi_rack_response_write(VALUE arg)
 {
-    struct oribi_resp *r = (struct oribi_resp *)arg;
-    struct oribi_slot *e = r->s;
+    struct oribi_rack_response *r = (struct oribi_rack_response *)arg;
+    struct oribi_exchange *x = r->s;
     size_t n;
     if (r->c->req.upgrade)
         accept_protocol(r);
     if (!NIL_P(r->protocol))
         r->status = 101; /* HTTP/1 upgrades with a 101 (SPEC: rack.protocol) */
     const char *s = oribi_status_line(r->status, &n);
-    out_cat(e, s, n);
+    out_cat(x, s, n);
     s = oribi_date_header(time(NULL), &n);
-    out_cat(e, s, n);
-    struct head_ctx h = {e, r, 0, 0};
+    out_cat(x, s, n);
+    struct head_ctx h = {x, r, 0, 0};
     if (RB_TYPE_P(r->headers, T_HASH))
         rb_hash_foreach(r->headers, head_each, (VALUE)&h);
     if (h.connection_close)
@@ -531,17 +531,17 @@ VALUE oribi_respond_write(VALUE arg)
     frame_body(r);
     if (r->status != 101) {
         if (!r->keepalive)
-            head_line(e, "connection: close\r\n");
+            head_line(x, "connection: close\r\n");
         else if (r->c->req.minor_version == 0)
-            head_line(e, "connection: keep-alive\r\n");
+            head_line(x, "connection: keep-alive\r\n");
     }
-    head_line(e, "\r\n");
+    head_line(x, "\r\n");
     return write_body(r);
 }
 
-VALUE oribi_respond_close(VALUE arg)
+VALUE oribi_rack_response_close(VALUE arg)
 {
-    struct oribi_resp *r = (struct oribi_resp *)arg;
+    struct oribi_rack_response *r = (struct oribi_rack_response *)arg;
     if (r->file_fd >= 0) {
         close(r->file_fd);
         r->file_fd = -1;
@@ -556,29 +556,29 @@ VALUE oribi_respond_close(VALUE arg)
 /* env["rack.early_hints"].call(headers): a 103 with the fields that pass
  * the same checks as the final response's. Only while the app runs (the
  * env has it only for HTTP/1.1); later calls do nothing. */
-VALUE oribi_early_hints(VALUE slot, VALUE headers)
+VALUE oribi_early_hints(VALUE exchange, VALUE headers)
 {
-    struct oribi_slot *e = oribi_slot_get(slot);
+    struct oribi_exchange *x = oribi_exchange_get(exchange);
     Check_Type(headers, T_HASH);
-    struct oribi_conn *c = e->phase == PHASE_APP ? oribi_slot_conn(e) : NULL;
+    struct oribi_conn *c = x->phase == PHASE_APP ? oribi_exchange_conn(x) : NULL;
     if (!c || c->req.minor_version != 1)
         return Qnil;
-    e->out_len = 0;
-    head_line(e, "HTTP/1.1 103 Early Hints\r\n");
-    struct head_ctx h = {e, NULL, 0, 0};
+    x->out_len = 0;
+    head_line(x, "HTTP/1.1 103 Early Hints\r\n");
+    struct head_ctx h = {x, NULL, 0, 0};
     rb_hash_foreach(headers, head_each, (VALUE)&h);
     if (h.fields) {
-        head_line(e, "\r\n");
+        head_line(x, "\r\n");
         /* Kept bytes go out with the final response; a gone peer is its
          * business too. */
-        struct iovec iov = {e->out, e->out_len};
+        struct iovec iov = {x->out, x->out_len};
         oribi_conn_write(c, &iov, 1);
     }
-    e->out_len = 0;
+    x->out_len = 0;
     return Qnil;
 }
 
-void Init_oribi_respond(void)
+void Init_oribi_rack_response(void)
 {
     id_each = rb_intern("each");
     id_close = rb_intern("close");

@@ -1,0 +1,74 @@
+#include "ruby/exchange.h"
+
+#include <ruby.h>
+#include <ruby/io.h>
+#include <sys/time.h>
+
+VALUE oribi_eClientGone;
+VALUE oribi_cExchange;
+
+struct exchange_ref {
+    VALUE engine;
+    struct oribi_exchange *s;
+};
+
+static void exchange_ref_mark(void *p)
+{
+    rb_gc_mark(((struct exchange_ref *)p)->engine);
+}
+
+static const rb_data_type_t exchange_type = {
+    "Oribi::Engine::Exchange", {exchange_ref_mark, RUBY_TYPED_DEFAULT_FREE, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
+
+VALUE oribi_exchange_wrap(VALUE engine, struct oribi_exchange *s)
+{
+    struct exchange_ref *ref;
+    VALUE obj = TypedData_Make_Struct(oribi_cExchange, struct exchange_ref, &exchange_type, ref);
+    ref->engine = engine;
+    ref->s = s;
+    return obj;
+}
+
+struct oribi_exchange *oribi_exchange_get(VALUE exchange)
+{
+    struct exchange_ref *ref = rb_check_typeddata(exchange, &exchange_type);
+    if (!*ref->s->open)
+        rb_raise(rb_eIOError, "engine closed");
+    return ref->s;
+}
+
+struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *s)
+{
+    return s->phase == PHASE_APP || s->phase == PHASE_RESPONDING ? s->c : NULL;
+}
+
+int oribi_exchange_wait(int fd, int events, int64_t timeout_ms)
+{
+    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+    return rb_wait_for_single_fd(fd, events, &tv) > 0;
+}
+
+int oribi_exchange_drain(struct oribi_exchange *s, struct oribi_conn *c)
+{
+    uint64_t seq = s->seq;
+    while (c->wlen > c->woff) {
+        if (oribi_conn_flush(c) < 0)
+            return -1;
+        if (c->wlen == c->woff)
+            break;
+        if (!oribi_exchange_wait(c->fd, RB_WAITFD_OUT, s->opt->write_timeout_ms))
+            return -2;
+        /* Other threads ran while we waited (one writing to a stream, say):
+         * if the response ended meanwhile, c may be another request's now. */
+        if (!*s->open || s->seq != seq || oribi_exchange_conn(s) != c)
+            return -1;
+    }
+    return 0;
+}
+
+void Init_oribi_exchange(VALUE mOribi, VALUE cEngine)
+{
+    oribi_eClientGone = rb_define_class_under(mOribi, "ClientGone", rb_eIOError);
+    oribi_cExchange = rb_define_class_under(cEngine, "Exchange", rb_cObject);
+    rb_undef_alloc_func(oribi_cExchange);
+}
