@@ -2,7 +2,7 @@
 
 require "etc"
 require "optparse"
-require "oribi/oribi" # the parser's limits: Oribi::Parser::DEFAULT_*
+require "oribi/oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::MAX_THREADS
 
 module Oribi
   # Every server option, written once: its name (the config file's method,
@@ -151,6 +151,7 @@ module Oribi
 
     def self.opt(*fields) = Option.new(*fields)
 
+    THREADS = int(1..Engine::MAX_THREADS)
     GC_EVERY = int(0.., "requests between GCs, 0 = off")
     CONTROL_URI = check("nil, tcp://HOST:PORT or unix:///PATH") do |v|
       v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
@@ -163,7 +164,7 @@ module Oribi
       opt(:config_file,        ["-C", "--config FILE"],       PATH,    unset("config/oribi.rb if present"), nil,                 "config file"),
       opt(:binds,              ["-b", "--bind URI"],          URIS,    PORT_BIND,                           nil,                 "tcp://HOST:PORT or unix:///PATH; repeatable"),
       opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
-      opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", 1),         int(1..1024),        "threads per worker"),
+      opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", 1),         THREADS,             "threads per worker"),
       opt(:environment,        ["-E", "--env ENV"],           STR,     env("RACK_ENV", "development"),      nil,                 "RACK_ENV for the app"),
       opt(:preload_app,        ["--[no-]preload"],            BOOL,    true,                                nil,                 "load the app in the master before forking"),
       opt(:keepalive,          ["--[no-]keepalive"],          BOOL,    true,                                nil,                 "keep HTTP/1.1 connections open between requests"),
