@@ -32,13 +32,17 @@ module Oribi
     def self.zero_is(meaning) = check("seconds, 0 = #{meaning}") { |v| v.is_a?(Numeric) && v >= 0 }
 
     # How a value is read: from a flag's argument (pattern: OptionParser's
-    # conversion, then cli), from a rackup `-O Name=text` (text: a String
-    # that does not parse is kept, for the check to report), and shown.
-    # A repeatable flag adds to the list of the ones before it.
+    # conversion, then cli), from a Rack handler option (text: the String
+    # of `-O Name=text`, or what Ruby passed; a String that does not parse
+    # is kept, for the check to report), and shown. A repeatable flag adds
+    # to the list of the ones before it.
     Type = Struct.new(:arg, :pattern, :cli, :text, :check, :show, :repeat, keyword_init: true) do
       def parse_cli(value) = cli ? cli.call(value) : value
-      def parse_text(value) = value.is_a?(String) && text ? text.call(value) : value
+      def parse_text(value) = text ? text.call(value) : value
     end
+
+    # A text reader that leaves values other than Strings as they are.
+    def self.from_string(&read) = ->(v) { v.is_a?(String) ? read.call(v) : v }
 
     def self.bool(text)
       case text
@@ -54,23 +58,30 @@ module Oribi
       raise OptionParser::InvalidArgument, "#{list.join(',')} (expected request counts)"
     end
 
+    # "100,1000" from rackup -O, or a lone count from Ruby.
+    def self.counts_from_text(value)
+      return value if value.is_a?(Array)
+
+      value.to_s.split(",").map { |n| Integer(n.strip, 10, exception: false) || n }
+    end
+
     OCTAL = /\A0?[0-7]{1,3}\z/
 
     STR = Type.new(arg: "STRING", check: STRING)
     OPT_STR = Type.new(arg: "STRING", check: OPTIONAL_STRING)
     PATH = Type.new(arg: "PATH", check: OPTIONAL_STRING)
     DIR = Type.new(arg: "DIR", check: STRING)
-    INT = Type.new(arg: "N", pattern: Integer, text: ->(s) { Integer(s, 10, exception: false) || s })
-    SECONDS = Type.new(arg: "SEC", pattern: Float, text: ->(s) { Float(s, exception: false) || s })
-    BOOL = Type.new(arg: "true|false", text: method(:bool), check: check("true or false") { |v| [true, false].include?(v) })
+    INT = Type.new(arg: "N", pattern: Integer, text: from_string { |s| Integer(s, 10, exception: false) || s })
+    SECONDS = Type.new(arg: "SEC", pattern: Float, text: from_string { |s| Float(s, exception: false) || s })
+    BOOL = Type.new(arg: "true|false", text: from_string(&method(:bool)), check: check("true or false") { |v| [true, false].include?(v) })
     MODE = Type.new(arg: "MODE", pattern: OCTAL, cli: ->(s) { s.to_i(8) },
-                    text: ->(s) { s.match?(OCTAL) ? s.to_i(8) : s }, show: ->(v) { format("%04o", v) },
+                    text: from_string { |s| s.match?(OCTAL) ? s.to_i(8) : s }, show: ->(v) { format("%04o", v) },
                     check: check("nil or a mode like 0o660") { |v| v.nil? || (v.is_a?(Integer) && v.between?(0, 0o777)) })
     # Each -b adds a listener, as `bind` does in the config file.
-    URIS = Type.new(arg: "URI", cli: ->(s) { [s] }, repeat: true, show: ->(v) { v.join(", ") },
+    URIS = Type.new(arg: "URI", cli: ->(s) { [s] }, repeat: true,
                     check: check("a list of URIs") { |v| v.is_a?(Array) && !v.empty? && v.all?(String) })
     COUNTS = Type.new(arg: "N,N", pattern: Array, cli: method(:counts),
-                      text: ->(s) { s.split(",").map { |n| Integer(n.strip, 10, exception: false) || n } },
+                      text: method(:counts_from_text),
                       show: ->(v) { v.empty? ? "off" : v.join(",") },
                       check: check("a list of request counts, [] = off") { |v|
                         v.is_a?(Array) && v.all? { |n| n.is_a?(Integer) && n.positive? }
