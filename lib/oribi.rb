@@ -11,6 +11,7 @@ end
 # slow clients, response writing) runs in a C event loop in each worker.
 module Oribi
   autoload :Config, "oribi/config"
+  autoload :Options, "oribi/options"
   autoload :CLI, "oribi/cli"
   autoload :Listeners, "oribi/listeners"
   autoload :Server, "oribi/server"

@@ -77,6 +77,13 @@ class RackHandlerTest < Minitest::Test
     assert_equal 2, config(Workers: 2)[:workers] # from Ruby (Sinatra's server_settings)
   end
 
+  def test_each_value_is_read_by_its_options_type
+    assert_equal 0o600, config(UnixMode: "0600")[:unix_mode] # octal, as --unix-mode reads it
+    assert_equal [100, 1000], config(ReforkAfter: "100,1000")[:refork_after]
+    assert_equal [100], config(ReforkAfter: 100)[:refork_after]
+    assert_equal "007", config(ControlToken: "007")[:control_token] # a string option stays one
+  end
+
   def test_bad_values_are_refused_by_the_config
     e = assert_raises(Oribi::Config::Error) { config(Workers: "many") }
     assert_match(/invalid value for workers/, e.message)

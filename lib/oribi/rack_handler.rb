@@ -23,20 +23,18 @@ module Oribi
     # (AccessLog, DoNotReverseLookup): no warning for ignoring those.
     FOREIGN = %i[Host Port Bind AccessLog DoNotReverseLookup].freeze
 
-    DESCRIBED = {
+    # The listener options, which are no Config options: Host and Port as
+    # every handler takes them, or Bind for Oribi's own list of URIs.
+    LISTENERS = {
       "Host=HOST" => "address or name to listen on; a /path is a unix socket (default: 0.0.0.0)",
-      "Port=PORT" => "TCP port (default: $PORT or 9292)",
+      "Port=PORT" => "TCP port (default: $PORT or #{Options::PORT})",
       "Bind=URI[,URI...]" => "tcp://HOST:PORT, tcp://[V6]:PORT or unix:///PATH; replaces Host and Port",
-      "Workers=N" => "worker processes; 0 or 1 serve in one process (default: $WEB_CONCURRENCY or CPU count)",
-      "Keepalive=true|false" => "keep connections open between requests (default: true)",
     }.freeze
 
-    # What `rackup -s oribi -h` shows: the options above, then every other
-    # Config option under its CamelCase name.
+    # What `rackup -s oribi -h` shows: the listener options, then every
+    # other option of the table under its CamelCase name.
     def valid_options
-      named = DESCRIBED.keys.map { |k| k[/\A\w+/] }
-      others = option_names.reject { |camel, _| named.include?(camel) }
-      DESCRIBED.merge(others.to_h { |camel, name| ["#{camel}=VALUE", "#{name} in docs/CONFIGURATION.md"] })
+      LISTENERS.merge(settable.to_h { |camel, opt| ["#{camel}=#{opt.arg}", opt.help_line] })
     end
 
     # Serves app until TERM/INT/QUIT (or #shutdown); returns the exit status.
@@ -61,13 +59,13 @@ module Oribi
       binds = binds(options)
       values[:binds] = binds if binds
       values[:environment] = options[:environment].to_s if options[:environment]
-      names = option_names
+      opts = settable
       options.each do |key, value|
         next unless key.is_a?(Symbol) && key.match?(/\A[A-Z]/)
 
         # WEBrick's AccessLog is an Array of loggers; Oribi's is a path.
-        if (name = names[key.to_s]) && !(FOREIGN.include?(key) && value.is_a?(Array))
-          values[name] = name == :refork_after ? counts(value) : coerce(value)
+        if (opt = opts[key.to_s]) && !(FOREIGN.include?(key) && value.is_a?(Array))
+          values[opt.name] = opt.type.parse_text(value)
         elsif !FOREIGN.include?(key)
           Log.info("ignoring unknown server option #{key} (`rackup -s oribi -h` lists them)")
         end
@@ -77,32 +75,14 @@ module Oribi
 
     private
 
-    # "KeepaliveTimeout" => :keepalive_timeout, for every option -O can set.
-    def option_names
-      (Config::OPTIONS.keys - NOT_OPTIONS).to_h do |name|
-        [name.to_s.split("_").map(&:capitalize).join, name]
+    # "KeepaliveTimeout" => the keepalive_timeout Option, for every option
+    # -O can set. Values from the command line (`-O Workers=2`) arrive as
+    # strings, which the option's type reads; the Config checks the result,
+    # so a wrong one is reported, not guessed at.
+    def settable
+      Options::ALL.values.reject { |o| NOT_OPTIONS.include?(o.name) }.to_h do |opt|
+        [opt.name.to_s.split("_").map(&:capitalize).join, opt]
       end
-    end
-
-    # Values from the command line (`-O Workers=2`) arrive as strings; the
-    # Config checks the type, so a wrong one is reported, not guessed at.
-    def coerce(value)
-      return value unless value.is_a?(String)
-
-      case value
-      when /\A(?:true|yes|on)\z/i then true
-      when /\A(?:false|no|off)\z/i then false
-      when /\A[+-]?\d+\z/ then Integer(value, 10)
-      when /\A[+-]?\d*\.\d+\z/ then Float(value)
-      else value
-      end
-    end
-
-    # refork_after from -O: "100" or "100,1000" (an Array is kept as it is).
-    def counts(value)
-      return value if value.is_a?(Array)
-
-      value.to_s.split(",").map { |n| Integer(n.strip, 10, exception: false) || n }
     end
 
     # nil (the Config default) when the caller names no listener. rackup and
@@ -117,7 +97,7 @@ module Oribi
       return [host] if host&.match?(%r{\A(?:tcp|unix)://})
       return ["unix://#{host}"] if host&.start_with?("/")
 
-      port = Integer((options[:Port] || ENV.fetch("PORT", 9292)).to_s, 10, exception: false)
+      port = Integer((options[:Port] || ENV.fetch("PORT", Options::PORT)).to_s, 10, exception: false)
       raise Config::Error, "invalid port #{options[:Port].inspect}" unless port&.between?(0, 65_535)
 
       tcp_binds(host.nil? || host.empty? ? "0.0.0.0" : host, port)

@@ -12,7 +12,9 @@
 #define ORIBI_PARSE_ERROR      (-1)
 #define ORIBI_PARSE_INCOMPLETE (-2)
 
-/* Defaults for struct oribi_limits (documented in docs/CONFIGURATION.md). */
+/* Defaults for struct oribi_limits, the only place they are written: the
+ * server's options table (lib/oribi/options.rb) reads them as
+ * Oribi::Parser::DEFAULT_*. */
 #define ORIBI_DEFAULT_MAX_REQUEST_LINE 8192   /* bytes, over it: 414 */
 #define ORIBI_DEFAULT_MAX_HEADER_BYTES 65536  /* bytes of header fields, over it: 431 */
 #define ORIBI_DEFAULT_MAX_HEADERS      100    /* fields, over it: 431 */

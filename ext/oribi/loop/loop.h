@@ -19,14 +19,8 @@
 
 #define ORIBI_MAX_LISTENERS 64
 
-/* Defaults, documented in docs/CONFIGURATION.md */
-#define ORIBI_DEFAULT_KEEPALIVE_TIMEOUT_MS 20000
-#define ORIBI_DEFAULT_HEADER_TIMEOUT_MS    30000
-#define ORIBI_DEFAULT_BODY_TIMEOUT_MS      30000
-#define ORIBI_DEFAULT_WRITE_TIMEOUT_MS     30000
-#define ORIBI_DEFAULT_KEEPALIVE_REQUESTS   1000
-#define ORIBI_DEFAULT_BODY_BUFFER          (112 * 1024)
-#define ORIBI_DEFAULT_MAX_CONNECTIONS      1024
+/* Not options: the options' defaults live in lib/oribi/options.rb, and
+ * struct oribi_options is always filled from there (Engine.new). */
 #define ORIBI_LINGER_MS                    2000
 #define ORIBI_DRAIN_IDLE_MS                1000 /* idle keep-alive grace when draining */
 #define ORIBI_BODY_PROGRESS                8192 /* bytes that re-arm the body timer */

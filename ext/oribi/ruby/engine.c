@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <ruby.h>
 #include <ruby/io.h>
@@ -116,26 +117,47 @@ struct oribi_engine *oribi_engine_get(VALUE self)
     return e;
 }
 
-static int64_t opt_ms(VALUE opts, const char *name, int64_t dflt)
+/* Engine options come from Config (Config::ENGINE), which has the defaults
+ * and reports bad values by name; the engine has no fallback of its own.
+ * What is checked here is what the loop's memory depends on: types, and
+ * ranges that keep casts and allocations sound. */
+static VALUE opt_get(VALUE opts, const char *name)
 {
     VALUE v = rb_hash_lookup2(opts, ID2SYM(rb_intern(name)), Qundef);
-    if (v == Qundef || NIL_P(v))
-        return dflt;
-    double s = NUM2DBL(v);
-    if (s <= 0)
-        rb_raise(rb_eArgError, "%s must be positive", name);
-    return (int64_t)(s * 1000);
+    if (v == Qundef)
+        rb_raise(rb_eArgError, "engine option %s is missing", name);
+    return v;
 }
 
-static int64_t opt_int(VALUE opts, const char *name, int64_t dflt)
+static int64_t opt_int(VALUE opts, const char *name, int64_t min, int64_t max)
 {
-    VALUE v = rb_hash_lookup2(opts, ID2SYM(rb_intern(name)), Qundef);
-    if (v == Qundef || NIL_P(v))
-        return dflt;
-    int64_t n = NUM2LL(v);
-    if (n < 0)
-        rb_raise(rb_eArgError, "%s must not be negative", name);
-    return n;
+    VALUE v = opt_get(opts, name);
+    if (!RB_INTEGER_TYPE_P(v))
+        rb_raise(rb_eArgError, "engine option %s must be an Integer", name);
+    if (RTEST(rb_funcall(v, '<', 1, LL2NUM(min))) || RTEST(rb_funcall(v, '>', 1, LL2NUM(max))))
+        rb_raise(rb_eArgError, "engine option %s must be in %lld..%lld", name, (long long)min, (long long)max);
+    return NUM2LL(v);
+}
+
+/* Seconds to ms. NaN and huge values would make the cast undefined; 1e9 s
+ * (31 years) is as good as forever. */
+static int64_t opt_ms(VALUE opts, const char *name)
+{
+    VALUE v = opt_get(opts, name);
+    if (!rb_obj_is_kind_of(v, rb_cNumeric))
+        rb_raise(rb_eArgError, "engine option %s must be a number of seconds", name);
+    double s = NUM2DBL(v);
+    if (!(s > 0))
+        rb_raise(rb_eArgError, "engine option %s must be positive", name);
+    return (int64_t)((s < 1e9 ? s : 1e9) * 1000);
+}
+
+static int opt_bool(VALUE opts, const char *name)
+{
+    VALUE v = opt_get(opts, name);
+    if (v != Qtrue && v != Qfalse)
+        rb_raise(rb_eArgError, "engine option %s must be true or false", name);
+    return v == Qtrue;
 }
 
 /* What the env says when a request names no host: the listener's own address. */
@@ -179,35 +201,31 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
         rb_raise(rb_eArgError, "1 to %d listeners", ORIBI_MAX_LISTENERS);
 
     memset(&o, 0, sizeof(o));
-    o.limits.max_request_line = (size_t)opt_int(opts, "max_request_line", ORIBI_DEFAULT_MAX_REQUEST_LINE);
-    o.limits.max_header_bytes = (size_t)opt_int(opts, "max_header_bytes", ORIBI_DEFAULT_MAX_HEADER_BYTES);
-    o.limits.max_headers = (size_t)opt_int(opts, "max_headers", ORIBI_DEFAULT_MAX_HEADERS);
-    if (o.limits.max_headers < 1 || o.limits.max_request_line < 16 || o.limits.max_header_bytes < 16)
-        rb_raise(rb_eArgError, "header limits too small");
-    o.keepalive = RTEST(rb_hash_lookup2(opts, ID2SYM(rb_intern("keepalive")), Qtrue));
-    o.keepalive_requests = (unsigned)opt_int(opts, "keepalive_requests", ORIBI_DEFAULT_KEEPALIVE_REQUESTS);
-    o.keepalive_timeout_ms = opt_ms(opts, "keepalive_timeout", ORIBI_DEFAULT_KEEPALIVE_TIMEOUT_MS);
-    o.header_timeout_ms = opt_ms(opts, "header_timeout", ORIBI_DEFAULT_HEADER_TIMEOUT_MS);
-    o.body_timeout_ms = opt_ms(opts, "body_timeout", ORIBI_DEFAULT_BODY_TIMEOUT_MS);
-    o.write_timeout_ms = opt_ms(opts, "write_timeout", ORIBI_DEFAULT_WRITE_TIMEOUT_MS);
-    o.max_body = opt_int(opts, "max_body", 0);
-    o.body_buffer = (size_t)opt_int(opts, "body_buffer", ORIBI_DEFAULT_BODY_BUFFER);
-    o.max_connections = (unsigned)opt_int(opts, "max_connections", ORIBI_DEFAULT_MAX_CONNECTIONS);
-    if (o.max_connections < 1)
-        rb_raise(rb_eArgError, "max_connections must be at least 1");
-    e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0);
-    VALUE multiprocess = RTEST(rb_hash_lookup(opts, ID2SYM(rb_intern("multiprocess")))) ? Qtrue : Qfalse;
+    /* the parser needs room for a request line and one header */
+    o.limits.max_request_line = (size_t)opt_int(opts, "max_request_line", 16, INT64_MAX);
+    o.limits.max_header_bytes = (size_t)opt_int(opts, "max_header_bytes", 16, INT64_MAX);
+    o.limits.max_headers = (size_t)opt_int(opts, "max_headers", 1, INT64_MAX);
+    o.keepalive = opt_bool(opts, "keepalive");
+    o.keepalive_requests = (unsigned)opt_int(opts, "keepalive_requests", 0, UINT_MAX);
+    o.keepalive_timeout_ms = opt_ms(opts, "keepalive_timeout");
+    o.header_timeout_ms = opt_ms(opts, "header_timeout");
+    o.body_timeout_ms = opt_ms(opts, "body_timeout");
+    o.write_timeout_ms = opt_ms(opts, "write_timeout");
+    o.max_body = opt_int(opts, "max_body", 0, INT64_MAX);
+    o.body_buffer = (size_t)opt_int(opts, "body_buffer", 0, INT64_MAX);
+    o.max_connections = (unsigned)opt_int(opts, "max_connections", 1, UINT_MAX);
+    e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0, INT64_MAX);
+    VALUE multiprocess = opt_bool(opts, "multiprocess") ? Qtrue : Qfalse;
     o.share_accepts = RTEST(multiprocess);
-    VALUE tmpdir = rb_hash_lookup2(opts, ID2SYM(rb_intern("tmpdir")), Qnil);
-    e->tmpdir = rb_obj_freeze(rb_str_new_cstr(NIL_P(tmpdir) ? (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp")
-                                                           : StringValueCStr(tmpdir)));
+    VALUE tmpdir = opt_get(opts, "tmpdir");
+    if (!RB_TYPE_P(tmpdir, T_STRING))
+        rb_raise(rb_eArgError, "engine option tmpdir must be a String");
+    e->tmpdir = rb_obj_freeze(rb_str_new_cstr(StringValueCStr(tmpdir)));
     o.tmpdir = RSTRING_PTR(e->tmpdir);
+    int64_t threads = opt_int(opts, "threads", 1, ORIBI_MAX_THREADS);
 
     for (long i = 0; i < n; i++)
         describe_listener(&e->listeners[i], &ls[i], NUM2INT(rb_ary_entry(fds, i)));
-    int64_t threads = opt_int(opts, "threads", 1);
-    if (threads < 1 || threads > ORIBI_MAX_THREADS)
-        rb_raise(rb_eArgError, "threads must be in 1..%d", ORIBI_MAX_THREADS);
     if (oribi_loop_init(&e->loop, &o, ls, (int)n) < 0)
         rb_sys_fail("oribi loop");
     e->ready = 1;
@@ -615,6 +633,8 @@ void Init_oribi_engine(VALUE mOribi)
     cEngine = rb_define_class_under(mOribi, "Engine", rb_cObject);
     rb_define_alloc_func(cEngine, engine_alloc);
     rb_define_method(cEngine, "initialize", engine_init, 2);
+    /* threads' upper bound, which Config checks against */
+    rb_define_const(cEngine, "MAX_THREADS", INT2NUM(ORIBI_MAX_THREADS));
     rb_define_method(cEngine, "next_request", engine_next_request, 0);
     rb_define_method(cEngine, "respond", engine_respond, -1);
     rb_define_method(cEngine, "stop", engine_stop, -1);

@@ -1,0 +1,221 @@
+# frozen_string_literal: true
+
+require "etc"
+require "optparse"
+require "oribi/oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::MAX_THREADS
+
+module Oribi
+  # Every server option, written once: its name (the config file's method,
+  # Config's key), its command-line flags, the type that reads it from text,
+  # its default, the check its value must pass and a line of help. From this
+  # table come Config and its DSL, the command line and `oribi --help`, the
+  # Rack handler's -O options, and the values the C engine runs with (it has
+  # no defaults of its own). docs/CONFIGURATION.md says more about each;
+  # test/config_docs_test.rb keeps it in step with the table.
+  module Options
+    # The check a value must pass, and what the error says was expected.
+    Check = Struct.new(:hint, :test) do
+      def call(value) = test.call(value)
+    end
+
+    def self.check(hint = nil, &test) = Check.new(hint, test)
+
+    def self.int(range, hint = nil)
+      hint ||= range.end ? "an integer #{range}" : "an integer >= #{range.begin}"
+      check(hint) { |v| v.is_a?(Integer) && range.cover?(v) }
+    end
+
+    POSITIVE = check("seconds > 0") { |v| v.is_a?(Numeric) && v.positive? }
+    STRING = check("a non-empty string") { |v| v.is_a?(String) && !v.empty? }
+    OPTIONAL_STRING = check("nil or a non-empty string") { |v| v.nil? || STRING.call(v) }
+
+    def self.zero_is(meaning) = check("seconds, 0 = #{meaning}") { |v| v.is_a?(Numeric) && v >= 0 }
+
+    # How a value is read: from a flag's argument (pattern: OptionParser's
+    # conversion, then cli), from a Rack handler option (text: the String
+    # of `-O Name=text`, or what Ruby passed; a String that does not parse
+    # is kept, for the check to report), and shown. A repeatable flag adds
+    # to the list of the ones before it.
+    Type = Struct.new(:arg, :pattern, :cli, :text, :check, :show, :repeat, keyword_init: true) do
+      def parse_cli(value) = cli ? cli.call(value) : value
+      def parse_text(value) = text ? text.call(value) : value
+    end
+
+    # A text reader that leaves values other than Strings as they are.
+    def self.from_string(&read) = ->(v) { v.is_a?(String) ? read.call(v) : v }
+
+    def self.bool(text)
+      case text
+      when /\A(?:true|yes|on)\z/i then true
+      when /\A(?:false|no|off)\z/i then false
+      else text
+      end
+    end
+
+    def self.counts(list)
+      list.map { |n| Integer(n, 10) }
+    rescue ArgumentError
+      raise OptionParser::InvalidArgument, "#{list.join(',')} (expected request counts)"
+    end
+
+    # "100,1000" from rackup -O, or a lone count from Ruby.
+    def self.counts_from_text(value)
+      return value if value.is_a?(Array)
+
+      value.to_s.split(",").map { |n| Integer(n.strip, 10, exception: false) || n }
+    end
+
+    OCTAL = /\A0?[0-7]{1,3}\z/
+
+    STR = Type.new(arg: "STRING", check: STRING)
+    OPT_STR = Type.new(arg: "STRING", check: OPTIONAL_STRING)
+    PATH = Type.new(arg: "PATH", check: OPTIONAL_STRING)
+    DIR = Type.new(arg: "DIR", check: STRING)
+    INT = Type.new(arg: "N", pattern: Integer, text: from_string { |s| Integer(s, 10, exception: false) || s })
+    SECONDS = Type.new(arg: "SEC", pattern: Float, text: from_string { |s| Float(s, exception: false) || s })
+    BOOL = Type.new(arg: "true|false", text: from_string(&method(:bool)), check: check("true or false") { |v| [true, false].include?(v) })
+    MODE = Type.new(arg: "MODE", pattern: OCTAL, cli: ->(s) { s.to_i(8) },
+                    text: from_string { |s| s.match?(OCTAL) ? s.to_i(8) : s }, show: ->(v) { format("%04o", v) },
+                    check: check("nil or a mode like 0o660") { |v| v.nil? || (v.is_a?(Integer) && v.between?(0, 0o777)) })
+    # Each -b adds a listener, as `bind` does in the config file.
+    URIS = Type.new(arg: "URI", cli: ->(s) { [s] }, repeat: true,
+                    check: check("a list of URIs") { |v| v.is_a?(Array) && !v.empty? && v.all?(String) })
+    COUNTS = Type.new(arg: "N,N", pattern: Array, cli: method(:counts),
+                      text: method(:counts_from_text),
+                      show: ->(v) { v.empty? ? "off" : v.join(",") },
+                      check: check("a list of request counts, [] = off") { |v|
+                        v.is_a?(Array) && v.all? { |n| n.is_a?(Integer) && n.positive? }
+                      })
+    # --access-log alone logs to stderr ("-").
+    LOG = Type.new(arg: "PATH", cli: ->(s) { s || "-" }, check: OPTIONAL_STRING)
+    HOOK = Type.new(arg: "PROC", check: check("a block") { |v| v.nil? || v.respond_to?(:call) })
+
+    def self.one_of(*names)
+      hint = "#{names[0..-2].join(', ')} or #{names[-1]}"
+      Type.new(arg: names.join("|"), pattern: names, check: check(hint) { |v| names.include?(v) })
+    end
+
+    # A default worked out at start (from the environment, the machine),
+    # shown by how it is found rather than by this machine's value.
+    Computed = Struct.new(:text, :block) do
+      def call = block.call
+      def to_s = text
+    end
+
+    def self.computed(text, &block) = Computed.new(text, block)
+
+    # nil, shown as what nil means for this option.
+    def self.unset(text) = computed(text) { nil }
+
+    CPUS = computed("the CPU count") { Etc.nprocessors }
+
+    def self.show(value)
+      case value
+      when true then "on"
+      when false then "off"
+      when nil then "none"
+      when Array then value.join(", ")
+      else value.to_s
+      end
+    end
+
+    # $VAR when set, else fallback; wrap turns either into the value.
+    def self.env(var, fallback, read: ->(name) { ENV.fetch(name, nil) }, &wrap)
+      wrap ||= :itself.to_proc
+      text = "#{show(wrap.call("$#{var}"))}, else #{show(fallback.is_a?(Computed) ? fallback : wrap.call(fallback))}"
+      computed(text) do
+        raw = read.call(var)
+        raw = fallback.respond_to?(:call) ? fallback.call : fallback if raw.nil?
+        wrap.call(raw)
+      end
+    end
+
+    def self.env_int(var, fallback, &wrap) = env(var, fallback, read: ->(name) { Config.env_int(name, nil) }, &wrap)
+
+    PORT = 9292 # rackup's too
+    PORT_BIND = env_int("PORT", PORT) { |port| ["tcp://0.0.0.0:#{port}"] }
+
+    # One option; flags is nil for those the config file alone sets.
+    Option = Struct.new(:name, :flags, :type, :default, :check, :help) do
+      def value = default.respond_to?(:call) ? default.call : default
+      def valid?(value) = (check || type.check).call(value)
+      def hint = (check || type.check).hint
+      def hook? = type == HOOK
+      def bool? = type == BOOL
+
+      # The default as --help and docs/CONFIGURATION.md show it.
+      def shown
+        return default.to_s if default.is_a?(Computed)
+
+        type.show && !default.nil? ? type.show.call(default) : Options.show(default)
+      end
+
+      def help_line = "#{help} (default #{shown})"
+
+      # The name a placeholder gives the value: "N" in --workers N.
+      def arg
+        return type.arg if bool? || flags.nil?
+
+        flags.last[/ \[?([^\]]+)\]?\z/, 1] || type.arg
+      end
+    end
+
+    def self.opt(*fields) = Option.new(*fields)
+
+    THREADS = int(1..Engine::MAX_THREADS)
+    GC_EVERY = int(0.., "requests between GCs, 0 = off")
+    CONTROL_URI = check("nil, tcp://HOST:PORT or unix:///PATH") do |v|
+      v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
+    end
+    FORMATS = one_of("combined", "ltsv", "json")
+
+    # In --help's order. Durations in seconds, sizes in bytes.
+    ALL = [
+      #   name                 flags                          type     default                              check                help
+      opt(:config_file,        ["-C", "--config FILE"],       PATH,    unset("config/oribi.rb if present"), nil,                 "config file"),
+      opt(:binds,              ["-b", "--bind URI"],          URIS,    PORT_BIND,                           nil,                 "tcp://HOST:PORT or unix:///PATH; repeatable"),
+      opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
+      opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", 1),         THREADS,             "threads per worker"),
+      opt(:environment,        ["-E", "--env ENV"],           STR,     env("RACK_ENV", "development"),      nil,                 "RACK_ENV for the app"),
+      opt(:preload_app,        ["--[no-]preload"],            BOOL,    true,                                nil,                 "load the app in the master before forking"),
+      opt(:keepalive,          ["--[no-]keepalive"],          BOOL,    true,                                nil,                 "keep HTTP/1.1 connections open between requests"),
+      opt(:keepalive_timeout,  ["--keepalive-timeout SEC"],   SECONDS, 20,                                  POSITIVE,            "close idle keep-alive connections after SEC"),
+      opt(:keepalive_requests, ["--keepalive-requests N"],    INT,     1000,                                int(0..),            "requests per connection before close; 0 = no limit"),
+      opt(:header_timeout,     ["--header-timeout SEC"],      SECONDS, 30,                                  POSITIVE,            "408 when a request head takes longer"),
+      opt(:body_timeout,       ["--body-timeout SEC"],        SECONDS, 30,                                  POSITIVE,            "408 when a body gains less than 8 KiB in SEC"),
+      opt(:write_timeout,      ["--write-timeout SEC"],       SECONDS, 30,                                  POSITIVE,            "drop a client that reads nothing for SEC"),
+      opt(:max_body,           ["--max-body BYTES"],          INT,     0,                                   int(0..),            "413 for larger request bodies; 0 = no limit"),
+      opt(:body_buffer,        ["--body-buffer BYTES"],       INT,     112 * 1024,                          int(0..),            "bodies larger than this go to a tmpfile"),
+      opt(:max_request_line,   ["--max-request-line BYTES"],  INT,     Parser::DEFAULT_MAX_REQUEST_LINE,    int(16..),           "414 for longer request lines"),
+      opt(:max_header_bytes,   ["--max-header-bytes BYTES"],  INT,     Parser::DEFAULT_MAX_HEADER_BYTES,    int(16..),           "431 for a larger header section"),
+      opt(:max_headers,        ["--max-headers N"],           INT,     Parser::DEFAULT_MAX_HEADERS,         int(1..),            "431 for more header fields"),
+      opt(:max_connections,    ["--max-connections N"],       INT,     1024,                                int(1..),            "open connections per worker"),
+      opt(:max_requests,       ["--max-requests N"],          INT,     0,                                   int(0..),            "recycle a worker after N requests; 0 = never"),
+      opt(:min_requests,       ["--min-requests N"],          INT,     0,                                   int(0..),            "with max_requests: draw each worker's limit from N..max"),
+      opt(:backlog,            ["--backlog N"],               INT,     1024,                                int(1..),            "listen(2) backlog"),
+      opt(:reuse_port,         ["--[no-]reuse-port"],         BOOL,    false,                               nil,                 "SO_REUSEPORT on TCP listeners"),
+      opt(:unix_mode,          ["--unix-mode MODE"],          MODE,    0o660,                               nil,                 "permissions of unix sockets, octal"),
+      opt(:umask,              ["--umask MODE"],              MODE,    unset("inherited"),                  nil,                 "process umask, octal"),
+      opt(:worker_timeout,     ["--worker-timeout SEC"],      SECONDS, 60,                                  zero_is("never"),    "kill a worker busy in one request longer; 0 = never"),
+      opt(:soft_timeout,       ["--soft-timeout SEC"],        SECONDS, 0,                                   zero_is("off"),      "log a request running longer, with its backtrace; 0 = off"),
+      opt(:soft_timeout_raise, ["--[no-]soft-timeout-raise"], BOOL,    false,                               nil,                 "also raise Oribi::RequestTimeout in the app"),
+      opt(:rolling_interval,   ["--rolling-interval SEC"],    SECONDS, 1,                                   zero_is("no pause"), "pause between workers in a rolling restart"),
+      opt(:refork_after,       ["--refork-after N,N"],        COUNTS,  [].freeze,                           nil,                 "refork workers from a warm one after N requests"),
+      opt(:oob_gc,             ["--oob-gc N"],                INT,     0,                                   GC_EVERY,            "run GC between requests every N requests; 0 = off"),
+      opt(:shutdown_timeout,   ["--shutdown-timeout SEC"],    SECONDS, 25,                                  POSITIVE,            "kill workers still busy this long after TERM"),
+      opt(:access_log,         ["--access-log [FILE]"],       LOG,     unset("off"),                        nil,                 "log each request to FILE, stderr without one"),
+      opt(:access_log_format,  ["--access-log-format FMT"],   FORMATS, "combined",                          nil,                 "access log format: combined, ltsv or json"),
+      opt(:stdout_path,        ["--stdout FILE"],             PATH,    unset("inherited"),                  nil,                 "append stdout to FILE, reopened on USR1"),
+      opt(:stderr_path,        ["--stderr FILE"],             PATH,    unset("inherited"),                  nil,                 "append stderr to FILE, reopened on USR1"),
+      opt(:pid_file,           ["--pid FILE"],                PATH,    nil,                                 nil,                 "write the server's pid to FILE"),
+      opt(:control,            ["--control URI"],             OPT_STR, unset("off"),                        CONTROL_URI,         "stats, readyz, restart at unix:///PATH or tcp://HOST:PORT"),
+      opt(:control_token,      ["--control-token TOKEN"],     OPT_STR, env("ORIBI_CONTROL_TOKEN", nil),     nil,                 "token the control endpoint requires; needed for TCP"),
+      opt(:rackup,             nil,                           STR,     "config.ru",                         nil,                 "the Rack app to load (the RACKUP_FILE argument)"),
+      opt(:tmpdir,             nil,                           DIR,     env("TMPDIR", "/tmp"),               nil,                 "where request bodies over body_buffer are spilled"),
+      opt(:before_fork,        nil,                           HOOK,    nil,                                 nil,                 "runs in the master before each worker is forked"),
+      opt(:after_fork,         nil,                           HOOK,    nil,                                 nil,                 "runs in a worker right after the fork"),
+      opt(:after_worker_boot,  nil,                           HOOK,    nil,                                 nil,                 "runs in a worker about to accept requests"),
+      opt(:before_worker_exit, nil,                           HOOK,    nil,                                 nil,                 "runs in a worker after it drained, before it exits"),
+    ].to_h { |o| [o.name, o] }.freeze
+  end
+end
