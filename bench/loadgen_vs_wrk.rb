@@ -16,6 +16,13 @@ require "socket"
 require "open3"
 require "etc"
 
+def listening?(port)
+  TCPSocket.new("127.0.0.1", port).close
+  true
+rescue SystemCallError
+  false
+end
+
 ROOT = File.expand_path("..", __dir__)
 opts = { threads: 2, connections: 50, duration: 10, rounds: 3 }
 OptionParser.new do |o|
@@ -53,7 +60,7 @@ Dir.mktmpdir("oribi-vs-wrk") do |dir|
                         %i[out err] => File.join(dir, "nginx.out"))
   begin
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
-    until File.socket?(sock) && (TCPSocket.new("127.0.0.1", port).close || true rescue false)
+    until File.socket?(sock) && listening?(port)
       abort "nginx did not start: #{File.read(File.join(dir, 'nginx.out'))}" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
       sleep 0.05 # polling for the listener; nothing to wait on
     end

@@ -77,7 +77,8 @@ module Bench
       runs = Hash.new { |h, k| h[k] = [] }
       @rounds.times { @gc.each { |n| runs[n] << measure(n) } }
       puts
-      puts "| oob_gc | requests | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | late | GCs in app.call / all | GC ms in app.call / all | p99 ms over rounds |"
+      puts "| oob_gc | requests | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | late " \
+           "| GCs in app.call / all | GC ms in app.call / all | p99 ms over rounds |"
       puts "|---|---|---|---|---|---|---|---|---|---|---|"
       @gc.each do |n|
         sorted = runs[n].sort_by { |r| r[:p99] }

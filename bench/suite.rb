@@ -60,8 +60,8 @@ module Bench
       end.parse!(argv)
       o[:servers].each { |s| server(s) }
       o[:workloads].each { |w| workload(w) }
-      (o[:transports] - TRANSPORTS).each { |t| raise OptionParser::InvalidArgument, "transport #{t}" }
-      (o[:modes] - MODES).each { |m| raise OptionParser::InvalidArgument, "mode #{m}" }
+      (bad = (o[:transports] - TRANSPORTS).first) and raise OptionParser::InvalidArgument, "transport #{bad}"
+      (bad = (o[:modes] - MODES).first) and raise OptionParser::InvalidArgument, "mode #{bad}"
       o
     end
 

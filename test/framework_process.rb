@@ -9,7 +9,7 @@ class FrameworkProcess < ServerProcess
   # The block is given a free port and returns the command; the bundle of
   # this repo is used whatever the working directory. ready: false for a
   # process that may be gone before a readiness probe would see it.
-  def initialize(env: {}, chdir: ROOT, ready: true)
+  def initialize(env: {}, chdir: ROOT, ready: true) # rubocop:disable Lint/MissingSuper -- spawns its own command
     @dir = Dir.mktmpdir("oribi-test")
     @sock = File.join(@dir, "none") # each_transport: no unix socket here
     @log_path = File.join(@dir, "log")

@@ -24,7 +24,7 @@ class InheritTest < Minitest::Test
       pid = Process.spawn("start_server", "--port=127.0.0.1:#{port}", "--path=#{sock}", "--interval=1",
                           "--", RbConfig.ruby, ORIBI, "-w", "2", File.join(APPS, "env.ru"),
                           %i[out err] => log, pgroup: true)
-      assert wait_until(timeout: 20) { (get(port) rescue nil)&.status == 200 }, File.read(log)
+      assert wait_until(timeout: 20) { status_of { get(port) } == 200 }, File.read(log)
       assert File.socket?(sock)
       assert_equal 200, HTTPClient.request(UNIXSocket.new(sock), "/").status # the second fd is used too
       text = File.read(log)
@@ -47,7 +47,7 @@ class InheritTest < Minitest::Test
         next unless res&.status == 200
 
         w = pid_of(res)
-        seen_new = (File.read("/proc/#{w}/stat").split[3].to_i != old_master rescue false)
+        seen_new = parent_of(w) != old_master
       end
       assert seen_new, "no new generation served:\n#{File.read(log)}"
       assert_equal 0, failures, File.read(log)
@@ -71,7 +71,7 @@ class InheritTest < Minitest::Test
         pid = Process.spawn("start_server", "--path=#{sock}", "--interval=1", "--",
                             RbConfig.ruby, ORIBI, "-w", "2", File.join(APPS, "env.ru"),
                             %i[out err] => log, pgroup: true)
-        assert wait_until(timeout: 20) { (HTTPClient.request(UNIXSocket.new(sock), "/") rescue nil)&.status == 200 }
+        assert wait_until(timeout: 20) { status_of { HTTPClient.request(UNIXSocket.new(sock), "/") } == 200 }
         req = "GET / HTTP/1.1\r\nHost: t\r\n#{"Connection: close\r\n" if mode == :close}\r\n"
         load = Thread.new do
           Oribi::Loadgen.run(unix_path: sock, request: req, threads: 2, connections: 50, duration: 25,
@@ -130,10 +130,26 @@ class InheritTest < Minitest::Test
   def test_inherited_specs_are_parsed
     env = { "SERVER_STARTER_PORT" => "0.0.0.0:80=3;[::1]:8080=4;/tmp/app.sock=5;9000=6" }
     assert_equal [:start_server, [["0.0.0.0:80", 3], ["[::1]:8080", 4], ["/tmp/app.sock", 5], ["9000", 6]]],
-                 Oribi::Listeners.inherited(env)
-    assert_nil Oribi::Listeners.inherited("LISTEN_FDS" => "2", "LISTEN_PID" => "1")
+                 Oribi::Listeners.inheritance(env)
+    assert_nil Oribi::Listeners.inheritance("LISTEN_FDS" => "2", "LISTEN_PID" => "1")
     assert_equal [:systemd, [["web", 3], ["fd4", 4]]],
-                 Oribi::Listeners.inherited("LISTEN_FDS" => "2", "LISTEN_PID" => Process.pid.to_s, "LISTEN_FDNAMES" => "web")
-    assert_raises(ArgumentError) { Oribi::Listeners.inherited("SERVER_STARTER_PORT" => "80") }
+                 Oribi::Listeners.inheritance("LISTEN_FDS" => "2", "LISTEN_PID" => Process.pid.to_s, "LISTEN_FDNAMES" => "web")
+    assert_raises(ArgumentError) { Oribi::Listeners.inheritance("SERVER_STARTER_PORT" => "80") }
+  end
+
+  private
+
+  # The status of the answer, nil while nothing answers (not listening yet).
+  def status_of
+    yield.status
+  rescue StandardError
+    nil
+  end
+
+  # The parent pid of pid, nil once it is gone.
+  def parent_of(pid)
+    File.read("/proc/#{pid}/stat").split[3].to_i
+  rescue Errno::ENOENT, Errno::ESRCH
+    nil
   end
 end

@@ -54,7 +54,6 @@ class KeepaliveTest < Minitest::Test
   def test_trickled_head_still_times_out
     slow = server.tcp
     t = now
-    res = nil
     "GET / HTTP/1.1\r\nHost: t\r\nX-A: bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb".each_char do |c|
       slow.write(c)
       break if slow.wait_readable(0.05) # the 408 arrived

@@ -50,7 +50,11 @@ class RestartTest < Minitest::Test
       Process.kill(:USR2, old)
       assert wait_until(timeout: 20) { master_pid(pid_file) != old && !alive?(old) },
              "restart #{i + 1}: the old master #{old} did not hand over:\n#{srv.log[-3000..]}"
-      Process.wait(old, Process::WNOHANG) rescue nil # our own child, the first time
+      begin
+        Process.wait(old, Process::WNOHANG) # our own child, the first time
+      rescue Errno::ECHILD
+        nil
+      end
     end
   end
 

@@ -35,12 +35,12 @@ class TuneTest < Minitest::Test
   # Whether this build runs the app on several threads per worker (the
   # rack.multithread flag the server sets truthfully).
   def threads_work?
-    return @@threads if defined?(@@threads)
+    return @@runs[:threads] if @@runs.key?(:threads)
 
     server = ServerProcess.new("io_bound.ru", "-t", "4", workers: 1, tcp: false)
     s = server.unix
     s.write("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    @@threads = HTTPClient.read_response(s).body.include?("multithread=true")
+    @@runs[:threads] = HTTPClient.read_response(s).body.include?("multithread=true")
   ensure
     s&.close
     server&.stop

@@ -127,16 +127,15 @@ module Oribi
         raise UsageError, "-n must be at least 1" if v[:requests] && v[:requests] < 1
         raise UsageError, "--timeout must be positive" unless v[:timeout].positive?
         raise UsageError, "-d must be positive" if v[:duration] && !v[:duration].positive?
-        raise UsageError, "bad method #{v[:method].inspect}" unless v[:method].match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+\z/)
+        raise UsageError, "bad method #{v[:method].inspect}" unless v[:method].match?(Targets::TOKEN)
 
         v[:headers].each do |h|
-          raise UsageError, "bad header #{h.inspect} (NAME: VALUE)" unless h.match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*\z/)
+          raise UsageError, "bad header #{h.inspect} (NAME: VALUE)" unless h.match?(Targets::HEADER)
         end
       end
 
       def single_target(url, v)
-        uri = URI.parse(url)
-        raise UsageError, "bad URL #{url.inspect}: http://host:port/path expected" unless uri.is_a?(URI::HTTP) && uri.scheme == "http" && uri.host && !uri.host.empty?
+        uri = Targets.http_uri(url) or raise UsageError, "bad URL #{url.inspect}: http://host:port/path expected"
 
         Targets::Target.new(method: v[:method], uri: uri, headers: [], body: v[:body])
       end

@@ -44,7 +44,7 @@ module Oribi
       @unix_mode = unix_mode
       @all = []
       @owner = Process.pid
-      inherited = self.class.inherited(env)
+      inherited = self.class.inheritance(env)
       if inherited
         source, specs = inherited
         # After a USR2 handover this process owns the sockets like ones it bound.
@@ -62,7 +62,7 @@ module Oribi
     # listeners, else nil. start_server: "SPEC=FD;SPEC=FD" where SPEC is
     # port, host:port, [v6]:port or a unix socket path. systemd: LISTEN_FDS
     # sockets from fd 3, meant for us only when LISTEN_PID is our pid.
-    def self.inherited(env = ENV)
+    def self.inheritance(env = ENV)
       if (own = env["ORIBI_INHERIT"]) && !own.empty? # from our own previous generation (USR2)
         return [:oribi, own.split(";").map { |e| e.rpartition("=").then { |spec, _, fd| [spec, Integer(fd, 10)] } }]
       end
@@ -123,6 +123,17 @@ module Oribi
       end
     end
 
+    def self.identity(path) = File.stat(path).then { |st| [st.ino, st.ctime] }
+
+    # The socket file at PATH: raises when a live server listens there,
+    # removes it when stale (left by a server that died).
+    def self.remove_stale(path, label)
+      UNIXSocket.new(path).close
+      raise Errno::EADDRINUSE, "#{label}: another server is listening there"
+    rescue Errno::ECONNREFUSED, Errno::ENOENT
+      File.unlink(path)
+    end
+
     private
 
     # A socket a supervisor bound for us: described, tuned like ours, and
@@ -172,17 +183,6 @@ module Oribi
     rescue SystemCallError, SocketError => e
       sock&.close
       raise e.class, "#{uri}: #{e.message}"
-    end
-
-    def self.identity(path) = File.stat(path).then { |st| [st.ino, st.ctime] }
-
-    # The socket file at PATH: raises when a live server listens there,
-    # removes it when stale (left by a server that died).
-    def self.remove_stale(path, label)
-      UNIXSocket.new(path).close
-      raise Errno::EADDRINUSE, "#{label}: another server is listening there"
-    rescue Errno::ECONNREFUSED, Errno::ENOENT
-      File.unlink(path)
     end
 
     def bind_unix(uri, path)

@@ -150,7 +150,7 @@ module Oribi
         next if live.include?(index)
 
         spawn(index)
-        return if now < @respawn_at
+        break if now < @respawn_at
       end
     end
 

@@ -64,17 +64,23 @@ module Oribi
                      "Starts the app for each workers × threads setting, finds the highest rate meeting the SLO\n" \
                      "(bisection), and recommends a setting. The total time is estimated when it starts\n" \
                      "(defaults: #{Etc.nprocessors} × 5 settings of about 50 s each, #{minutes(Etc.nprocessors * 5 * 50)}). See docs/TUNE.md.\n\n"
-          o.on("-w", "--workers LIST", "worker counts: 1..4 or 1,2,4 (default 1..CPUs = 1..#{Etc.nprocessors})") { |x| v[:workers] = self.class.list(x) }
+          o.on("-w", "--workers LIST",
+               "worker counts: 1..4 or 1,2,4 (default 1..CPUs = 1..#{Etc.nprocessors})") { |x| v[:workers] = self.class.list(x) }
           o.on("-t", "--threads LIST", "threads per worker: 1..4 or 1,2,4 (default 1,2,4,8,16)") { |x| v[:threads] = self.class.list(x) }
           o.on("--slo SLO", "latency objective, p50|p90|p95|p99|p99.9=TIME, comma-joined (default p99=200ms)") { |x| v[:slo] = x }
           o.on("--path PATH", "request path, with query (default /)") { |x| v[:path] = x }
           o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| (v[:headers] ||= []) << x }
           o.on("-d", "--duration TIME", "each probe at one rate (default 5s)") { |x| given << :duration && v[:duration] = Bench::CLI.seconds(x) }
-          o.on("--warmup TIME", "discarded run after each boot, then as long again for the capacity estimate (default 2s)") { |x| given << :warmup && v[:warmup] = Bench::CLI.seconds(x) }
+          o.on("--warmup TIME",
+               "discarded run after each boot, then as long again for the capacity estimate (default 2s)") do |x|
+            given << :warmup && v[:warmup] = Bench::CLI.seconds(x)
+          end
           o.on("--steps N", Integer, "probes per setting at most (default 8)") { |x| given << :steps && v[:steps] = x }
-          o.on("--tolerance PCT", Float, "stop bisecting when the bracket is this narrow, % (default 5)") { |x| given << :tolerance && v[:tolerance] = x / 100 }
+          o.on("--tolerance PCT", Float,
+               "stop bisecting when the bracket is this narrow, % (default 5)") { |x| given << :tolerance && v[:tolerance] = x / 100 }
           o.on("--quick", "short probes for a first look or a test: -d 1s --warmup 500ms --steps 5 --tolerance 10") { quick = true }
-          o.on("--memory-limit SIZE", "exclude settings whose RSS (master + workers) exceeds SIZE: 512M, 2G") { |x| v[:memory_limit] = self.class.size(x) }
+          o.on("--memory-limit SIZE",
+               "exclude settings whose RSS (master + workers) exceeds SIZE: 512M, 2G") { |x| v[:memory_limit] = self.class.size(x) }
           o.on("-E", "--env ENV", "RACK_ENV of the servers started (default production)") { |x| v[:environment] = x }
           o.on("--url URL", "tune against a server already running at URL (no sweep)") { |x| v[:url] = x }
           o.on("--unix PATH", "tune against a server already running on unix socket PATH (no sweep)") { |x| v[:unix] = x }
@@ -124,7 +130,7 @@ module Oribi
         raise UsageError, "--path must start with /" unless v[:path].start_with?("/")
         raise UsageError, "--threads at most 1024" if v[:threads].max > 1024
         (v[:headers] || []).each do |h|
-          raise UsageError, "bad header #{h.inspect} (NAME: VALUE)" unless h.match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*\z/)
+          raise UsageError, "bad header #{h.inspect} (NAME: VALUE)" unless h.match?(Bench::Targets::HEADER)
         end
       end
 

@@ -90,6 +90,25 @@ module Oribi
 
     def promoted? = @promoted
 
+    # The life of a worker forked by the master or by a mold, once the block
+    # has closed the parent's fds it must not keep: boot, serve,
+    # become the next mold when promoted (GENERATION), exit without at_exit.
+    def self.run_forked(server, app, index:, ready:, scoreboard:, row:, link:, generation:)
+      yield
+      Process.setproctitle("oribi worker[#{index}] booting")
+      server.config.hook(:after_fork, server, index)
+      app ||= server.load_app
+      worker = new(server, app, index: index, ready: ready, scoreboard: [scoreboard, row], link: link)
+      worker.run
+      Mold.new(server, app, link: link, ready: ready, scoreboard: scoreboard, generation: generation).run if worker.promoted?
+      $stdout.flush # exit! skips at_exit and buffered output
+      $stderr.flush
+      exit!(0)
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      Log.error("worker[#{index}] failed", e) unless e.is_a?(SystemExit)
+      exit!(1)
+    end
+
     private
 
     # The signals that came before trap_signals, sent again to its handlers.
@@ -119,25 +138,6 @@ module Oribi
         Log.info("worker[#{@index}] pid #{Process.pid}: the master (pid #{master}) is gone; draining and exiting")
         Process.kill(:USR2, Process.pid)
       end
-    end
-
-    # The life of a worker forked by the master or by a mold, once the block
-    # has closed the parent's fds it must not keep: boot, serve,
-    # become the next mold when promoted (GENERATION), exit without at_exit.
-    def self.run_forked(server, app, index:, ready:, scoreboard:, row:, link:, generation:)
-      yield
-      Process.setproctitle("oribi worker[#{index}] booting")
-      server.config.hook(:after_fork, server, index)
-      app ||= server.load_app
-      worker = new(server, app, index: index, ready: ready, scoreboard: [scoreboard, row], link: link)
-      worker.run
-      Mold.new(server, app, link: link, ready: ready, scoreboard: scoreboard, generation: generation).run if worker.promoted?
-      $stdout.flush # exit! skips at_exit and buffered output
-      $stderr.flush
-      exit!(0)
-    rescue Exception => e # rubocop:disable Lint/RescueException
-      Log.error("worker[#{index}] failed", e) unless e.is_a?(SystemExit)
-      exit!(1)
     end
 
     # One thread: the loop and the app take turns on it, no pool, no queue.

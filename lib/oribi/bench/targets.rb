@@ -12,7 +12,18 @@ module Oribi
     module Targets
       Target = Struct.new(:method, :uri, :headers, :body, keyword_init: true)
 
+      TOKEN = /\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+\z/
+      HEADER = /\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*\z/
+
       module_function
+
+      # The URI of an http:// URL with a host, else nil.
+      def http_uri(url)
+        uri = URI.parse(url)
+        uri if uri.is_a?(URI::HTTP) && uri.scheme == "http" && uri.host && !uri.host.empty?
+      rescue URI::InvalidURIError
+        nil
+      end
 
       def load(path)
         parse(File.read(path), File.dirname(path), path)
@@ -27,8 +38,7 @@ module Oribi
           if line.strip.empty?
             next
           elsif (m = /\A([A-Z]+) (\S+)\z/.match(line))
-            uri = URI.parse(m[2])
-            raise UsageError, "#{name}:#{n}: http://host:port/path expected" unless uri.is_a?(URI::HTTP) && uri.scheme == "http" && uri.host && !uri.host.empty?
+            uri = http_uri(m[2]) or raise UsageError, "#{name}:#{n}: http://host:port/path expected"
 
             targets << Target.new(method: m[1], uri: uri, headers: [], body: nil)
           elsif targets.empty?
@@ -37,7 +47,7 @@ module Oribi
             raise UsageError, "#{name}:#{n}: second body" if targets.last.body
 
             targets.last.body = File.binread(File.expand_path(line[1..], dir))
-          elsif line.match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n]*\z/)
+          elsif line.match?(HEADER)
             targets.last.headers << line
           else
             raise UsageError, "#{name}:#{n}: bad line #{line.inspect}"

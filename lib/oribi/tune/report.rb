@@ -32,7 +32,11 @@ module Oribi
 
       def ms(seconds) = seconds.nil? ? "-" : format("%.1fms", seconds * 1000)
 
-      def label(r) = r[:workers] ? "#{r[:workers]} worker#{'s' unless r[:workers] == 1} × #{r[:threads]} thread#{'s' unless r[:threads] == 1}" : "the server"
+      def label(r)
+        return "the server" unless r[:workers]
+
+        "#{r[:workers]} worker#{'s' unless r[:workers] == 1} × #{r[:threads]} thread#{'s' unless r[:threads] == 1}"
+      end
 
       def table(run)
         rec = recommendation(run)

@@ -1,0 +1,111 @@
+# frozen_string_literal: true
+
+# Runs test files in parallel processes, one file per process:
+#
+#   ruby test/runner.rb [--jobs N] FILE...
+#
+# Each integration test already has its own port, socket and tmpdir, and
+# most of a server test's time is spent waiting on its server, so files
+# share the machine well. Those whose assertions rest on the machine being
+# otherwise quiet (ALONE: rates, fairness ratios, tune's search) run one at
+# a time once the others are done. The longest files start first, by the
+# times of the previous run (tmp/test-times), else by size.
+#
+# Prints a line per file as it ends, then the output of every file that
+# failed, then one minitest summary line for the whole suite. Exits 1 when
+# a file failed.
+require "etc"
+require "fileutils"
+require "json"
+require "optparse"
+require "rbconfig"
+
+class TestRunner
+  ALONE = %w[fairness_test.rb soak_test.rb tune_test.rb bench_open_loop_test.rb slow_clients_test.rb].freeze
+  TIMES = File.expand_path("../tmp/test-times", __dir__)
+  SUMMARY = /(\d+) runs, (\d+) assertions, (\d+) failures, (\d+) errors, (\d+) skips/
+
+  Result = Struct.new(:file, :output, :ok, :seconds, :counts)
+
+  def initialize(files, jobs)
+    @files = files
+    @jobs = jobs
+    @times = File.exist?(TIMES) ? JSON.parse(File.read(TIMES)) : {}
+  end
+
+  def run
+    started = now
+    alone, shared = @files.partition { |f| ALONE.include?(File.basename(f)) }
+    puts "#{@files.size} test files, #{@jobs} at a time (#{alone.size} alone at the end)"
+    results = run_pool(longest_first(shared), @jobs) + run_pool(alone, 1)
+    report(results, now - started)
+  end
+
+  private
+
+  def longest_first(files)
+    files.sort_by { |f| -(@times[f] || File.size(f) / 1000.0) }
+  end
+
+  # Runs files with at most jobs at once; → their Results in the order they ended.
+  def run_pool(files, jobs)
+    queue = Queue.new
+    files.each { |f| queue << f }
+    queue.close # pop gives nil once it is empty
+    results = Queue.new
+    Array.new([jobs, files.size].min) do
+      Thread.new do
+        while (file = queue.pop)
+          results << run_file(file).tap { |r| progress(r) }
+        end
+      end
+    end.each(&:join)
+    Array.new(results.size) { results.pop }
+  end
+
+  def run_file(file)
+    t = now
+    output = IO.popen([RbConfig.ruby, "-Ilib", "-Itest", file, err: %i[child out]], &:read)
+    ok = $?.success?
+    counts = output.scan(SUMMARY).last&.map(&:to_i)
+    Result.new(file, output, ok && !counts.nil?, now - t, counts || [0, 0, 0, 0, 0])
+  end
+
+  def progress(r)
+    runs, _, failures, errors, skips = r.counts
+    mark = r.ok ? "ok  " : "FAIL"
+    $stdout.puts format("%s %6.1f s  %-40s %d runs, %d failures, %d errors, %d skips",
+                        mark, r.seconds, r.file, runs, failures, errors, skips)
+    $stdout.flush
+  end
+
+  def report(results, wall)
+    failed = results.reject(&:ok)
+    failed.each { |r| puts "\n===== #{r.file}\n#{r.output}" }
+    save_times(results)
+    totals = results.map(&:counts).transpose.map(&:sum)
+    totals = [0, 0, 0, 0, 0] if totals.empty?
+    puts "\nFinished in #{wall.round(1)} s (#{results.sum(&:seconds).round(1)} s of files)" \
+         "#{", failed: #{failed.map(&:file).join(' ')}" unless failed.empty?}"
+    puts format("%d runs, %d assertions, %d failures, %d errors, %d skips", *totals)
+    failed.empty?
+  end
+
+  def save_times(results)
+    FileUtils.mkdir_p(File.dirname(TIMES))
+    File.write(TIMES, JSON.generate(@times.merge(results.to_h { |r| [r.file, r.seconds.round(1)] })))
+  rescue SystemCallError
+    nil # a read-only checkout runs as well, only not ordered next time
+  end
+
+  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+end
+
+if $PROGRAM_NAME == __FILE__
+  jobs = Integer(ENV.fetch("TEST_JOBS", [Etc.nprocessors * 2, 4].min.to_s), 10)
+  files = OptionParser.new do |o|
+    o.banner = "Usage: ruby test/runner.rb [--jobs N] FILE..."
+    o.on("-j", "--jobs N", Integer, "files run at once (default $TEST_JOBS or 2 per CPU, at most 4)") { |n| jobs = n }
+  end.parse(ARGV)
+  exit(TestRunner.new(files, [jobs, 1].max).run ? 0 : 1)
+end
