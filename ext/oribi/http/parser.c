@@ -363,7 +363,7 @@ static int response_field(const char *name, size_t name_len, const char *v, size
     return 0;
 }
 
-/* Where the header section stands: the fields stored so far. */
+/* Where fields go: headers[0..cap), num of them once parsed. */
 struct fields {
     struct oribi_header *headers; /* NULL: none stored (responses only) */
     size_t cap, num;
@@ -378,6 +378,11 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
                                       struct fields *f, struct sem *s, const int response,
                                       const int simd)
 {
+    /* locals, not f->: a store into headers[] could alias them and force
+     * a reload per field */
+    struct oribi_header *headers = f->headers;
+    const size_t cap = f->cap;
+    size_t num = 0;
     const char *p = *pp;
     const unsigned lengths = response ? RESPONSE_LENGTHS : SEMANTIC_LENGTHS;
 #define OUT_OF_FIELDS() return capped ? 431 : ORIBI_PARSE_INCOMPLETE
@@ -394,12 +399,13 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
             if (p[1] != '\n')
                 return 400;
             *pp = p + 2;
+            f->num = num;
             return 0;
         }
         /* refuses bare LF, obs-fold / leading whitespace, empty names, CTLs */
         if (!oribi_tchar[(unsigned char)*p])
             return 400;
-        if (f->num == f->cap)
+        if (num == cap)
             return 431;
         for (name = p++; p != hend && oribi_tchar[(unsigned char)*p]; p++)
             ;
@@ -423,11 +429,11 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
         for (vend = p; vend != value && OWS(vend[-1]); vend--)
             ;
         p += 2;
-        if (!response || f->headers) {
-            f->headers[f->num].name = name;
-            f->headers[f->num].name_len = name_len;
-            f->headers[f->num].value = value;
-            f->headers[f->num].value_len = (size_t)(vend - value);
+        if (!response || headers) {
+            headers[num].name = name;
+            headers[num].name_len = name_len;
+            headers[num].value = value;
+            headers[num].value_len = (size_t)(vend - value);
         }
         /* only names as long as one we care about go through the compare */
         if (name_len < 32 && (lengths >> name_len & 1)) {
@@ -436,7 +442,7 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
             if (st)
                 return st;
         }
-        f->num++;
+        num++;
     }
 #undef OUT_OF_FIELDS
 }
