@@ -1,12 +1,17 @@
 /*
- * libFuzzer target for the request parser and the chunked decoder.
+ * libFuzzer target for the codec: the request parser, the response parser
+ * and the chunked decoder in both its modes.
  *
  * Input layout: [flags][lim_a][lim_b][n][n piece lengths - 1][payload]
- *   flags bit 0  small limits: max_request_line = 8 + lim_a,
- *                max_header_bytes = 8 + lim_b, max_headers = flags >> 4
+ *   flags bit 2  clear: the payload is a request head
+ *                  bit 0  small limits: max_request_line = 8 + lim_a,
+ *                         max_header_bytes = 8 + lim_b, max_headers = flags >> 4
+ *                  bit 3  headers[] capacity is lim_a & 7 instead of 64
+ *   flags bit 2  set, bit 3 clear: the payload is a chunked body
+ *   flags bits 2 and 3 set: the payload is a response head
+ *                  bit 0  headers[] capacity is lim_a & 7 instead of 64
+ *                  bit 4  it answers a HEAD request
  *   flags bit 1  feed one byte at a time (payloads up to 512 bytes)
- *   flags bit 2  the payload is a chunked body instead of a request head
- *   flags bit 3  headers[] capacity is lim_a & 7 instead of 64
  * The payload is fed in pieces of the given lengths (the last one takes the
  * rest), each prefix in a heap block of exactly its size so that ASan sees
  * any read past buf + len.
@@ -16,10 +21,13 @@
  *   - a resumed call (last_len) that answers gives the one-shot answer, and
  *     one that says INCOMPLETE is never hiding a complete head;
  *   - an answer on a prefix is the answer on the whole input (the parse
- *     decides on bytes already seen);
+ *     decides on bytes already seen), for requests and responses;
  *   - a head over the request-line limit is refused without waiting;
+ *   - a response head parses alike with and without fields stored, and its
+ *     framing is consistent with its status;
  *   - the chunked decoder gives the same body, rest and verdict however the
- *     input is cut.
+ *     input is cut, and discard mode the same verdict, data byte count and
+ *     end of body as decoding.
  * parser.c is included so that both instantiations can be called directly.
  */
 #include "../ext/oribi/http/parser.c"
@@ -221,21 +229,150 @@ static void decode(const uint8_t *data, size_t size, const size_t *cuts, size_t 
     CHECK(out->body_len + out->rest_len <= size);
 }
 
+/* The same pieces through a decoder in discard mode, each in a block of
+ * its own size: it must read them without writing. */
+static void discard(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
+                    struct chunk_result *out)
+{
+    struct oribi_chunked_decoder d;
+    size_t from = 0;
+    memset(&d, 0, sizeof(d));
+    memset(out, 0, sizeof(*out));
+    out->verdict = ORIBI_CHUNKED_INCOMPLETE;
+    for (size_t i = 0; i < ncuts; i++) {
+        size_t n = cuts[i] - from, got = (size_t)-1;
+        char *piece = malloc(n ? n : 1);
+        ssize_t r;
+        memcpy(piece, data + from, n);
+        r = oribi_discard_chunked(&d, piece, n, &got);
+        CHECK(r >= ORIBI_CHUNKED_INCOMPLETE && r <= (ssize_t)n);
+        CHECK(got <= n);
+        CHECK(memcmp(piece, data + from, n) == 0);
+        out->body_len += got;
+        free(piece);
+        if (r >= 0)
+            out->rest_len = n - (size_t)r + size - cuts[i];
+        from = cuts[i];
+        if (r != ORIBI_CHUNKED_INCOMPLETE) {
+            out->verdict = r < 0 ? r : 0;
+            break;
+        }
+    }
+}
+
 static void fuzz_chunked(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts)
 {
-    struct chunk_result whole, split;
+    struct chunk_result whole, split, skipped;
     size_t all = size;
     decode(data, size, &all, 1, &whole);
     decode(data, size, cuts, ncuts, &split);
+    discard(data, size, cuts, ncuts, &skipped);
     CHECK(whole.verdict == split.verdict);
     CHECK(whole.body_len == split.body_len);
     CHECK(memcmp(whole.body, split.body, whole.body_len) == 0);
     CHECK(whole.rest_len == split.rest_len);
     CHECK(memcmp(whole.rest, split.rest, whole.rest_len) == 0);
+    CHECK(skipped.verdict == split.verdict);
+    CHECK(skipped.body_len == split.body_len);
+    CHECK(skipped.rest_len == split.rest_len);
     free(whole.body);
     free(whole.rest);
     free(split.body);
     free(split.rest);
+}
+
+/* Everything a response parse returns, pointers as offsets (see struct snap). */
+struct rsnap {
+    long r, minor, status, reason, reason_len, num_headers, framing, keepalive;
+    int64_t content_length;
+    long h[HEADER_CAP][4];
+};
+
+typedef int (*parse_response_fn)(const char *, size_t, int, struct oribi_response_head *);
+
+/* One response parse in a heap block of exactly len bytes; cap (size_t)-1
+ * stores no fields. */
+static void run_response(const uint8_t *data, size_t len, int head_request, size_t cap,
+                         parse_response_fn fn, struct rsnap *out)
+{
+    struct oribi_header headers[HEADER_CAP];
+    struct oribi_response_head res;
+    char *buf = malloc(len ? len : 1);
+    int r;
+    memcpy(buf, data, len);
+    memset(&res, 0, sizeof(res));
+    res.headers = cap == (size_t)-1 ? NULL : headers;
+    res.num_headers = cap == (size_t)-1 ? 0 : cap;
+    r = (fn ? fn : oribi_parse_response)(buf, len, head_request, &res);
+    memset(out, 0, sizeof(*out));
+    out->r = r;
+    CHECK(r == ORIBI_PARSE_INCOMPLETE || r == ORIBI_PARSE_ERROR || (r > 0 && (size_t)r <= len));
+    if (r > 0) {
+        int bodyless = res.status < 200 || res.status == 204 || res.status == 304 || head_request;
+        CHECK(res.status >= 100 && res.status <= 599);
+        CHECK(res.minor_version == 0 || res.minor_version == 1);
+        CHECK(bodyless == (res.framing == ORIBI_FRAMING_NONE));
+        CHECK(res.framing != ORIBI_FRAMING_LENGTH || res.content_length >= 0);
+        CHECK(res.framing != ORIBI_FRAMING_CHUNKED || res.content_length == -1);
+        CHECK(res.framing != ORIBI_FRAMING_UNTIL_CLOSE || !res.keepalive);
+        CHECK(res.reason >= buf && res.reason + res.reason_len <= buf + r);
+        CHECK(!memchr(res.reason, '\r', res.reason_len) && !memchr(res.reason, '\n', res.reason_len));
+        out->minor = res.minor_version;
+        out->status = res.status;
+        out->reason = off(res.reason, buf);
+        out->reason_len = (long)res.reason_len;
+        out->content_length = res.content_length;
+        out->framing = res.framing;
+        out->keepalive = res.keepalive;
+        if (res.headers) {
+            CHECK(res.num_headers <= cap);
+            out->num_headers = (long)res.num_headers;
+            for (size_t i = 0; i < res.num_headers; i++) {
+                CHECK(headers[i].name_len > 0);
+                out->h[i][0] = off(headers[i].name, buf);
+                out->h[i][1] = (long)headers[i].name_len;
+                out->h[i][2] = off(headers[i].value, buf);
+                out->h[i][3] = (long)headers[i].value_len;
+            }
+        }
+    }
+    free(buf);
+}
+
+static void fuzz_response(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
+                          int head_request, size_t cap)
+{
+    static struct rsnap full, other, part;
+
+    run_response(data, size, head_request, cap, NULL, &full);
+#ifdef HAVE_SSE42_PATH
+    if (__builtin_cpu_supports("sse4.2")) {
+        run_response(data, size, head_request, cap, parse_response_sse42, &other);
+        CHECK(memcmp(&other, &full, sizeof(full)) == 0);
+        run_response(data, size, head_request, cap, parse_response_portable, &other);
+        CHECK(memcmp(&other, &full, sizeof(full)) == 0);
+    }
+#endif
+    /* fields stored or not, the same verdict, unless they overflowed cap */
+    run_response(data, size, head_request, (size_t)-1, NULL, &other);
+    if (full.r != ORIBI_PARSE_ERROR || other.r == ORIBI_PARSE_ERROR) {
+        other.num_headers = full.num_headers;
+        memcpy(other.h, full.h, sizeof(full.h));
+        CHECK(memcmp(&other, &full, sizeof(full)) == 0);
+    }
+    /* the head alone is the same head: nothing after it is looked at */
+    if (full.r > 0) {
+        run_response(data, (size_t)full.r, head_request, cap, NULL, &other);
+        CHECK(memcmp(&other, &full, sizeof(full)) == 0);
+    }
+    for (size_t i = 0; i < ncuts; i++) {
+        run_response(data, cuts[i], head_request, cap, NULL, &part);
+        if (part.r != ORIBI_PARSE_INCOMPLETE) {
+            CHECK(memcmp(&part, &full, sizeof(part)) == 0);
+            return;
+        }
+    }
+    CHECK(full.r == ORIBI_PARSE_INCOMPLETE);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -278,7 +415,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ncuts = cut_points(lens, n, size, cuts);
     }
 
-    if (flags & 4)
+    if ((flags & 12) == 12)
+        fuzz_response(data, size, cuts, ncuts, flags >> 4 & 1,
+                      flags & 1 ? (size_t)(lim_a & 7) : HEADER_CAP);
+    else if (flags & 4)
         fuzz_chunked(data, size, cuts, ncuts);
     else
         fuzz_parser(data, size, cuts, ncuts, &su);

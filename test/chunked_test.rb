@@ -4,7 +4,9 @@ require "minitest/autorun"
 require "oribi/oribi"
 
 # Oribi::Parser.decode_chunked over the C chunked decoder (RFC 9112 7.1),
-# fed whole, byte by byte and in every two-piece split.
+# fed whole, byte by byte and in every two-piece split; and the same input
+# through discard_chunked, the mode the load generator reads responses in,
+# which must agree on the verdict, the data size and where the body ends.
 class ChunkedTest < Minitest::Test
   P = Oribi::Parser
 
@@ -12,22 +14,32 @@ class ChunkedTest < Minitest::Test
     P.decode_chunked(input.is_a?(Array) ? input.map(&:b) : input.b)
   end
 
+  def discard(input)
+    P.discard_chunked(input.is_a?(Array) ? input.map(&:b) : input.b)
+  end
+
   # The decoder must give the same answer however the network cuts the input.
   def assert_decodes(input, body, rest = "")
     expected = { body: body.b, rest: rest.b }
+    skipped = { data_bytes: body.bytesize, rest: rest.b }
     assert_equal expected, decode(input), "whole: #{input.inspect}"
     assert_equal expected, decode(input.b.chars), "bytewise: #{input.inspect}"
+    assert_equal skipped, discard(input), "discard whole: #{input.inspect}"
+    assert_equal skipped, discard(input.b.chars), "discard bytewise: #{input.inspect}"
     cuts = (1...input.bytesize).to_a
     cuts = cuts.each_slice(cuts.size / 200 + 1).map(&:first) + cuts.last(20) if cuts.size > 400
     cuts.each do |cut|
       pieces = [input.byteslice(0, cut), input.byteslice(cut..)]
       assert_equal expected, decode(pieces), "split at #{cut}: #{input.inspect}"
+      assert_equal skipped, discard(pieces), "discard split at #{cut}: #{input.inspect}"
     end
   end
 
   def assert_rejected(input)
     assert_equal({ error: true }, decode(input), "whole: #{input.inspect}")
     assert_equal({ error: true }, decode(input.b.chars), "bytewise: #{input.inspect}")
+    assert_equal({ error: true }, discard(input), "discard whole: #{input.inspect}")
+    assert_equal({ error: true }, discard(input.b.chars), "discard bytewise: #{input.inspect}")
   end
 
   def test_simple_body
@@ -73,6 +85,20 @@ class ChunkedTest < Minitest::Test
     assert_equal({ incomplete: true, body: "hello" }, decode(%W[5\r\nhe llo\r\n0\r\n]))
     assert_equal({ incomplete: true, body: "hello" }, decode("5\r\nhello\r\n0\r\nX: y\r\n"))
     assert_equal({ incomplete: true, body: "" }, decode("ffffffff\r\n"))
+  end
+
+  def test_discard_incomplete_counts_data_so_far
+    assert_equal({ incomplete: true, data_bytes: 0 }, discard(""))
+    assert_equal({ incomplete: true, data_bytes: 3 }, discard("5\r\nhel"))
+    assert_equal({ incomplete: true, data_bytes: 5 }, discard(%W[5\r\nhe llo\r\n0\r\n]))
+    assert_equal({ incomplete: true, data_bytes: 0 }, discard("#{'f' * 15}\r\n"))
+  end
+
+  def test_discard_leaves_the_input_alone
+    input = +"5\r\nhello\r\n0\r\n\r\nNEXT"
+    copy = input.dup
+    assert_equal({ data_bytes: 5, rest: "NEXT" }, P.discard_chunked(input))
+    assert_equal copy, input
   end
 
   def test_bad_chunk_sizes

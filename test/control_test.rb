@@ -218,7 +218,26 @@ class ControlTest < Minitest::Test
     sock.close
     sock = control_socket
     sock.write("GET /stats HTTP/1.1\r\n" + "X-Pad: #{'a' * 9000}\r\n\r\n")
-    assert_equal 431, HTTPClient.read_response(sock).status
+    res = HTTPClient.read_response(sock)
+    assert_equal 431, res.status
+    assert_equal "HTTP/1.1 431 Request Header Fields Too Large\r\n", res.raw.lines.first # Rack's phrase
+    sock.close
+    # read by the workers' parser: its verdicts, answered before any body
+    { "GET /stats HTTP/1.1\r\n\r\n" => 400, # no Host
+      "GET /stats HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" => 400,
+      "POST /stop HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n" => 413,
+      "GET /stats HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n" => 400,
+      "GET /#{'a' * 9000} HTTP/1.1\r\n" => 414,
+      "GET /stats HTTP/2.0\r\nHost: t\r\n\r\n" => 505 }.each do |req, code|
+      sock = control_socket
+      sock.write(req)
+      assert_equal code, HTTPClient.read_response(sock).status, req[0, 60].inspect
+      sock.close
+    end
+    # a small body is read and ignored; absolute-form targets name the path
+    sock = control_socket
+    sock.write("GET http://oribi/healthz?x=1 HTTP/1.1\r\nHost: oribi\r\nContent-Length: 3\r\n\r\nabc")
+    assert_equal 200, HTTPClient.read_response(sock).status
     sock.close
     # a silent client does not hold the master up
     silent = control_socket
@@ -227,6 +246,33 @@ class ControlTest < Minitest::Test
     assert HTTPClient.closed?(silent, timeout: 10), "a silent control client is dropped"
   ensure
     silent&.close
+  end
+
+  # `oribi ctl` reads the answer with the codec: framed by Content-Length
+  # or chunked, and refused when it is not HTTP or stops short.
+  def test_ctl_frames_the_answer
+    @dir = Dir.mktmpdir("oribi-ctl")
+    @control = "unix://#{@dir}/fake.sock"
+    server = UNIXServer.new("#{@dir}/fake.sock")
+    { "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\nextra" => [0, "ok\n"],
+      "HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nbusy\n\r\n0\r\n\r\n" => [1, "busy\n"],
+      "HTTP/1.1 200 OK\r\n\r\nto the end" => [0, "to the end"],
+      "HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\nshort" => [2, /truncated answer/],
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nbu" => [2, /truncated answer/],
+      "SSH-2.0-OpenSSH\r\n" => [2, /not an HTTP answer/] }.each do |answer, (code, out)|
+      fake = Thread.new do
+        c = server.accept
+        c.readpartial(4096)
+        c.write(answer)
+        c.close
+      end
+      status, text = ctl("health")
+      fake.join
+      assert_equal code, status, answer.inspect
+      out.is_a?(Regexp) ? assert_match(out, text) : assert_equal(out, text)
+    end
+  ensure
+    server&.close
   end
 
   def test_readyz_turns_503_on_drain_while_requests_finish

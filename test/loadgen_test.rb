@@ -199,6 +199,33 @@ class LoadgenTest < Minitest::Test
     end
   end
 
+  def test_coding_after_chunked_reads_until_close
+    # RFC 9112 6.3: a final coding other than chunked is framed by the close
+    handler = lambda do |sock, _h, _i|
+      sock.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\nnot the end")
+      :close
+    end
+    serve(:unix, handler) do |s|
+      r = run_load(s.target, requests: 20)
+      assert_equal 20, r[:requests], r.inspect
+      assert_equal no_errors, r[:errors]
+      assert_equal 20, s.accepted
+    end
+  end
+
+  def test_chunked_with_connection_close_reconnects
+    handler = lambda do |sock, _h, _i|
+      sock.write("HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n")
+      :close
+    end
+    serve(:tcp, handler) do |s|
+      r = run_load(s.target, requests: 20)
+      assert_equal 20, r[:requests], r.inspect
+      assert_equal no_errors, r[:errors]
+      assert_equal 20, s.accepted
+    end
+  end
+
   def test_large_request_and_large_response
     # 1 MiB each way: partial sends (EPOLLOUT) and bodies over many reads.
     payload = "y" * (1 << 20)
@@ -268,6 +295,13 @@ class LoadgenTest < Minitest::Test
                                 "2\r\nabc\r\n0\r\n\r\n",
     "bytes after the response" => "#{HELLO}HTTP/1.1 200 OK\r\n",
     "switching protocols" => "HTTP/1.1 101 Switching Protocols\r\n\r\n",
+    "status 099" => "HTTP/1.1 099 Low\r\nContent-Length: 0\r\n\r\n",
+    "HTTP/1.2" => "HTTP/1.2 200 OK\r\nContent-Length: 0\r\n\r\n",
+    "length and bad coding list" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked x\r\n\r\n0\r\n\r\n",
+    "16 hex digits" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n#{'0' * 15}2\r\nok\r\n0\r\n\r\n",
+    "trailer not a field" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nnot a field\r\n\r\n",
+    "chunk extension too long" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" \
+                                  "2;#{'e' * 20_000}\r\nok\r\n0\r\n\r\n",
     "head too large" => "HTTP/1.1 200 OK\r\n" + "X-Pad: #{'p' * 1000}\r\n" * 80,
   }.freeze
 

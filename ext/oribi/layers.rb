@@ -19,15 +19,16 @@ end
 
 # Compiles the .c files of dirs (relative to srcdir, the folder of the
 # extconf.rb being run) into one object directory: make finds them through
-# VPATH, so basenames must not repeat.
+# VPATH, so basenames must not repeat. An entry ending in .c is that one
+# file (the load generator takes two files of the server's codec).
 def oribi_sources(srcdir, dirs)
-  files = dirs.flat_map { |d| Dir[File.join(srcdir, d, "*.c")].sort }
+  files = dirs.flat_map { |d| d.end_with?(".c") ? [File.join(srcdir, d)] : Dir[File.join(srcdir, d, "*.c")].sort }
   names = files.map { |f| File.basename(f) }
   dup = names.group_by(&:itself).select { |_, v| v.size > 1 }.keys
   abort "source names repeat across layers: #{dup.join(', ')}" unless dup.empty?
   $srcs = names
   $objs = names.map { |n| n.sub(/\.c\z/, ".o") }
-  dirs.each { |d| $VPATH << "$(srcdir)/#{d}" }
+  dirs.map { |d| d.end_with?(".c") ? File.dirname(d) : d }.uniq.each { |d| $VPATH << "$(srcdir)/#{d}" }
   $INCFLAGS << " -I$(srcdir)"
 end
 

@@ -20,7 +20,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 #include "histogram.h"
 
 enum oribi_lg_error {
@@ -107,46 +106,5 @@ void oribi_lg_free(struct oribi_lg *lg);
  * 10 ms or so. Both 0 before the run starts.
  */
 void oribi_lg_progress(const struct oribi_lg *lg, uint64_t *done, uint64_t *failed);
-
-/* ---- HTTP/1.x response framing (loadgen_http.c), pure functions ---- */
-
-#define ORIBI_LG_ERROR      (-1)
-#define ORIBI_LG_INCOMPLETE (-2)
-
-struct oribi_lg_response {
-    int status;             /* 100..599 */
-    int minor_version;      /* 0 or 1 */
-    int64_t content_length; /* -1 when absent or overridden by Transfer-Encoding */
-    int chunked;            /* Transfer-Encoding ends with chunked */
-    int until_close;        /* Transfer-Encoding without final chunked: body ends at EOF */
-    int close;              /* the server will close after this response */
-};
-
-/*
- * Parses a response head at the start of buf[0..len). Returns the length of
- * the head (through the empty line), ORIBI_LG_INCOMPLETE, or ORIBI_LG_ERROR
- * (also as soon as the first bytes cannot start a status line). Strict:
- * CRLF line ends only, no obs-fold, Content-Length all digits and < 10^18.
- */
-int oribi_lg_parse_response(const char *buf, size_t len, struct oribi_lg_response *r);
-
-/* Bytes of chunk extensions plus trailer fields tolerated in one body. */
-#define ORIBI_LG_CHUNK_META_MAX 65536
-
-/* Skips a chunked body as it arrives; zero-fill before the first call. */
-struct oribi_lg_chunked {
-    uint64_t _left;   /* data bytes left in the current chunk */
-    size_t _meta;     /* extension and trailer bytes so far */
-    unsigned _digits; /* hex digits of the current size line */
-    int _state;
-};
-
-/*
- * Consumes buf[0..len) of a chunked body. Returns the number of bytes up to
- * and including the body's final CRLF when it ends in buf,
- * ORIBI_LG_INCOMPLETE when all of buf was consumed and more is needed, or
- * ORIBI_LG_ERROR.
- */
-ssize_t oribi_lg_skip_chunked(struct oribi_lg_chunked *d, const char *buf, size_t len);
 
 #endif

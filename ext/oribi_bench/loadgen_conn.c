@@ -16,6 +16,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "http/chunked.h"
+#include "http/parser.h"
 #include "loadgen_internal.h"
 
 #define RBUF_SIZE      65536         /* one read per readiness event, shared per thread */
@@ -44,7 +46,7 @@ struct lg_conn {
     const struct lg_req *req; /* the one being sent */
     uint64_t wake;           /* ns, end of a connect backoff */
     uint64_t left;           /* body bytes left (B_LENGTH) */
-    struct oribi_lg_chunked chunked;
+    struct oribi_chunked_decoder chunked; /* discard mode */
     char *head;              /* a response head split over reads, kept here */
     size_t head_len, head_cap;
     struct lg_conn *next_ready;
@@ -300,9 +302,9 @@ static enum feed_result feed(struct lg_worker *w, struct lg_conn *c, const char 
     for (;;) {
         switch (c->body) {
         case B_HEAD: {
-            struct oribi_lg_response r;
-            int h = oribi_lg_parse_response(p, n, &r);
-            if (h == ORIBI_LG_INCOMPLETE) {
+            struct oribi_response_head r = { .headers = NULL }; /* fields not kept */
+            int h = oribi_parse_response(p, n, c->req->is_head, &r);
+            if (h == ORIBI_PARSE_INCOMPLETE) {
                 if (n > HEAD_MAX || head_keep(c, p, n) < 0)
                     return FEED_ERROR;
                 return FEED_MORE;
@@ -319,16 +321,20 @@ static enum feed_result feed(struct lg_worker *w, struct lg_conn *c, const char 
                 continue;
             }
             c->status = r.status;
-            c->close_after = (uint8_t)r.close;
-            if (c->req->is_head || r.status == 204 || r.status == 304) {
+            c->close_after = (uint8_t)!r.keepalive;
+            switch (r.framing) {
+            case ORIBI_FRAMING_NONE:
                 c->body = B_NONE;
-            } else if (r.chunked) {
+                break;
+            case ORIBI_FRAMING_CHUNKED:
                 memset(&c->chunked, 0, sizeof(c->chunked));
                 c->body = B_CHUNKED;
-            } else if (r.content_length >= 0) {
+                break;
+            case ORIBI_FRAMING_LENGTH:
                 c->left = (uint64_t)r.content_length;
                 c->body = c->left ? B_LENGTH : B_NONE;
-            } else {
+                break;
+            default:
                 c->body = B_CLOSE;
                 c->close_after = 1;
             }
@@ -345,8 +351,9 @@ static enum feed_result feed(struct lg_worker *w, struct lg_conn *c, const char 
             c->body = B_NONE;
             continue;
         case B_CHUNKED: {
-            ssize_t k = oribi_lg_skip_chunked(&c->chunked, p, n);
-            if (k == ORIBI_LG_INCOMPLETE)
+            size_t data;
+            ssize_t k = oribi_discard_chunked(&c->chunked, p, n, &data);
+            if (k == ORIBI_CHUNKED_INCOMPLETE)
                 return FEED_MORE;
             if (k < 0)
                 return FEED_ERROR;

@@ -7,10 +7,12 @@ module Oribi
   # The control endpoint (docs/CONTROL.md): a small HTTP/1.1 server run by
   # the master inside its own loop, on a socket of its own (`control`).
   # Everything is non-blocking and bounded — at most MAX_CLIENTS at a time,
-  # a request head of MAX_HEAD bytes, CLIENT_TIMEOUT seconds each, one
+  # a request line and header section of MAX_HEAD bytes each,
+  # CLIENT_TIMEOUT seconds each client, one
   # request per connection — so a slow or hostile client can never hold the
-  # master up: it only loses its connection. Requests are answered by a
-  # handler (the master) given the method, the path and the query.
+  # master up: it only loses its connection. Requests are read with the
+  # workers' own parser and answered by a handler (the master) given the
+  # method, the path and the query.
   class Control
     MAX_CLIENTS = 16
     MAX_HEAD = 8192
@@ -19,10 +21,6 @@ module Oribi
     # path => the method it answers (the master answers them, `oribi ctl` asks)
     ROUTES = { "/stats" => "GET", "/metrics" => "GET", "/readyz" => "GET", "/healthz" => "GET",
                "/restart" => "POST", "/stop" => "POST" }.freeze
-    REASONS = { 200 => "OK", 202 => "Accepted", 400 => "Bad Request", 401 => "Unauthorized",
-                403 => "Forbidden", 404 => "Not Found", 405 => "Method Not Allowed",
-                408 => "Request Timeout", 409 => "Conflict", 413 => "Content Too Large",
-                431 => "Request Header Fields Too Large", 503 => "Service Unavailable" }.freeze
 
     Client = Struct.new(:io, :buf, :out, :deadline, keyword_init: true)
 
@@ -143,45 +141,38 @@ module Oribi
         return drop(c) if data.nil?
 
         c.buf << data
-        break if c.buf.bytesize > MAX_HEAD + MAX_BODY || complete?(c.buf)
+        req = parse(c.buf)
+        return answer(c, *handle(req, &handler)) if req
       end
-      answer(c, *handle(c.buf, &handler))
     rescue SystemCallError, IOError
       drop(c)
     end
 
-    def complete?(buf)
-      head_end = buf.index("\r\n\r\n") or return false
-      length = buf[0, head_end][/^content-length:[ \t]*(\d+)[ \t]*\r?$/i, 1].to_i
-      buf.bytesize >= head_end + 4 + [length, MAX_BODY + 1].min
+    # The server's own request parser (Oribi::Parser): nil until the head
+    # and its small body are in, else the parse (with :error when refused).
+    def parse(buf)
+      req = Parser.parse(buf, max_request_line: MAX_HEAD, max_header_bytes: MAX_HEAD)
+      return nil if req[:incomplete]
+      return req if req[:error] || req[:chunked] || req[:content_length].to_i > MAX_BODY
+
+      buf.bytesize >= req[:consumed] + req[:content_length].to_i ? req : nil
     end
 
     # → [status, content_type, body]
-    def handle(buf)
-      head_end = buf.index("\r\n\r\n")
-      return error(431) if head_end.nil? || head_end > MAX_HEAD
+    def handle(req)
+      return error(req[:error]) if req[:error]
+      return error(400) if req[:chunked] # POST bodies are not used: no decoder here
+      return error(413) if req[:content_length].to_i > MAX_BODY
 
-      lines = buf[0, head_end].split("\r\n")
-      method, target, version = lines.shift.to_s.split(" ", 3)
-      return error(400) unless method&.match?(/\A[A-Z]{1,16}\z/) && target&.start_with?("/") && version&.match?(%r{\AHTTP/1\.[01]\z})
-
-      headers = {}
-      lines.each do |l|
-        name, value = l.split(":", 2)
-        return error(400) unless value && name.match?(/\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+\z/)
-
-        headers[name.downcase] = value.strip
-      end
-      return error(400) if headers.key?("transfer-encoding")
-      return error(413) if headers["content-length"].to_i > MAX_BODY
-
-      path, query = target.split("?", 2)
-      if @token && !(status = authorize(headers["authorization"], query)).nil?
-        return [status, "text/plain", "#{REASONS[status]}\n",
+      path, query = req[:path].split("?", 2)
+      if @token && !(status = authorize(field(req, "authorization"), query)).nil?
+        return [status, "text/plain", "#{reason(status)}\n",
                 (status == 401 ? { "www-authenticate" => 'Bearer realm="oribi"' } : {})]
       end
-      yield(method, path, query)
+      yield(req[:method], path, query)
     end
+
+    def field(req, name) = req[:headers].find { |n, _| n.casecmp?(name) }&.last
 
     # nil when allowed, else the status: 401 no token, 403 a wrong one.
     def authorize(authorization, query)
@@ -192,11 +183,13 @@ module Oribi
       Rack::Utils.secure_compare(given, @token) ? nil : 403
     end
 
-    def error(status) = [status, "text/plain", "#{REASONS[status]}\n"]
+    def reason(status) = Rack::Utils::HTTP_STATUS_CODES.fetch(status, "Status")
+
+    def error(status) = [status, "text/plain", "#{reason(status)}\n"]
 
     def answer(c, status, type, body, headers = {})
       extra = headers.map { |k, v| "#{k}: #{v}\r\n" }.join
-      c.out = +"HTTP/1.1 #{status} #{REASONS.fetch(status, 'Status')}\r\ncontent-type: #{type}\r\n" \
+      c.out = +"HTTP/1.1 #{status} #{reason(status)}\r\ncontent-type: #{type}\r\n" \
                "content-length: #{body.bytesize}\r\ncache-control: no-store\r\n#{extra}connection: close\r\n\r\n#{body}"
       write(c)
     end

@@ -82,11 +82,31 @@ module Oribi
         end
         raw << chunk
       end
-      head, body = raw.split("\r\n\r\n", 2)
-      status = head.to_s[%r{\AHTTP/1\.[01] (\d{3})}, 1] or raise IOError, "not an HTTP answer from #{uri}"
-      [status.to_i, body.to_s]
+      answer(raw, uri)
     ensure
       sock&.close
+    end
+
+    # The whole answer (the endpoint closes after it), read with the codec
+    # the server and the load generator use → [status, body].
+    def answer(raw, uri)
+      res = Parser.parse_response(raw)
+      raise IOError, "not an HTTP answer from #{uri}" unless res[:status]
+
+      body = body(raw.byteslice(res[:consumed]..), res) or raise IOError, "truncated answer from #{uri}"
+      [res[:status], body]
+    end
+
+    # The body framed as the head says; nil when the answer stopped short.
+    def body(rest, res)
+      case res[:framing]
+      when :length then rest.byteslice(0, res[:content_length]) if rest.bytesize >= res[:content_length]
+      when :chunked
+        chunked = Parser.decode_chunked(rest)
+        chunked[:body] if chunked.key?(:rest)
+      when :until_close then rest
+      else ""
+      end
     end
   end
 end

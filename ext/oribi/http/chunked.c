@@ -3,7 +3,9 @@
  * chunk-size line or a trailer cut anywhere by the network resumes exactly
  * where it stopped; only chunk data is moved in bulk. Everything a client
  * sends besides data is bounded: at most 15 hex digits per size, and the
- * extension and trailer byte budgets of chunked.h.
+ * extension and trailer byte budgets of chunked.h. The server decodes
+ * request bodies with it, the load generator skips response bodies: one
+ * state machine, so both read chunked alike.
  */
 #include <string.h>
 #include "http/chunked.h"
@@ -43,12 +45,19 @@ static const unsigned char text_tbl[256] = {
     ['\t'] = 1, [0x20 ... 0x7e] = 1, [0x80 ... 0xff] = 1,
 };
 
-ssize_t oribi_decode_chunked(struct oribi_chunked_decoder *d, char *buf, size_t *bufsz)
+/* The state machine of both modes. Data bytes are moved down to dst, or
+ * only counted when dst is NULL (a constant at each call). Returns the
+ * number of input bytes the body took when it ends in buf[0..len),
+ * ORIBI_CHUNKED_INCOMPLETE or ORIBI_CHUNKED_ERROR; *data_len is the number
+ * of data bytes met on the way. */
+static inline __attribute__((always_inline)) ssize_t
+run(struct oribi_chunked_decoder *d, const char *buf, size_t len, char *dst, size_t *data_len)
 {
-    const char *src = buf, *end = buf + *bufsz;
-    char *dst = buf;
+    const char *src = buf, *end = buf + len;
+    size_t data = 0;
     int st = d->_state;
 
+    *data_len = 0;
     if (st == CH_ERROR)
         return ORIBI_CHUNKED_ERROR;
 
@@ -59,9 +68,9 @@ ssize_t oribi_decode_chunked(struct oribi_chunked_decoder *d, char *buf, size_t 
             size_t n = (size_t)(end - src);
             if (n > d->_left)
                 n = d->_left;
-            if (dst != src)
-                memmove(dst, src, n);
-            dst += n;
+            if (dst && dst + data != src)
+                memmove(dst + data, src, n);
+            data += n;
             src += n;
             if ((d->_left -= n) == 0)
                 st = CH_DATA_CR;
@@ -162,15 +171,28 @@ ssize_t oribi_decode_chunked(struct oribi_chunked_decoder *d, char *buf, size_t 
     }
 
     d->_state = st;
-    *bufsz = (size_t)(dst - buf);
-    if (st != CH_DONE)
-        return ORIBI_CHUNKED_INCOMPLETE;
-    /* what follows the body belongs to the next request: keep it, after the body */
-    memmove(dst, src, (size_t)(end - src));
-    return (ssize_t)(end - src);
+    *data_len = data;
+    return st == CH_DONE ? (ssize_t)(src - buf) : ORIBI_CHUNKED_INCOMPLETE;
 
 error:
     d->_state = CH_ERROR;
-    *bufsz = (size_t)(dst - buf);
+    *data_len = data;
     return ORIBI_CHUNKED_ERROR;
+}
+
+ssize_t oribi_decode_chunked(struct oribi_chunked_decoder *d, char *buf, size_t *bufsz)
+{
+    size_t len = *bufsz;
+    ssize_t used = run(d, buf, len, buf, bufsz);
+    if (used < 0)
+        return used;
+    /* what follows the body belongs to the next request: keep it, after the body */
+    memmove(buf + *bufsz, buf + used, len - (size_t)used);
+    return (ssize_t)(len - (size_t)used);
+}
+
+ssize_t oribi_discard_chunked(struct oribi_chunked_decoder *d, const char *buf, size_t len,
+                              size_t *data_len)
+{
+    return run(d, buf, len, NULL, data_len);
 }

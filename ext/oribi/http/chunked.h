@@ -1,7 +1,9 @@
 /*
- * Decoder for chunked request bodies (RFC 9112 section 7.1). The one
- * stateful piece of the codec: the caller zero-fills the struct and feeds
- * bytes as they arrive; the data is decoded in place.
+ * Decoder for chunked bodies (RFC 9112 section 7.1). The one stateful
+ * piece of the codec: the caller zero-fills the struct and feeds bytes as
+ * they arrive. Two modes: decode (request bodies, the data is decoded in
+ * place) and discard (a client that only counts body bytes: nothing is
+ * written). One decoder stays in one mode.
  */
 #ifndef ORIBI_CHUNKED_H
 #define ORIBI_CHUNKED_H
@@ -9,7 +11,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Bounds on what a client may send besides data (400 past them). */
+/* Bounds on what a peer may send besides data (an error past them: 400 for
+ * a request). */
 #define ORIBI_CHUNK_EXT_MAX     16384 /* bytes of chunk extensions, whole body */
 #define ORIBI_CHUNK_TRAILER_MAX 16384 /* bytes of trailer section */
 
@@ -35,5 +38,14 @@ struct oribi_chunked_decoder {
 #define ORIBI_CHUNKED_ERROR      (-1)
 #define ORIBI_CHUNKED_INCOMPLETE (-2)
 ssize_t oribi_decode_chunked(struct oribi_chunked_decoder *d, char *buf, size_t *bufsz);
+
+/*
+ * Discard mode: reads buf[0..len) as oribi_decode_chunked would, without
+ * writing to it; *data_len is the number of data bytes in it. Returns
+ * ORIBI_CHUNKED_INCOMPLETE (all of buf consumed), ORIBI_CHUNKED_ERROR, or
+ * n >= 0: the body ended with buf[n - 1], what follows is not its own.
+ */
+ssize_t oribi_discard_chunked(struct oribi_chunked_decoder *d, const char *buf, size_t len,
+                              size_t *data_len);
 
 #endif

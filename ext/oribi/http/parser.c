@@ -187,6 +187,7 @@ struct sem {
     int64_t content_length;
     int host_fields;
     int te_seen, te_chunked, te_unknown;
+    int te_last_chunked;       /* response: the final coding is chunked */
     int conn_close, conn_keepalive, conn_upgrade, upgrade_field;
     int expect_continue, expect_other;
 };
@@ -257,6 +258,25 @@ static int parse_connection(const char *p, const char *end, struct sem *s)
     }
 }
 
+/* Content-Length: 1*DIGIT and nothing else; 18 digits cannot overflow
+ * int64. Repeats must agree, or the framing is ambiguous. */
+static int parse_content_length(const char *v, size_t vlen, struct sem *s)
+{
+    int64_t n = 0;
+    if (vlen == 0 || vlen > 18)
+        return 400;
+    for (size_t i = 0; i < vlen; i++) {
+        unsigned d = (unsigned char)v[i] - '0';
+        if (d > 9)
+            return 400;
+        n = n * 10 + d;
+    }
+    if (s->content_length >= 0 && s->content_length != n)
+        return 400;
+    s->content_length = n;
+    return 0;
+}
+
 /* Lengths of Host, Expect, Upgrade, Connection, Content-Length and
  * Transfer-Encoding: the names semantic_field() looks at. */
 #define SEMANTIC_LENGTHS (1u << 4 | 1u << 6 | 1u << 7 | 1u << 10 | 1u << 14 | 1u << 17)
@@ -288,28 +308,143 @@ static int semantic_field(const char *name, size_t name_len, const char *v, size
         return 0;
     case 10:
         return ieq(name, "connection", 10) ? parse_connection(v, v + vlen, s) : 0;
-    case 14: {
-        int64_t n = 0;
-        if (!ieq(name, "content-length", 14))
-            return 0;
-        /* 1*DIGIT and nothing else; 18 digits cannot overflow int64 */
-        if (vlen == 0 || vlen > 18)
-            return 400;
-        for (size_t i = 0; i < vlen; i++) {
-            unsigned d = (unsigned char)v[i] - '0';
-            if (d > 9)
-                return 400;
-            n = n * 10 + d;
-        }
-        if (s->content_length >= 0 && s->content_length != n)
-            return 400;
-        s->content_length = n;
-        return 0;
-    }
+    case 14:
+        return ieq(name, "content-length", 14) ? parse_content_length(v, vlen, s) : 0;
     case 17:
         return ieq(name, "transfer-encoding", 17) ? parse_te(v, v + vlen, s) : 0;
     }
     return 0;
+}
+
+/* Transfer-Encoding of a response (RFC 9112 6.3): chunked as the final
+ * coding frames the body; any other final coding leaves it running until
+ * the server closes. Codings are only skipped over, never decoded, so their
+ * parameters are too (up to the next comma). */
+static int parse_response_te(const char *p, const char *end, struct sem *s)
+{
+    for (;;) {
+        const char *tok;
+        while (p != end && (OWS(*p) || *p == ','))
+            p++;
+        if (p == end)
+            return 0;
+        for (tok = p; p != end && oribi_tchar[(unsigned char)*p]; p++)
+            ;
+        if (p == tok)
+            return 400;
+        s->te_seen = 1;
+        s->te_last_chunked = IS(tok, (size_t)(p - tok), "chunked");
+        while (p != end && OWS(*p))
+            p++;
+        if (p != end && *p == ';')
+            while (p != end && *p != ',')
+                p++;
+        if (p != end && *p != ',')
+            return 400;
+    }
+}
+
+/* Lengths of Connection, Content-Length and Transfer-Encoding: the names
+ * response_field() looks at. */
+#define RESPONSE_LENGTHS (1u << 10 | 1u << 14 | 1u << 17)
+
+/* Returns 0 or 400 (the response cannot be framed). */
+static int response_field(const char *name, size_t name_len, const char *v, size_t vlen,
+                          struct sem *s)
+{
+    switch (name_len) {
+    case 10:
+        return ieq(name, "connection", 10) ? parse_connection(v, v + vlen, s) : 0;
+    case 14:
+        return ieq(name, "content-length", 14) ? parse_content_length(v, vlen, s) : 0;
+    case 17:
+        return ieq(name, "transfer-encoding", 17) ? parse_response_te(v, v + vlen, s) : 0;
+    }
+    return 0;
+}
+
+/* Where fields go: headers[0..cap), num of them once parsed. */
+struct fields {
+    struct oribi_header *headers; /* NULL: none stored (responses only) */
+    size_t cap, num;
+};
+
+/* Reads header fields from *pp through the empty line that ends them; hend
+ * is the end of the input or, when capped, the size limit. Returns 0 with
+ * *pp past the empty line, ORIBI_PARSE_INCOMPLETE, or the status to fail
+ * with (400, 431, or one from a semantic field). `response` is a constant
+ * at each call: it picks which fields carry framing semantics. */
+static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int capped,
+                                      struct fields *f, struct sem *s, const int response,
+                                      const int simd)
+{
+    /* locals, not f->: a store into headers[] could alias them and force
+     * a reload per field */
+    struct oribi_header *headers = f->headers;
+    const size_t cap = f->cap;
+    size_t num = 0;
+    const char *p = *pp;
+    const unsigned lengths = response ? RESPONSE_LENGTHS : SEMANTIC_LENGTHS;
+#define OUT_OF_FIELDS() return capped ? 431 : ORIBI_PARSE_INCOMPLETE
+
+    for (;;) {
+        const char *name, *value, *vend;
+        size_t name_len;
+        int st;
+        if (p == hend)
+            OUT_OF_FIELDS();
+        if (*p == '\r') {
+            if (p + 1 == hend)
+                OUT_OF_FIELDS();
+            if (p[1] != '\n')
+                return 400;
+            *pp = p + 2;
+            f->num = num;
+            return 0;
+        }
+        /* refuses bare LF, obs-fold / leading whitespace, empty names, CTLs */
+        if (!oribi_tchar[(unsigned char)*p])
+            return 400;
+        if (num == cap)
+            return 431;
+        for (name = p++; p != hend && oribi_tchar[(unsigned char)*p]; p++)
+            ;
+        if (p == hend)
+            OUT_OF_FIELDS();
+        if (*p != ':')
+            return 400; /* includes whitespace before the colon */
+        name_len = (size_t)(p - name);
+        for (p++; p != hend && OWS(*p); p++)
+            ;
+        value = p;
+        p = scan_value(p, hend, simd);
+        if (p == hend)
+            OUT_OF_FIELDS();
+        if (*p != '\r')
+            return 400; /* bare LF, NUL, other CTLs, DEL */
+        if (p + 1 == hend)
+            OUT_OF_FIELDS();
+        if (p[1] != '\n')
+            return 400; /* bare CR */
+        for (vend = p; vend != value && OWS(vend[-1]); vend--)
+            ;
+        p += 2;
+        if (!response || headers) {
+            headers[num].name = name;
+            headers[num].name_len = name_len;
+            headers[num].value = value;
+            headers[num].value_len = (size_t)(vend - value);
+        }
+        /* only names as long as one we care about go through the compare */
+        if (name_len < 32 && (lengths >> name_len & 1)) {
+            st = response ? response_field(name, name_len, value, (size_t)(vend - value), s)
+                          : semantic_field(name, name_len, value, (size_t)(vend - value), s);
+            if (st)
+                return st;
+        }
+        num++;
+    }
+#undef OUT_OF_FIELDS
 }
 
 #define FAIL(code) do { req->status = (code); return ORIBI_PARSE_ERROR; } while (0)
@@ -327,8 +462,8 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     const char *rl_start, *rl_end, *hdr_start, *hend, *target_end, *version;
     const char *abs_host = NULL;
     size_t abs_host_len = 0;
-    int rl_capped, h_capped, leading = 0, minor;
-    size_t cap, num = 0;
+    int rl_capped, h_capped, leading = 0, minor, st;
+    struct fields f = {0};
     struct sem s = {0};
     s.content_length = -1;
 
@@ -419,59 +554,13 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     hdr_start = p;
     h_capped = (size_t)(buf_end - hdr_start) >= lim->max_header_bytes;
     hend = h_capped ? hdr_start + lim->max_header_bytes : buf_end;
-    cap = req->num_headers < lim->max_headers ? req->num_headers : lim->max_headers;
-
-    for (;;) {
-        const char *name, *value, *vend;
-        int st;
-        if (p == hend)
-            OUT_OF(h_capped, 431);
-        if (*p == '\r') {
-            if (p + 1 == hend)
-                OUT_OF(h_capped, 431);
-            if (p[1] != '\n')
-                FAIL(400);
-            p += 2;
-            break;
-        }
-        /* refuses bare LF, obs-fold / leading whitespace, empty names, CTLs */
-        if (!oribi_tchar[(unsigned char)*p])
-            FAIL(400);
-        if (num == cap)
-            FAIL(431);
-        for (name = p++; p != hend && oribi_tchar[(unsigned char)*p]; p++)
-            ;
-        if (p == hend)
-            OUT_OF(h_capped, 431);
-        if (*p != ':')
-            FAIL(400); /* includes whitespace before the colon */
-        req->headers[num].name = name;
-        req->headers[num].name_len = (size_t)(p - name);
-        for (p++; p != hend && OWS(*p); p++)
-            ;
-        value = p;
-        p = scan_value(p, hend, simd);
-        if (p == hend)
-            OUT_OF(h_capped, 431);
-        if (*p != '\r')
-            FAIL(400); /* bare LF, NUL, other CTLs, DEL */
-        if (p + 1 == hend)
-            OUT_OF(h_capped, 431);
-        if (p[1] != '\n')
-            FAIL(400); /* bare CR */
-        for (vend = p; vend != value && OWS(vend[-1]); vend--)
-            ;
-        p += 2;
-        req->headers[num].value = value;
-        req->headers[num].value_len = (size_t)(vend - value);
-        /* only names as long as one we care about go through the compare */
-        if (req->headers[num].name_len < 32 &&
-            (SEMANTIC_LENGTHS >> req->headers[num].name_len & 1) &&
-            (st = semantic_field(name, req->headers[num].name_len, value,
-                                 (size_t)(vend - value), &s)) != 0)
-            FAIL(st);
-        num++;
-    }
+    f.headers = req->headers;
+    f.cap = req->num_headers < lim->max_headers ? req->num_headers : lim->max_headers;
+    st = parse_fields(&p, hend, h_capped, &f, &s, 0, simd);
+    if (st == ORIBI_PARSE_INCOMPLETE)
+        return st;
+    if (st)
+        FAIL(st);
 
     /* Checks that need the whole head. Framing errors (400) come before 501,
      * and 417 last: it is the one error after which the connection can go on,
@@ -492,13 +581,89 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     /* RFC 9110 10.1.1: 100-continue in an HTTP/1.0 request is ignored */
     req->expect_continue = s.expect_continue && minor == 1;
     req->upgrade = s.conn_upgrade && s.upgrade_field;
-    req->num_headers = num;
+    req->num_headers = f.num;
     req->head_len = (size_t)(p - buf);
     if (s.te_unknown)
         FAIL(501);
     if (s.expect_other)
         FAIL(417);
     req->status = 0;
+    return (int)(p - buf);
+}
+
+/* Status-line, header fields and body framing of a response; the same
+ * single pass over bytes already seen as the request head. */
+static ALWAYS_INLINE int parse_response_head(const char *buf, size_t len, int head_request,
+                                             struct oribi_response_head *res, const int simd)
+{
+    static const char shape[] = "HTTP/1.x 000";
+    const int capped = len > MAX_LIMIT;
+    const char *p = buf, *end = capped ? buf + MAX_LIMIT : buf + len;
+    struct fields f = {res->headers, res->headers ? res->num_headers : (size_t)-1, 0};
+    struct sem s = {0};
+    int status, minor, st, framing;
+    s.content_length = -1;
+#define RESPONSE_OUT_OF() return capped ? ORIBI_PARSE_ERROR : ORIBI_PARSE_INCOMPLETE
+
+    /* "HTTP/1." [01] SP 3DIGIT, refused at the first byte that cannot fit */
+    for (int i = 0; i < 12; i++, p++) {
+        unsigned char c;
+        if (p == end)
+            RESPONSE_OUT_OF();
+        c = (unsigned char)*p;
+        if (i == 7 ? c != '0' && c != '1' : i > 8 ? (unsigned)(c - '0') > 9u : c != shape[i])
+            return ORIBI_PARSE_ERROR;
+    }
+    minor = buf[7] - '0';
+    status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+    if (status < 100 || status > 599)
+        return ORIBI_PARSE_ERROR;
+
+    /* [ SP reason-phrase ] CRLF: the SP before an empty reason is often
+     * missing, and costs nothing to accept */
+    if (p == end)
+        RESPONSE_OUT_OF();
+    res->reason = p;
+    if (*p == ' ') {
+        res->reason = ++p;
+        p = scan_value(p, end, simd);
+        if (p == end)
+            RESPONSE_OUT_OF();
+    }
+    res->reason_len = (size_t)(p - res->reason);
+    if (*p != '\r')
+        return ORIBI_PARSE_ERROR;
+    if (++p == end)
+        RESPONSE_OUT_OF();
+    if (*p++ != '\n')
+        return ORIBI_PARSE_ERROR;
+
+    st = parse_fields(&p, end, capped, &f, &s, 1, simd);
+    if (st == ORIBI_PARSE_INCOMPLETE)
+        return st;
+    if (st)
+        return ORIBI_PARSE_ERROR;
+#undef RESPONSE_OUT_OF
+
+    /* RFC 9112 6.3, in its order: no body whatever the fields say, then
+     * Transfer-Encoding over Content-Length, then until the close */
+    if (status < 200 || status == 204 || status == 304 || head_request)
+        framing = ORIBI_FRAMING_NONE;
+    else if (s.te_seen)
+        framing = s.te_last_chunked ? ORIBI_FRAMING_CHUNKED : ORIBI_FRAMING_UNTIL_CLOSE;
+    else if (s.content_length >= 0)
+        framing = ORIBI_FRAMING_LENGTH;
+    else
+        framing = ORIBI_FRAMING_UNTIL_CLOSE;
+    res->minor_version = minor;
+    res->status = status;
+    res->num_headers = f.num;
+    res->content_length = s.te_seen ? -1 : s.content_length;
+    res->framing = framing;
+    /* a coding the client does not know ends the body at the close even
+     * where there is no body (HEAD): the connection cannot carry on */
+    res->keepalive = !s.conn_close && (minor == 1 || s.conn_keepalive) &&
+                     framing != ORIBI_FRAMING_UNTIL_CLOSE && !(s.te_seen && !s.te_last_chunked);
     return (int)(p - buf);
 }
 
@@ -569,6 +734,30 @@ int oribi_parse_request(const char *buf, size_t len, size_t last_len,
         return parse_sse42(buf, len, req, &lim);
 #endif
     return parse_portable(buf, len, req, &lim);
+}
+
+#ifdef HAVE_SSE42_PATH
+__attribute__((target("sse4.2"))) static int
+parse_response_sse42(const char *buf, size_t len, int head_request, struct oribi_response_head *res)
+{
+    return parse_response_head(buf, len, head_request, res, 1);
+}
+#endif
+
+static int parse_response_portable(const char *buf, size_t len, int head_request,
+                                   struct oribi_response_head *res)
+{
+    return parse_response_head(buf, len, head_request, res, 0);
+}
+
+int oribi_parse_response(const char *buf, size_t len, int head_request,
+                         struct oribi_response_head *res)
+{
+#ifdef HAVE_SSE42_PATH
+    if (use_sse42)
+        return parse_response_sse42(buf, len, head_request, res);
+#endif
+    return parse_response_portable(buf, len, head_request, res);
 }
 
 int oribi_parser_simd(void)

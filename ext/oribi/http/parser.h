@@ -1,7 +1,9 @@
 /*
- * HTTP/1.1 request-head parser (RFC 9112), picohttpparser-style: stateless,
- * allocation-free, over a caller-owned buffer. Strict: anything the RFC does
- * not allow is an error carrying the status to answer with.
+ * HTTP/1.1 head parsers (RFC 9112), picohttpparser-style: stateless,
+ * allocation-free, over a caller-owned buffer. Requests for the server,
+ * responses for the clients (the load generator, `oribi ctl`); both read
+ * header fields with the same code. Strict: anything the RFC does not allow
+ * is an error, for requests carrying the status to answer with.
  */
 #ifndef ORIBI_PARSER_H
 #define ORIBI_PARSER_H
@@ -80,6 +82,43 @@ struct oribi_request {
  */
 int oribi_parse_request(const char *buf, size_t len, size_t last_len,
                         struct oribi_request *req, const struct oribi_limits *limits);
+
+/* How a response body is delimited (RFC 9112 6.3). */
+enum oribi_framing {
+    ORIBI_FRAMING_NONE,        /* 1xx, 204, 304, or an answer to HEAD */
+    ORIBI_FRAMING_LENGTH,      /* content_length bytes (maybe 0) */
+    ORIBI_FRAMING_CHUNKED,     /* Transfer-Encoding ending in chunked */
+    ORIBI_FRAMING_UNTIL_CLOSE, /* neither, or a final coding other than chunked */
+};
+
+struct oribi_response_head {
+    int minor_version;         /* 0 or 1 */
+    int status;                /* 100..599 */
+    const char *reason;        /* reason phrase as sent, maybe empty */
+    size_t reason_len;
+
+    /* in: capacity of headers[], or headers == NULL to store none (then
+     * there is no limit on their number); out: fields stored. Written only
+     * on success. More fields than the capacity is an error. */
+    struct oribi_header *headers;
+    size_t num_headers;
+
+    int64_t content_length;    /* -1 when absent or overridden by Transfer-Encoding */
+    int framing;               /* enum oribi_framing */
+    int keepalive;             /* the connection may carry another request after it */
+};
+
+/*
+ * Parses the response head at the start of buf[0..len); head_request says
+ * the request was HEAD (its answer has no body). Returns the number of
+ * bytes of the head (up to and including the empty line),
+ * ORIBI_PARSE_INCOMPLETE, or ORIBI_PARSE_ERROR as soon as the bytes seen
+ * cannot start a valid head: so a stream that is not HTTP fails at once
+ * instead of at a timeout. The caller bounds the head by giving at most as
+ * many bytes as it accepts (heads over 256 MiB are errors anyway).
+ */
+int oribi_parse_response(const char *buf, size_t len, int head_request,
+                         struct oribi_response_head *res);
 
 /* 1 when the CPU path in use is SSE4.2, 0 for the portable one. The path is
  * chosen once at load time from the CPU; ORIBI_NO_SSE42=1 in the environment

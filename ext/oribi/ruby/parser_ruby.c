@@ -1,7 +1,8 @@
 /*
- * Oribi::Parser: the C parser and chunked decoder seen from Ruby, for tests
- * and for turning fuzz findings into regression cases. The server itself
- * calls the C functions directly and never goes through here.
+ * Oribi::Parser: the C parsers and chunked decoder seen from Ruby, for tests
+ * and for turning fuzz findings into regression cases, and for the Ruby
+ * parts that speak HTTP (the control endpoint and `oribi ctl`). The server
+ * itself calls the C functions directly and never goes through here.
  */
 #include "ruby/oribi.h"
 #include "http/parser.h"
@@ -93,6 +94,69 @@ static VALUE parser_parse(int argc, VALUE *argv, VALUE self)
     return h;
 }
 
+static VALUE framing_sym(int framing)
+{
+    switch (framing) {
+    case ORIBI_FRAMING_NONE:
+        return sym("none");
+    case ORIBI_FRAMING_LENGTH:
+        return sym("length");
+    case ORIBI_FRAMING_CHUNKED:
+        return sym("chunked");
+    default:
+        return sym("until_close");
+    }
+}
+
+/* Oribi::Parser.parse_response(str, head: false) -> Hash: {incomplete: true},
+ * {error: true}, or the head: consumed, status, reason, minor_version,
+ * headers ([[name, value], ...], at most DEFAULT_MAX_HEADERS),
+ * content_length, framing (:none, :length, :chunked, :until_close) and
+ * keepalive. head: the request was HEAD. */
+static VALUE parser_parse_response(int argc, VALUE *argv, VALUE self)
+{
+    static ID kw_head;
+    VALUE str, opts, head = Qfalse, h = rb_hash_new(), hs;
+    struct oribi_header headers[ORIBI_DEFAULT_MAX_HEADERS];
+    struct oribi_response_head res;
+    int r;
+
+    if (!kw_head)
+        kw_head = rb_intern("head");
+    rb_scan_args(argc, argv, "1:", &str, &opts);
+    StringValue(str);
+    if (!NIL_P(opts)) {
+        rb_get_kwargs(opts, &kw_head, 0, 1, &head);
+        if (head == Qundef)
+            head = Qfalse;
+    }
+    memset(&res, 0, sizeof(res));
+    res.headers = headers;
+    res.num_headers = ORIBI_DEFAULT_MAX_HEADERS;
+    r = oribi_parse_response(RSTRING_PTR(str), (size_t)RSTRING_LEN(str), RTEST(head), &res);
+    if (r == ORIBI_PARSE_INCOMPLETE) {
+        rb_hash_aset(h, sym("incomplete"), Qtrue);
+    } else if (r == ORIBI_PARSE_ERROR) {
+        rb_hash_aset(h, sym("error"), Qtrue);
+    } else {
+        rb_hash_aset(h, sym("consumed"), INT2NUM(r));
+        rb_hash_aset(h, sym("status"), INT2NUM(res.status));
+        rb_hash_aset(h, sym("reason"), bytes(res.reason, res.reason_len));
+        rb_hash_aset(h, sym("minor_version"), INT2NUM(res.minor_version));
+        hs = rb_ary_new_capa((long)res.num_headers);
+        for (size_t i = 0; i < res.num_headers; i++)
+            rb_ary_push(hs, rb_assoc_new(bytes(headers[i].name, headers[i].name_len),
+                                         bytes(headers[i].value, headers[i].value_len)));
+        rb_hash_aset(h, sym("headers"), hs);
+        rb_hash_aset(h, sym("content_length"),
+                     res.content_length < 0 ? Qnil : LL2NUM(res.content_length));
+        rb_hash_aset(h, sym("framing"), framing_sym(res.framing));
+        rb_hash_aset(h, sym("keepalive"), res.keepalive ? Qtrue : Qfalse);
+    }
+    RB_GC_GUARD(str);
+    return h;
+}
+
 /* Oribi::Parser.decode_chunked(str or [piece, ...]) -> Hash. Pieces go
  * through one decoder one after the other, as reads from a socket would. */
 static VALUE parser_decode_chunked(VALUE self, VALUE input)
@@ -139,6 +203,42 @@ static VALUE parser_decode_chunked(VALUE self, VALUE input)
     return h;
 }
 
+/* Oribi::Parser.discard_chunked(str or [piece, ...]) -> Hash: the decoder in
+ * discard mode, as the load generator runs it. {data_bytes:, rest:} when the
+ * body ends, {incomplete: true, data_bytes:} or {error: true}. */
+static VALUE parser_discard_chunked(VALUE self, VALUE input)
+{
+    struct oribi_chunked_decoder d;
+    VALUE pieces = RB_TYPE_P(input, T_ARRAY) ? input : rb_ary_new_from_args(1, input);
+    VALUE h = rb_hash_new();
+    size_t total = 0;
+
+    memset(&d, 0, sizeof(d));
+    for (long i = 0; i < RARRAY_LEN(pieces); i++) {
+        VALUE piece = RARRAY_AREF(pieces, i);
+        size_t data;
+        ssize_t r;
+        StringValue(piece);
+        r = oribi_discard_chunked(&d, RSTRING_PTR(piece), (size_t)RSTRING_LEN(piece), &data);
+        total += data;
+        if (r == ORIBI_CHUNKED_ERROR) {
+            rb_hash_aset(h, sym("error"), Qtrue);
+            return h;
+        }
+        if (r >= 0) {
+            VALUE rest = rb_str_substr(piece, (long)r, RSTRING_LEN(piece) - (long)r);
+            while (++i < RARRAY_LEN(pieces))
+                rb_str_append(rest, RARRAY_AREF(pieces, i));
+            rb_hash_aset(h, sym("data_bytes"), SIZET2NUM(total));
+            rb_hash_aset(h, sym("rest"), rest);
+            return h;
+        }
+    }
+    rb_hash_aset(h, sym("incomplete"), Qtrue);
+    rb_hash_aset(h, sym("data_bytes"), SIZET2NUM(total));
+    return h;
+}
+
 static VALUE parser_simd_p(VALUE self)
 {
     return oribi_parser_simd() ? Qtrue : Qfalse;
@@ -149,6 +249,8 @@ void Init_oribi_parser(VALUE mOribi)
     VALUE m = rb_define_module_under(mOribi, "Parser");
     rb_define_module_function(m, "parse", parser_parse, -1);
     rb_define_module_function(m, "decode_chunked", parser_decode_chunked, 1);
+    rb_define_module_function(m, "parse_response", parser_parse_response, -1);
+    rb_define_module_function(m, "discard_chunked", parser_discard_chunked, 1);
     rb_define_module_function(m, "simd?", parser_simd_p, 0);
     rb_define_const(m, "DEFAULT_MAX_REQUEST_LINE", SIZET2NUM(ORIBI_DEFAULT_MAX_REQUEST_LINE));
     rb_define_const(m, "DEFAULT_MAX_HEADER_BYTES", SIZET2NUM(ORIBI_DEFAULT_MAX_HEADER_BYTES));
