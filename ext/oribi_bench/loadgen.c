@@ -93,7 +93,7 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
     if (lg->timeout_ns == 0)
         lg->timeout_ns = 1;
     lg->keepalive = cfg->keepalive;
-    lg->slot_ns = cfg->series_interval > 0 ? (uint64_t)(cfg->series_interval * 1e9) : 0;
+    lg->series_ns = cfg->series_interval > 0 ? (uint64_t)(cfg->series_interval * 1e9) : 0;
     lg->warmup_ns = cfg->warmup > 0 ? (uint64_t)(cfg->warmup * 1e9) : 0;
     lg->progress = calloc(lg->threads, sizeof(*lg->progress));
     if (lg->progress == NULL) {
@@ -293,8 +293,8 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         end = last_send = lg->count_from_ns;
     res->elapsed = (double)(end - lg->count_from_ns) / 1e9;
     res->attack = (double)(last_send - lg->count_from_ns) / 1e9;
-    res->series = series.slots;
-    res->nslots = series.n;
+    res->series = series.intervals;
+    res->nintervals = series.n;
     workers_free(ws, nt);
     return started < nt ? -1 : 0;
 }

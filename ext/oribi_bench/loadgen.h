@@ -48,21 +48,21 @@ struct oribi_lg_config {
     int keepalive;          /* 0: close after every response */
     double timeout;         /* seconds per request, connect included */
     double rate;            /* > 0: open loop, requests/s over all threads */
-    double series_interval; /* > 0: record latency over time in slots this long */
+    double series_interval; /* > 0: record latency over time in intervals this long */
     double warmup;          /* seconds at the start whose results are not counted */
     unsigned max_connections; /* open loop: connections at most, total (0: 1000) */
 };
 
 /* One interval of the latency-over-time series (loadgen_series.c). */
-#define ORIBI_LG_SLOT_BUCKETS 256 /* 8 per power of two up to 2^33 us */
-struct oribi_lg_slot {
+#define ORIBI_LG_INTERVAL_BUCKETS 256 /* 8 per power of two up to 2^33 us */
+struct oribi_lg_interval {
     uint64_t count, errors, max_us;
     double sum_us;
-    uint32_t buckets[ORIBI_LG_SLOT_BUCKETS];
+    uint32_t buckets[ORIBI_LG_INTERVAL_BUCKETS];
 };
 
-/* Latency at percentile p of a slot, within 1/16. */
-uint64_t oribi_lg_slot_percentile(const struct oribi_lg_slot *sl, double p);
+/* Latency at percentile p of an interval, within 1/16. */
+uint64_t oribi_lg_interval_percentile(const struct oribi_lg_interval *sl, double p);
 
 struct oribi_lg_result {
     uint64_t requests;                     /* completed responses */
@@ -73,8 +73,8 @@ struct oribi_lg_result {
     double attack;                         /* seconds from start to the last send */
     uint64_t late;                         /* open loop: sends > 1 ms behind schedule */
     uint64_t dropped;                      /* open loop: scheduled sends never made */
-    struct oribi_lg_slot *series;          /* series_interval: malloc'd, caller frees */
-    size_t nslots;
+    struct oribi_lg_interval *series;          /* series_interval: malloc'd, caller frees */
+    size_t nintervals;
     struct oribi_hist latency;             /* microseconds */
 };
 

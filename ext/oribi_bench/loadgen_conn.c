@@ -127,7 +127,7 @@ static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t
 {
     if (counting(w, now)) {
         w->errors[kind]++;
-        lg_series_record(&w->series, w->lg->slot_ns, since(w, c), 0, 1);
+        lg_series_record(&w->series, w->lg->series_ns, since(w, c), 0, 1);
     }
     conn_close(c);
     if (kind == ORIBI_LG_E_CONNECT) {
@@ -379,7 +379,7 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
     if (counting(w, now)) {
         uint64_t us = (now - c->sched + 500) / 1000;
         oribi_hist_record(w->hist, us);
-        lg_series_record(&w->series, lg->slot_ns, since(w, c), us, 0);
+        lg_series_record(&w->series, lg->series_ns, since(w, c), us, 0);
         w->requests++;
         w->status[c->status]++;
     }
@@ -573,7 +573,7 @@ void lg_worker_free(struct lg_worker *w)
     free(w->conns);
     free(w->rbuf);
     free(w->hist);
-    free(w->series.slots);
+    free(w->series.intervals);
 }
 
 int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns)

@@ -22,7 +22,7 @@ struct oribi_lg {
     struct lg_req { const char *p; size_t len; int is_head; } *reqs; /* into request */
     unsigned nreqs;
     uint64_t interval_ns;        /* open loop: per thread between sends; 0: closed loop */
-    uint64_t slot_ns;            /* series interval; 0: no series */
+    uint64_t series_ns;              /* series interval; 0: no series */
     uint64_t warmup_ns;          /* results count from start + warmup */
     uint64_t count_from_ns;
     struct sockaddr_storage addr;
@@ -44,14 +44,14 @@ struct lg_progress {
 struct lg_conn; /* loadgen_conn.c */
 
 struct lg_series {
-    struct oribi_lg_slot *slots;
+    struct oribi_lg_interval *intervals;
     size_t n, cap;
 };
 
 /* Adds a response (or a failure) sent since_ns into the run. */
 void lg_series_record(struct lg_series *s, uint64_t interval_ns, uint64_t since_ns,
                       uint64_t us, int failed);
-/* Adds src's slots into dst's: -1 when out of memory. */
+/* Adds src's intervals into dst's: -1 when out of memory. */
 int lg_series_merge(struct lg_series *dst, const struct lg_series *src);
 
 /* One thread: its connections, its epoll set and its own statistics, so

@@ -164,18 +164,18 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(h, ID2SYM(rb_intern("percentiles")), spec);
 
     /* Latency over time: one Hash per interval, by send time. */
-    VALUE series = rb_ary_new_capa((long)res->nslots);
-    for (size_t i = 0; i < res->nslots; i++) {
-        const struct oribi_lg_slot *sl = &res->series[i];
+    VALUE series = rb_ary_new_capa((long)res->nintervals);
+    for (size_t i = 0; i < res->nintervals; i++) {
+        const struct oribi_lg_interval *sl = &res->series[i];
         VALUE s = rb_hash_new();
         rb_hash_aset(s, ID2SYM(rb_intern("count")), ULL2NUM(sl->count));
         rb_hash_aset(s, ID2SYM(rb_intern("errors")), ULL2NUM(sl->errors));
         rb_hash_aset(s, ID2SYM(rb_intern("mean")),
                      sl->count ? DBL2NUM(sl->sum_us / (double)sl->count) : Qnil);
         rb_hash_aset(s, ID2SYM(rb_intern("p50")),
-                     sl->count ? ULL2NUM(oribi_lg_slot_percentile(sl, 50)) : Qnil);
+                     sl->count ? ULL2NUM(oribi_lg_interval_percentile(sl, 50)) : Qnil);
         rb_hash_aset(s, ID2SYM(rb_intern("p99")),
-                     sl->count ? ULL2NUM(oribi_lg_slot_percentile(sl, 99)) : Qnil);
+                     sl->count ? ULL2NUM(oribi_lg_interval_percentile(sl, 99)) : Qnil);
         rb_hash_aset(s, ID2SYM(rb_intern("max")), sl->count ? ULL2NUM(sl->max_us) : Qnil);
         rb_ary_push(series, s);
     }
