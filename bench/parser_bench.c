@@ -45,8 +45,7 @@ int main(int argc, char **argv)
         }
     }
     t1 = now_ns();
-    printf("%.1f ns/parse (%ld parses, %zu bytes, %zu headers, %s path)\n",
-           (t1 - t0) / iterations, iterations, len, req.num_headers,
-           oribi_parser_simd() ? "SSE4.2" : "portable");
+    printf("%.1f ns/parse (%ld parses, %zu bytes, %zu headers, %s path)\n", (t1 - t0) / iterations, iterations, len,
+           req.num_headers, oribi_parser_simd() ? "SSE4.2" : "portable");
     return 0;
 }

@@ -35,11 +35,12 @@
 
 #include <stdio.h>
 
-#define CHECK(cond) do { \
-        if (!(cond)) { \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
             fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort(); \
-        } \
+            abort();                                                                 \
+        }                                                                            \
     } while (0)
 
 #define MAX_PIECES 16
@@ -112,8 +113,7 @@ struct setup {
 typedef int (*parse_fn)(const char *, size_t, struct oribi_request *, const struct oribi_limits *);
 
 /* One call in a heap block of exactly len bytes. */
-static void run(const uint8_t *data, size_t len, size_t last_len, const struct setup *su,
-                parse_fn fn, struct snap *out)
+static void run(const uint8_t *data, size_t len, size_t last_len, const struct setup *su, parse_fn fn, struct snap *out)
 {
     struct oribi_header headers[HEADER_CAP];
     struct oribi_request req;
@@ -151,8 +151,7 @@ static size_t cut_points(const uint8_t *lens, size_t n, size_t total, size_t *cu
     return k;
 }
 
-static void fuzz_parser(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
-                        const struct setup *su)
+static void fuzz_parser(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts, const struct setup *su)
 {
     static struct snap full, portable, inc, one;
     size_t last = 0;
@@ -193,8 +192,7 @@ struct chunk_result {
     size_t body_len, rest_len;
 };
 
-static void decode(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
-                   struct chunk_result *out)
+static void decode(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts, struct chunk_result *out)
 {
     struct oribi_chunked_decoder d;
     size_t from = 0;
@@ -231,8 +229,7 @@ static void decode(const uint8_t *data, size_t size, const size_t *cuts, size_t 
 
 /* The same pieces through a decoder in discard mode, each in a block of
  * its own size: it must read them without writing. */
-static void discard(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
-                    struct chunk_result *out)
+static void discard(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts, struct chunk_result *out)
 {
     struct oribi_chunked_decoder d;
     size_t from = 0;
@@ -292,8 +289,8 @@ typedef int (*parse_response_fn)(const char *, size_t, int, struct oribi_respons
 
 /* One response parse in a heap block of exactly len bytes; cap (size_t)-1
  * stores no fields. */
-static void run_response(const uint8_t *data, size_t len, int head_request, size_t cap,
-                         parse_response_fn fn, struct rsnap *out)
+static void run_response(const uint8_t *data, size_t len, int head_request, size_t cap, parse_response_fn fn,
+                         struct rsnap *out)
 {
     struct oribi_header headers[HEADER_CAP];
     struct oribi_response_head res;
@@ -339,8 +336,8 @@ static void run_response(const uint8_t *data, size_t len, int head_request, size
     free(buf);
 }
 
-static void fuzz_response(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
-                          int head_request, size_t cap)
+static void fuzz_response(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts, int head_request,
+                          size_t cap)
 {
     static struct rsnap full, other, part;
 
@@ -416,8 +413,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     if ((flags & 12) == 12)
-        fuzz_response(data, size, cuts, ncuts, flags >> 4 & 1,
-                      flags & 1 ? (size_t)(lim_a & 7) : HEADER_CAP);
+        fuzz_response(data, size, cuts, ncuts, flags >> 4 & 1, flags & 1 ? (size_t)(lim_a & 7) : HEADER_CAP);
     else if (flags & 4)
         fuzz_chunked(data, size, cuts, ncuts);
     else

@@ -19,18 +19,17 @@
 #include <stdint.h>
 
 #define ORIBI_HIST_SUB_BITS 10
-#define ORIBI_HIST_SUB      (1u << ORIBI_HIST_SUB_BITS)           /* 1024 */
+#define ORIBI_HIST_SUB      (1u << ORIBI_HIST_SUB_BITS) /* 1024 */
 #define ORIBI_HIST_MAX_BITS 32
 #define ORIBI_HIST_MAX      ((UINT64_C(1) << ORIBI_HIST_MAX_BITS) - 1)
 /* 2048 exact buckets + 1024 per power of two from 2^11 to 2^31: 23552. */
-#define ORIBI_HIST_BUCKETS  (2 * ORIBI_HIST_SUB + \
-                             (ORIBI_HIST_MAX_BITS - ORIBI_HIST_SUB_BITS - 1) * ORIBI_HIST_SUB)
+#define ORIBI_HIST_BUCKETS (2 * ORIBI_HIST_SUB + (ORIBI_HIST_MAX_BITS - ORIBI_HIST_SUB_BITS - 1) * ORIBI_HIST_SUB)
 
 struct oribi_hist {
     uint64_t count;
-    uint64_t min;   /* exact; UINT64_MAX while empty */
-    uint64_t max;   /* exact */
-    double sum;     /* exact enough for the mean; a double cannot overflow */
+    uint64_t min; /* exact; UINT64_MAX while empty */
+    uint64_t max; /* exact */
+    double sum;   /* exact enough for the mean; a double cannot overflow */
     uint64_t counts[ORIBI_HIST_BUCKETS];
 };
 

@@ -26,11 +26,9 @@ static char *dupstr(const char *s)
 
 struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size_t errlen)
 {
-    if (cfg->request == NULL || cfg->request_len == 0 || cfg->connections == 0 ||
-        cfg->threads == 0 || !(cfg->timeout > 0) ||
-        (!(cfg->duration > 0) && cfg->requests == 0) || cfg->rate < 0 ||
-        (cfg->rate > 0 && cfg->rate > 1e8) ||
-        (cfg->unix_path == NULL && (cfg->host == NULL || cfg->port == NULL))) {
+    if (cfg->request == NULL || cfg->request_len == 0 || cfg->connections == 0 || cfg->threads == 0 ||
+        !(cfg->timeout > 0) || (!(cfg->duration > 0) && cfg->requests == 0) || cfg->rate < 0 ||
+        (cfg->rate > 0 && cfg->rate > 1e8) || (cfg->unix_path == NULL && (cfg->host == NULL || cfg->port == NULL))) {
         snprintf(err, errlen, "invalid load generator configuration");
         return NULL;
     }
@@ -146,11 +144,10 @@ static int probe(const struct addrinfo *ai)
         return 0;
     int ok = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
     if (!ok && errno == EINPROGRESS) {
-        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
         int err = 0;
         socklen_t len = sizeof(err);
-        ok = poll(&pfd, 1, PROBE_MS) == 1 &&
-             getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+        ok = poll(&pfd, 1, PROBE_MS) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
     }
     close(fd);
     return ok;
@@ -162,8 +159,7 @@ static int resolve(struct oribi_lg *lg, char *err, size_t errlen)
         struct sockaddr_un *sun = (struct sockaddr_un *)&lg->addr;
         size_t n = strlen(lg->unix_path);
         if (n == 0 || n >= sizeof(sun->sun_path)) {
-            snprintf(err, errlen, "unix socket path empty or longer than %zu bytes",
-                     sizeof(sun->sun_path) - 1);
+            snprintf(err, errlen, "unix socket path empty or longer than %zu bytes", sizeof(sun->sun_path) - 1);
             return -1;
         }
         sun->sun_family = AF_UNIX;
@@ -178,13 +174,11 @@ static int resolve(struct oribi_lg *lg, char *err, size_t errlen)
         host[hl - 1] = '\0';
         host++;
     }
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                              .ai_flags = AI_NUMERICSERV };
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(host, lg->port, &hints, &res);
     if (rc != 0 || res == NULL) {
-        snprintf(err, errlen, "cannot resolve %s port %s: %s", host, lg->port,
-                 rc ? gai_strerror(rc) : "no address");
+        snprintf(err, errlen, "cannot resolve %s port %s: %s", host, lg->port, rc ? gai_strerror(rc) : "no address");
         return -1;
     }
     /* A name may give ::1 and 127.0.0.1 while the server listens on one:
@@ -274,7 +268,7 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
     }
 
     uint64_t end = lg->count_from_ns, last_send = lg->count_from_ns;
-    struct lg_series series = { 0 };
+    struct lg_series series = {0};
     for (unsigned i = 0; i < started; i++) {
         pthread_join(ws[i].tid, NULL);
         merge(res, &ws[i]);

@@ -32,24 +32,24 @@ enum oribi_lg_error {
 };
 
 struct oribi_lg_config {
-    const char *host;       /* name or IPv4/IPv6 literal ("::1" or "[::1]") */
-    const char *port;       /* with host */
-    const char *unix_path;  /* instead of host/port */
-    const char *request;    /* raw request bytes, copied by oribi_lg_new */
+    const char *host;      /* name or IPv4/IPv6 literal ("::1" or "[::1]") */
+    const char *port;      /* with host */
+    const char *unix_path; /* instead of host/port */
+    const char *request;   /* raw request bytes, copied by oribi_lg_new */
     size_t request_len;
     const size_t *request_ends; /* several requests back to back in request, each
                                    ending there (nrequests, ascending), sent in
                                    turn; NULL: request is one request */
     unsigned nrequests;
-    unsigned threads;       /* lowered to connections when larger */
-    unsigned connections;   /* total, spread evenly over threads */
-    double duration;        /* seconds; 0 = no time limit */
-    uint64_t requests;      /* attempts (completed + failed); 0 = no count limit */
-    int keepalive;          /* 0: close after every response */
-    double timeout;         /* seconds per request, connect included */
-    double rate;            /* > 0: open loop, requests/s over all threads */
-    double series_interval; /* > 0: record latency over time in intervals this long */
-    double warmup;          /* seconds at the start whose results are not counted */
+    unsigned threads;         /* lowered to connections when larger */
+    unsigned connections;     /* total, spread evenly over threads */
+    double duration;          /* seconds; 0 = no time limit */
+    uint64_t requests;        /* attempts (completed + failed); 0 = no count limit */
+    int keepalive;            /* 0: close after every response */
+    double timeout;           /* seconds per request, connect included */
+    double rate;              /* > 0: open loop, requests/s over all threads */
+    double series_interval;   /* > 0: record latency over time in intervals this long */
+    double warmup;            /* seconds at the start whose results are not counted */
     unsigned max_connections; /* open loop: connections at most, total (0: 1000) */
 };
 
@@ -65,17 +65,17 @@ struct oribi_lg_interval {
 uint64_t oribi_lg_interval_percentile(const struct oribi_lg_interval *sl, double p);
 
 struct oribi_lg_result {
-    uint64_t requests;                     /* completed responses */
+    uint64_t requests; /* completed responses */
     uint64_t errors[ORIBI_LG_E_COUNT];
-    uint64_t status[600];                  /* completed responses by status code */
+    uint64_t status[600]; /* completed responses by status code */
     uint64_t bytes_in, bytes_out;
-    double elapsed;                        /* seconds */
-    double attack;                         /* seconds from start to the last send */
-    uint64_t late;                         /* open loop: sends > 1 ms behind schedule */
-    uint64_t dropped;                      /* open loop: scheduled sends never made */
-    struct oribi_lg_interval *series;          /* series_interval: malloc'd, caller frees */
+    double elapsed;                   /* seconds */
+    double attack;                    /* seconds from start to the last send */
+    uint64_t late;                    /* open loop: sends > 1 ms behind schedule */
+    uint64_t dropped;                 /* open loop: scheduled sends never made */
+    struct oribi_lg_interval *series; /* series_interval: malloc'd, caller frees */
     size_t nintervals;
-    struct oribi_hist latency;             /* microseconds */
+    struct oribi_hist latency; /* microseconds */
 };
 
 struct oribi_lg;

@@ -20,12 +20,13 @@
 #include "http/parser.h"
 #include "loadgen_internal.h"
 
-#define RBUF_SIZE      65536         /* one read per readiness event, shared per thread */
-#define HEAD_MAX       65536         /* response heads beyond this are parse errors */
-#define MAX_EVENTS     256
-#define SWEEP_NS       10000000ull   /* timeouts and backoffs are checked this often */
-#define LATE_NS        1000000ull    /* open loop: a send this far behind is late */
-#define BACKOFF_NS     10000000ull   /* pause after a failed connect, so a dead server
+#define RBUF_SIZE  65536 /* one read per readiness event, shared per thread */
+#define HEAD_MAX   65536 /* response heads beyond this are parse errors */
+#define MAX_EVENTS 256
+#define SWEEP_NS   10000000ull /* timeouts and backoffs are checked this often */
+#define LATE_NS    1000000ull  /* open loop: a send this far behind is late */
+#define BACKOFF_NS \
+    10000000ull /* pause after a failed connect, so a dead server
                                         is counted, not hammered in a busy loop */
 
 enum conn_state { C_IDLE, C_CONNECTING, C_ACTIVE, C_BACKOFF, C_DONE };
@@ -33,21 +34,21 @@ enum body_mode { B_HEAD, B_LENGTH, B_CHUNKED, B_CLOSE, B_NONE };
 enum feed_result { FEED_MORE, FEED_DONE, FEED_ERROR };
 
 struct lg_conn {
-    int fd;                  /* -1 when closed */
-    uint8_t state;           /* enum conn_state */
-    uint8_t body;            /* enum body_mode: where the response stands */
-    uint8_t close_after;     /* socket cannot carry another request */
-    uint8_t queued;          /* on the worker's ready list */
-    uint32_t events;         /* epoll mask registered, 0 when not in the set */
+    int fd;              /* -1 when closed */
+    uint8_t state;       /* enum conn_state */
+    uint8_t body;        /* enum body_mode: where the response stands */
+    uint8_t close_after; /* socket cannot carry another request */
+    uint8_t queued;      /* on the worker's ready list */
+    uint32_t events;     /* epoll mask registered, 0 when not in the set */
     int status;
-    size_t woff;             /* request bytes sent */
-    uint64_t start;          /* ns, when the request was started (timeouts) */
-    uint64_t sched;          /* ns, when it was meant to start (latency) */
-    const struct lg_req *req; /* the one being sent */
-    uint64_t wake;           /* ns, end of a connect backoff */
-    uint64_t left;           /* body bytes left (B_LENGTH) */
+    size_t woff;                          /* request bytes sent */
+    uint64_t start;                       /* ns, when the request was started (timeouts) */
+    uint64_t sched;                       /* ns, when it was meant to start (latency) */
+    const struct lg_req *req;             /* the one being sent */
+    uint64_t wake;                        /* ns, end of a connect backoff */
+    uint64_t left;                        /* body bytes left (B_LENGTH) */
     struct oribi_chunked_decoder chunked; /* discard mode */
-    char *head;              /* a response head split over reads, kept here */
+    char *head;                           /* a response head split over reads, kept here */
     size_t head_len, head_cap;
     struct lg_conn *next_ready;
 };
@@ -81,7 +82,7 @@ static int set_events(struct lg_worker *w, struct lg_conn *c, uint32_t mask)
 {
     if (c->events == mask)
         return 0;
-    struct epoll_event ev = { .events = mask, .data.ptr = c };
+    struct epoll_event ev = {.events = mask, .data.ptr = c};
     if (epoll_ctl(w->ep, c->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) < 0)
         return -1;
     c->events = mask;
@@ -165,8 +166,7 @@ static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
     const struct lg_req *req = c->req;
     while (c->woff < req->len) {
-        ssize_t n = send(c->fd, req->p + c->woff, req->len - c->woff,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = send(c->fd, req->p + c->woff, req->len - c->woff, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             c->woff += (size_t)n;
             if (counting(w, now))
@@ -302,7 +302,7 @@ static enum feed_result feed(struct lg_worker *w, struct lg_conn *c, const char 
     for (;;) {
         switch (c->body) {
         case B_HEAD: {
-            struct oribi_response_head r = { .headers = NULL }; /* fields not kept */
+            struct oribi_response_head r = {.headers = NULL}; /* fields not kept */
             int h = oribi_parse_response(p, n, c->req->is_head, &r);
             if (h == ORIBI_PARSE_INCOMPLETE) {
                 if (n > HEAD_MAX || head_keep(c, p, n) < 0)
@@ -364,7 +364,7 @@ static enum feed_result feed(struct lg_worker *w, struct lg_conn *c, const char 
         }
         case B_CLOSE:
             return FEED_MORE; /* ends at EOF */
-        default: /* B_NONE */
+        default:              /* B_NONE */
             /* One request in flight: bytes past its response are a server
              * bug, and would be misread as the next response. */
             return n ? FEED_ERROR : FEED_DONE;
@@ -455,8 +455,7 @@ static void sweep(struct lg_worker *w, uint64_t now)
 {
     for (unsigned i = 0; i < w->nconns; i++) {
         struct lg_conn *c = &w->conns[i];
-        if ((c->state == C_CONNECTING || c->state == C_ACTIVE) &&
-            now - c->start >= w->lg->timeout_ns) {
+        if ((c->state == C_CONNECTING || c->state == C_ACTIVE) && now - c->start >= w->lg->timeout_ns) {
             conn_fail(w, c, ORIBI_LG_E_TIMEOUT, now);
         } else if (c->state == C_BACKOFF && now >= c->wake) {
             c->state = C_IDLE;
@@ -503,8 +502,7 @@ static int wait_events(struct lg_worker *w, struct epoll_event *ev, uint64_t now
     static atomic_int no_pwait2;
     uint64_t ns = t > now ? t - now : 0;
     if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
-        struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
-                               .tv_nsec = (long)(ns % 1000000000ull) };
+        struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull)};
         int k = epoll_pwait2(w->ep, ev, MAX_EVENTS, &ts, NULL);
         if (k >= 0 || errno != ENOSYS)
             return k;
@@ -553,8 +551,7 @@ void *lg_worker_main(void *arg)
         /* Sends due before the end (the deadline, or a stop) never made. */
         uint64_t end = lg->deadline_ns && lg->deadline_ns < now ? lg->deadline_ns : now;
         if (w->next_due < lg->count_from_ns) /* the warm-up's are not counted */
-            w->next_due += (lg->count_from_ns - w->next_due + lg->interval_ns - 1) /
-                           lg->interval_ns * lg->interval_ns;
+            w->next_due += (lg->count_from_ns - w->next_due + lg->interval_ns - 1) / lg->interval_ns * lg->interval_ns;
         if (w->next_due < end)
             w->dropped = (end - w->next_due - 1) / lg->interval_ns + 1;
     }
@@ -589,6 +586,6 @@ int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns)
     oribi_hist_init(w->hist);
     for (unsigned j = 0; j < nconns; j++)
         w->conns[j].fd = -1;
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     return epoll_ctl(w->ep, EPOLL_CTL_ADD, lg->stopfd, &ev);
 }

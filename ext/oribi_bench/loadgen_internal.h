@@ -19,15 +19,19 @@ struct oribi_lg {
     unsigned threads, connections;
     uint64_t requests, duration_ns, timeout_ns;
     int keepalive;
-    struct lg_req { const char *p; size_t len; int is_head; } *reqs; /* into request */
+    struct lg_req {
+        const char *p;
+        size_t len;
+        int is_head;
+    } * reqs; /* into request */
     unsigned nreqs;
-    uint64_t interval_ns;        /* open loop: per thread between sends; 0: closed loop */
-    uint64_t series_ns;              /* series interval; 0: no series */
-    uint64_t warmup_ns;          /* results count from start + warmup */
+    uint64_t interval_ns; /* open loop: per thread between sends; 0: closed loop */
+    uint64_t series_ns;   /* series interval; 0: no series */
+    uint64_t warmup_ns;   /* results count from start + warmup */
     uint64_t count_from_ns;
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    int stopfd;                  /* eventfd, readable once stopped: wakes every loop */
+    int stopfd; /* eventfd, readable once stopped: wakes every loop */
     atomic_int stop;
     atomic_uint_fast64_t claimed;
     uint64_t start_ns, deadline_ns; /* deadline 0: none */
@@ -49,8 +53,7 @@ struct lg_series {
 };
 
 /* Adds a response (or a failure) sent since_ns into the run. */
-void lg_series_record(struct lg_series *s, uint64_t interval_ns, uint64_t since_ns,
-                      uint64_t us, int failed);
+void lg_series_record(struct lg_series *s, uint64_t interval_ns, uint64_t since_ns, uint64_t us, int failed);
 /* Adds src's intervals into dst's: -1 when out of memory. */
 int lg_series_merge(struct lg_series *dst, const struct lg_series *src);
 
@@ -59,17 +62,17 @@ int lg_series_merge(struct lg_series *dst, const struct lg_series *src);
 struct lg_worker {
     struct oribi_lg *lg;
     pthread_t tid;
-    unsigned index;          /* into lg->progress */
-    unsigned next_req;       /* into lg->reqs, taken in turn */
+    unsigned index;    /* into lg->progress */
+    unsigned next_req; /* into lg->reqs, taken in turn */
     int ep;
     struct lg_conn *conns;
-    unsigned nconns, live;   /* live: connections not done */
-    struct lg_conn *ready;   /* to (re)start from the loop, not from deep calls */
+    unsigned nconns, live; /* live: connections not done */
+    struct lg_conn *ready; /* to (re)start from the loop, not from deep calls */
     char *rbuf;
     uint64_t end_ns, last_send_ns;
-    uint64_t next_due;       /* open loop: intended time of the next send */
-    struct lg_conn *idle;    /* open loop: connections free to send, open ones on top */
-    int exhausted;           /* open loop: the request count is used up */
+    uint64_t next_due;    /* open loop: intended time of the next send */
+    struct lg_conn *idle; /* open loop: connections free to send, open ones on top */
+    int exhausted;        /* open loop: the request count is used up */
     uint64_t late, dropped;
     uint64_t requests, errors[ORIBI_LG_E_COUNT], bytes_in, bytes_out;
     uint64_t status[600];

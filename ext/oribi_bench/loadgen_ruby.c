@@ -26,7 +26,7 @@ struct run {
      * while this Ruby thread wakes every slice to yield progress. */
     pthread_t runner;
     int runner_started, runner_joined;
-    int donefd, wakefd;  /* eventfds: the run is over / a Ruby interrupt */
+    int donefd, wakefd; /* eventfds: the run is over / a Ruby interrupt */
 };
 
 #define SLICE_MS 250
@@ -58,8 +58,7 @@ static void *runner_main(void *p)
 static void *slice_nogvl(void *p)
 {
     struct run *r = p;
-    struct pollfd pfd[2] = { { .fd = r->donefd, .events = POLLIN },
-                             { .fd = r->wakefd, .events = POLLIN } };
+    struct pollfd pfd[2] = {{.fd = r->donefd, .events = POLLIN}, {.fd = r->wakefd, .events = POLLIN}};
     uint64_t v;
     if (poll(pfd, 2, SLICE_MS) > 0 && (pfd[1].revents & POLLIN)) {
         ssize_t n = read(r->wakefd, &v, sizeof(v));
@@ -116,9 +115,8 @@ static VALUE latency_value(const struct oribi_hist *h, double pct)
 static VALUE result_hash(const struct oribi_lg_result *res)
 {
     static const char *const error_names[ORIBI_LG_E_COUNT] = {
-        [ORIBI_LG_E_CONNECT] = "connect", [ORIBI_LG_E_READ] = "read",
-        [ORIBI_LG_E_WRITE] = "write",     [ORIBI_LG_E_TIMEOUT] = "timeout",
-        [ORIBI_LG_E_PARSE] = "parse",
+        [ORIBI_LG_E_CONNECT] = "connect", [ORIBI_LG_E_READ] = "read",   [ORIBI_LG_E_WRITE] = "write",
+        [ORIBI_LG_E_TIMEOUT] = "timeout", [ORIBI_LG_E_PARSE] = "parse",
     };
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("requests")), ULL2NUM(res->requests));
@@ -154,13 +152,11 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     /* The percentile spectrum, [percentile, microseconds] pairs, for the
      * JSON report and the percentile curve. */
     static const double spectrum[] = {
-        0, 10, 20, 25, 30, 40, 50, 60, 70, 75, 80, 85, 90, 95, 96, 97, 98, 99,
-        99.5, 99.9, 99.95, 99.99, 99.999, 100,
+        0, 10, 20, 25, 30, 40, 50, 60, 70, 75, 80, 85, 90, 95, 96, 97, 98, 99, 99.5, 99.9, 99.95, 99.99, 99.999, 100,
     };
     VALUE spec = rb_ary_new_capa((long)(sizeof(spectrum) / sizeof(spectrum[0])));
     for (size_t i = 0; l->count && i < sizeof(spectrum) / sizeof(spectrum[0]); i++)
-        rb_ary_push(spec, rb_assoc_new(DBL2NUM(spectrum[i]),
-                                       ULL2NUM(oribi_hist_percentile(l, spectrum[i]))));
+        rb_ary_push(spec, rb_assoc_new(DBL2NUM(spectrum[i]), ULL2NUM(oribi_hist_percentile(l, spectrum[i]))));
     rb_hash_aset(h, ID2SYM(rb_intern("percentiles")), spec);
 
     /* Latency over time: one Hash per interval, by send time. */
@@ -170,12 +166,9 @@ static VALUE result_hash(const struct oribi_lg_result *res)
         VALUE s = rb_hash_new();
         rb_hash_aset(s, ID2SYM(rb_intern("count")), ULL2NUM(sl->count));
         rb_hash_aset(s, ID2SYM(rb_intern("errors")), ULL2NUM(sl->errors));
-        rb_hash_aset(s, ID2SYM(rb_intern("mean")),
-                     sl->count ? DBL2NUM(sl->sum_us / (double)sl->count) : Qnil);
-        rb_hash_aset(s, ID2SYM(rb_intern("p50")),
-                     sl->count ? ULL2NUM(oribi_lg_interval_percentile(sl, 50)) : Qnil);
-        rb_hash_aset(s, ID2SYM(rb_intern("p99")),
-                     sl->count ? ULL2NUM(oribi_lg_interval_percentile(sl, 99)) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("mean")), sl->count ? DBL2NUM(sl->sum_us / (double)sl->count) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("p50")), sl->count ? ULL2NUM(oribi_lg_interval_percentile(sl, 50)) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("p99")), sl->count ? ULL2NUM(oribi_lg_interval_percentile(sl, 99)) : Qnil);
         rb_hash_aset(s, ID2SYM(rb_intern("max")), sl->count ? ULL2NUM(sl->max_us) : Qnil);
         rb_ary_push(series, s);
     }
@@ -220,9 +213,8 @@ static VALUE run_ensure(VALUE p)
 }
 
 static const char *const known_keys[] = {
-    "host", "port", "unix_path", "request", "threads", "connections",
-    "duration", "requests", "keepalive", "timeout", "rate", "max_connections",
-    "series_interval", "warmup", NULL,
+    "host",      "port",    "unix_path", "request",         "threads",         "connections", "duration", "requests",
+    "keepalive", "timeout", "rate",      "max_connections", "series_interval", "warmup",      NULL,
 };
 
 static int check_key(VALUE key, VALUE val, VALUE arg)
@@ -352,7 +344,7 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     VALUE ka = opt(opts, "keepalive");
     cfg.keepalive = (ka == Qundef || RTEST(ka)) ? 1 : 0;
 
-    struct run r = { .rc = 0, .open_loop = cfg.rate > 0, .donefd = -1, .wakefd = -1 };
+    struct run r = {.rc = 0, .open_loop = cfg.rate > 0, .donefd = -1, .wakefd = -1};
     r.res = calloc(1, sizeof(*r.res));
     if (r.res == NULL)
         rb_raise(rb_eNoMemError, "cannot allocate the load generator result");
@@ -393,8 +385,7 @@ static VALUE loadgen_histogram_percentiles(int argc, VALUE *argv, VALUE self)
         oribi_hist_init(&h[i]);
     for (long i = 0; i < RARRAY_LEN(values); i++) {
         VALUE v = rb_ary_entry(values, i);
-        if (!RB_INTEGER_TYPE_P(v) ||
-            (FIXNUM_P(v) ? FIX2LONG(v) < 0 : RTEST(rb_funcall(v, rb_intern("negative?"), 0))))
+        if (!RB_INTEGER_TYPE_P(v) || (FIXNUM_P(v) ? FIX2LONG(v) < 0 : RTEST(rb_funcall(v, rb_intern("negative?"), 0))))
             rb_raise(rb_eArgError, "values must be non-negative Integers");
         oribi_hist_record(&h[i % parts], NUM2ULL(v));
     }
@@ -422,6 +413,5 @@ __attribute__((visibility("default"))) void Init_oribi_bench(void)
     eLoadgenError = rb_define_class_under(mLoadgen, "Error", rb_eStandardError);
     rb_define_const(mLoadgen, "HISTOGRAM_MAX", ULL2NUM(ORIBI_HIST_MAX));
     rb_define_singleton_method(mLoadgen, "run", loadgen_run, 1);
-    rb_define_singleton_method(mLoadgen, "histogram_percentiles",
-                               loadgen_histogram_percentiles, -1);
+    rb_define_singleton_method(mLoadgen, "histogram_percentiles", loadgen_histogram_percentiles, -1);
 }

@@ -14,8 +14,8 @@ static unsigned interval_bucket(uint64_t us)
 {
     if (us < 8)
         return (unsigned)us;
-    unsigned k = 63u - (unsigned)__builtin_clzll(us);   /* 2^k <= us, k >= 3 */
-    unsigned sub = (unsigned)(us >> (k - 3)) & 7u;       /* next 3 bits */
+    unsigned k = 63u - (unsigned)__builtin_clzll(us); /* 2^k <= us, k >= 3 */
+    unsigned sub = (unsigned)(us >> (k - 3)) & 7u;    /* next 3 bits */
     unsigned b = (k - 2) * 8 + sub;
     return b < ORIBI_LG_INTERVAL_BUCKETS ? b : ORIBI_LG_INTERVAL_BUCKETS - 1;
 }
@@ -48,8 +48,7 @@ static struct oribi_lg_interval *interval_at(struct lg_series *s, size_t i)
     return &s->intervals[i];
 }
 
-void lg_series_record(struct lg_series *s, uint64_t interval_ns, uint64_t since_ns,
-                      uint64_t us, int failed)
+void lg_series_record(struct lg_series *s, uint64_t interval_ns, uint64_t since_ns, uint64_t us, int failed)
 {
     if (interval_ns == 0)
         return;

@@ -12,15 +12,15 @@
 #include "http/token.h"
 
 enum {
-    CH_SIZE_FIRST = 0,  /* zero-filled decoder starts here */
-    CH_SIZE,            /* more HEXDIG, or what ends the size */
-    CH_SIZE_BWS,        /* whitespace after the size: only ';' may follow */
-    CH_EXT,             /* chunk-ext up to CR */
+    CH_SIZE_FIRST = 0, /* zero-filled decoder starts here */
+    CH_SIZE,           /* more HEXDIG, or what ends the size */
+    CH_SIZE_BWS,       /* whitespace after the size: only ';' may follow */
+    CH_EXT,            /* chunk-ext up to CR */
     CH_SIZE_LF,
     CH_DATA,
     CH_DATA_CR,
     CH_DATA_LF,
-    CH_TRAILER_START,   /* a trailer field, or the CR of the final empty line */
+    CH_TRAILER_START, /* a trailer field, or the CR of the final empty line */
     CH_TRAILER_NAME,
     CH_TRAILER_VALUE,
     CH_TRAILER_LF,
@@ -33,16 +33,16 @@ enum {
 
 /* HEXDIG value plus one, so that 0 (the default) means "not a digit". */
 static const unsigned char hexval1[256] = {
-    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5,
-    ['5'] = 6, ['6'] = 7, ['7'] = 8, ['8'] = 9, ['9'] = 10,
-    ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9,  ['9'] = 10, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
     ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
 };
 
-
 /* Bytes allowed in extensions and trailer values: no CTL but HTAB. */
 static const unsigned char text_tbl[256] = {
-    ['\t'] = 1, [0x20 ... 0x7e] = 1, [0x80 ... 0xff] = 1,
+    ['\t'] = 1,
+    [0x20 ... 0x7e] = 1,
+    [0x80 ... 0xff] = 1,
 };
 
 /* The state machine of both modes. Data bytes are moved down to dst, or
@@ -50,8 +50,8 @@ static const unsigned char text_tbl[256] = {
  * number of input bytes the body took when it ends in buf[0..len),
  * ORIBI_CHUNKED_INCOMPLETE or ORIBI_CHUNKED_ERROR; *data_len is the number
  * of data bytes met on the way. */
-static inline __attribute__((always_inline)) ssize_t
-run(struct oribi_chunked_decoder *d, const char *buf, size_t len, char *dst, size_t *data_len)
+static inline __attribute__((always_inline)) ssize_t run(struct oribi_chunked_decoder *d, const char *buf, size_t len,
+                                                         char *dst, size_t *data_len)
 {
     const char *src = buf, *end = buf + len;
     size_t data = 0;
@@ -191,8 +191,7 @@ ssize_t oribi_decode_chunked(struct oribi_chunked_decoder *d, char *buf, size_t 
     return (ssize_t)(len - (size_t)used);
 }
 
-ssize_t oribi_discard_chunked(struct oribi_chunked_decoder *d, const char *buf, size_t len,
-                              size_t *data_len)
+ssize_t oribi_discard_chunked(struct oribi_chunked_decoder *d, const char *buf, size_t len, size_t *data_len)
 {
     return run(d, buf, len, NULL, data_len);
 }

@@ -45,7 +45,6 @@ ssize_t oribi_decode_chunked(struct oribi_chunked_decoder *d, char *buf, size_t 
  * ORIBI_CHUNKED_INCOMPLETE (all of buf consumed), ORIBI_CHUNKED_ERROR, or
  * n >= 0: the body ended with buf[n - 1], what follows is not its own.
  */
-ssize_t oribi_discard_chunked(struct oribi_chunked_decoder *d, const char *buf, size_t len,
-                              size_t *data_len);
+ssize_t oribi_discard_chunked(struct oribi_chunked_decoder *d, const char *buf, size_t len, size_t *data_len);
 
 #endif

@@ -23,34 +23,38 @@
 #endif
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
-#define unlikely(x) __builtin_expect(!!(x), 0)
+#define unlikely(x)   __builtin_expect(!!(x), 0)
 
 /* RFC 9112 2.2 asks to ignore "at least one" empty line; a few is plenty. */
 #define MAX_LEADING_CRLF 8
 /* Keeps every head length well inside an int return value. */
 #define MAX_LIMIT ((size_t)1 << 28)
 
-
 /* request-target: anything visible; obs-text passes so UTF-8 paths work. */
 static const unsigned char target_tbl[256] = {
-    [0x21 ... 0x7e] = 1, [0x80 ... 0xff] = 1,
+    [0x21 ... 0x7e] = 1,
+    [0x80 ... 0xff] = 1,
 };
 
 /* field-value: VCHAR, SP, HTAB, obs-text. CR is not here: it ends the line. */
 static const unsigned char value_tbl[256] = {
-    ['\t'] = 1, [0x20 ... 0x7e] = 1, [0x80 ... 0xff] = 1,
+    ['\t'] = 1,
+    [0x20 ... 0x7e] = 1,
+    [0x80 ... 0xff] = 1,
 };
 
 /* reg-name and IP-literal bytes of uri-host (RFC 3986 unreserved, sub-delims,
  * plus ':' inside brackets); '%' is checked apart since it needs two HEXDIG. */
 static const unsigned char regname_tbl[256] = {
-    ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1, ['-'] = 1, ['.'] = 1,
-    ['_'] = 1, ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1,
-    [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1,
+    ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1, ['-'] = 1, ['.'] = 1,  ['_'] = 1,
+    ['~'] = 1,         ['!'] = 1,         ['$'] = 1,         ['&'] = 1, ['\''] = 1, ['('] = 1,
+    [')'] = 1,         ['*'] = 1,         ['+'] = 1,         [','] = 1, [';'] = 1,  ['='] = 1,
 };
 
 static const unsigned char hex_tbl[256] = {
-    ['0' ... '9'] = 1, ['A' ... 'F'] = 1, ['a' ... 'f'] = 1,
+    ['0' ... '9'] = 1,
+    ['A' ... 'F'] = 1,
+    ['a' ... 'f'] = 1,
 };
 
 /* PCMPESTRI range pairs of the bytes that stop each scanner; 16 bytes long
@@ -84,14 +88,13 @@ static ALWAYS_INLINE const char *skip8(const char *p, const char *end, unsigned 
 
 #ifdef HAVE_SSE42_PATH
 /* Returns the first stop byte, or where fewer than 16 bytes remain. */
-__attribute__((target("sse4.2"))) static inline const char *
-skip16(const char *p, const char *end, const char *ranges, int nranges)
+__attribute__((target("sse4.2"))) static inline const char *skip16(const char *p, const char *end, const char *ranges,
+                                                                   int nranges)
 {
     __m128i r = _mm_loadu_si128((const __m128i *)ranges);
     while (end - p >= 16) {
         __m128i b = _mm_loadu_si128((const __m128i *)p);
-        int i = _mm_cmpestri(r, nranges, b, 16,
-                             _SIDD_UBYTE_OPS | _SIDD_CMP_RANGES | _SIDD_LEAST_SIGNIFICANT);
+        int i = _mm_cmpestri(r, nranges, b, 16, _SIDD_UBYTE_OPS | _SIDD_CMP_RANGES | _SIDD_LEAST_SIGNIFICANT);
         if (i != 16)
             return p + i;
         p += 16;
@@ -101,8 +104,8 @@ skip16(const char *p, const char *end, const char *ranges, int nranges)
 #endif
 
 /* Returns the first byte in [p, end) that `ok` refuses, or end. */
-static ALWAYS_INLINE const char *scan(const char *p, const char *end, const unsigned char *ok,
-                                      unsigned below, const char *ranges, int nranges, int simd)
+static ALWAYS_INLINE const char *scan(const char *p, const char *end, const unsigned char *ok, unsigned below,
+                                      const char *ranges, int nranges, int simd)
 {
 #ifdef HAVE_SSE42_PATH
     if (simd) {
@@ -141,7 +144,7 @@ static int ieq(const char *s, const char *lit, size_t n)
 }
 
 #define IS(s, n, lit) ((n) == sizeof(lit) - 1 && ieq(s, lit, sizeof(lit) - 1))
-#define OWS(c) ((c) == ' ' || (c) == '\t')
+#define OWS(c)        ((c) == ' ' || (c) == '\t')
 
 /* uri-host [ ":" port ] (RFC 3986). Userinfo, paths, spaces and non-ASCII
  * hosts are refused: they are how Host confusion attacks start. */
@@ -187,7 +190,7 @@ struct sem {
     int64_t content_length;
     int host_fields;
     int te_seen, te_chunked, te_unknown;
-    int te_last_chunked;       /* response: the final coding is chunked */
+    int te_last_chunked; /* response: the final coding is chunked */
     int conn_close, conn_keepalive, conn_upgrade, upgrade_field;
     int expect_continue, expect_other;
 };
@@ -282,8 +285,7 @@ static int parse_content_length(const char *v, size_t vlen, struct sem *s)
 #define SEMANTIC_LENGTHS (1u << 4 | 1u << 6 | 1u << 7 | 1u << 10 | 1u << 14 | 1u << 17)
 
 /* Returns 0 or the status to fail with. */
-static int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen,
-                          struct sem *s)
+static int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s)
 {
     switch (name_len) {
     case 4:
@@ -349,8 +351,7 @@ static int parse_response_te(const char *p, const char *end, struct sem *s)
 #define RESPONSE_LENGTHS (1u << 10 | 1u << 14 | 1u << 17)
 
 /* Returns 0 or 400 (the response cannot be framed). */
-static int response_field(const char *name, size_t name_len, const char *v, size_t vlen,
-                          struct sem *s)
+static int response_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s)
 {
     switch (name_len) {
     case 10:
@@ -374,9 +375,8 @@ struct fields {
  * *pp past the empty line, ORIBI_PARSE_INCOMPLETE, or the status to fail
  * with (400, 431, or one from a semantic field). `response` is a constant
  * at each call: it picks which fields carry framing semantics. */
-static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int capped,
-                                      struct fields *f, struct sem *s, const int response,
-                                      const int simd)
+static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int capped, struct fields *f, struct sem *s,
+                                      const int response, const int simd)
 {
     /* locals, not f->: a store into headers[] could alias them and force
      * a reload per field */
@@ -447,11 +447,17 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
 #undef OUT_OF_FIELDS
 }
 
-#define FAIL(code) do { req->status = (code); return ORIBI_PARSE_ERROR; } while (0)
+#define FAIL(code)                \
+    do {                          \
+        req->status = (code);     \
+        return ORIBI_PARSE_ERROR; \
+    } while (0)
 /* Running out of bytes at a limit means the limit is exceeded; before it,
  * the head is just not all here yet. */
-#define OUT_OF(capped, code) do { \
-        if (capped) FAIL(code); \
+#define OUT_OF(capped, code)           \
+    do {                               \
+        if (capped)                    \
+            FAIL(code);                \
         return ORIBI_PARSE_INCOMPLETE; \
     } while (0)
 
@@ -662,21 +668,20 @@ static ALWAYS_INLINE int parse_response_head(const char *buf, size_t len, int he
     res->framing = framing;
     /* a coding the client does not know ends the body at the close even
      * where there is no body (HEAD): the connection cannot carry on */
-    res->keepalive = !s.conn_close && (minor == 1 || s.conn_keepalive) &&
-                     framing != ORIBI_FRAMING_UNTIL_CLOSE && !(s.te_seen && !s.te_last_chunked);
+    res->keepalive = !s.conn_close && (minor == 1 || s.conn_keepalive) && framing != ORIBI_FRAMING_UNTIL_CLOSE &&
+                     !(s.te_seen && !s.te_last_chunked);
     return (int)(p - buf);
 }
 
 #ifdef HAVE_SSE42_PATH
-__attribute__((target("sse4.2"))) static int
-parse_sse42(const char *buf, size_t len, struct oribi_request *req, const struct oribi_limits *lim)
+__attribute__((target("sse4.2"))) static int parse_sse42(const char *buf, size_t len, struct oribi_request *req,
+                                                         const struct oribi_limits *lim)
 {
     return parse_head(buf, len, req, lim, 1);
 }
 #endif
 
-static int parse_portable(const char *buf, size_t len, struct oribi_request *req,
-                          const struct oribi_limits *lim)
+static int parse_portable(const char *buf, size_t len, struct oribi_request *req, const struct oribi_limits *lim)
 {
     return parse_head(buf, len, req, lim, 0);
 }
@@ -714,11 +719,13 @@ static int limit_reached(const char *buf, size_t len, const struct oribi_limits 
     return (size_t)(end - (lf + 1)) >= lim->max_header_bytes;
 }
 
-int oribi_parse_request(const char *buf, size_t len, size_t last_len,
-                        struct oribi_request *req, const struct oribi_limits *limits)
+int oribi_parse_request(const char *buf, size_t len, size_t last_len, struct oribi_request *req,
+                        const struct oribi_limits *limits)
 {
     static const struct oribi_limits defaults = {
-        ORIBI_DEFAULT_MAX_REQUEST_LINE, ORIBI_DEFAULT_MAX_HEADER_BYTES, ORIBI_DEFAULT_MAX_HEADERS,
+        ORIBI_DEFAULT_MAX_REQUEST_LINE,
+        ORIBI_DEFAULT_MAX_HEADER_BYTES,
+        ORIBI_DEFAULT_MAX_HEADERS,
     };
     struct oribi_limits lim = limits ? *limits : defaults;
     if (lim.max_request_line > MAX_LIMIT)
@@ -726,8 +733,7 @@ int oribi_parse_request(const char *buf, size_t len, size_t last_len,
     if (lim.max_header_bytes > MAX_LIMIT)
         lim.max_header_bytes = MAX_LIMIT;
 
-    if (last_len != 0 && last_len < len && !head_may_be_complete(buf, len, last_len) &&
-        !limit_reached(buf, len, &lim))
+    if (last_len != 0 && last_len < len && !head_may_be_complete(buf, len, last_len) && !limit_reached(buf, len, &lim))
         return ORIBI_PARSE_INCOMPLETE;
 #ifdef HAVE_SSE42_PATH
     if (use_sse42)
@@ -737,21 +743,19 @@ int oribi_parse_request(const char *buf, size_t len, size_t last_len,
 }
 
 #ifdef HAVE_SSE42_PATH
-__attribute__((target("sse4.2"))) static int
-parse_response_sse42(const char *buf, size_t len, int head_request, struct oribi_response_head *res)
+__attribute__((target("sse4.2"))) static int parse_response_sse42(const char *buf, size_t len, int head_request,
+                                                                  struct oribi_response_head *res)
 {
     return parse_response_head(buf, len, head_request, res, 1);
 }
 #endif
 
-static int parse_response_portable(const char *buf, size_t len, int head_request,
-                                   struct oribi_response_head *res)
+static int parse_response_portable(const char *buf, size_t len, int head_request, struct oribi_response_head *res)
 {
     return parse_response_head(buf, len, head_request, res, 0);
 }
 
-int oribi_parse_response(const char *buf, size_t len, int head_request,
-                         struct oribi_response_head *res)
+int oribi_parse_response(const char *buf, size_t len, int head_request, struct oribi_response_head *res)
 {
 #ifdef HAVE_SSE42_PATH
     if (use_sse42)

@@ -17,9 +17,9 @@
 /* Defaults for struct oribi_limits, the only place they are written: the
  * server's options table (lib/oribi/options.rb) reads them as
  * Oribi::Parser::DEFAULT_*. */
-#define ORIBI_DEFAULT_MAX_REQUEST_LINE 8192   /* bytes, over it: 414 */
-#define ORIBI_DEFAULT_MAX_HEADER_BYTES 65536  /* bytes of header fields, over it: 431 */
-#define ORIBI_DEFAULT_MAX_HEADERS      100    /* fields, over it: 431 */
+#define ORIBI_DEFAULT_MAX_REQUEST_LINE 8192  /* bytes, over it: 414 */
+#define ORIBI_DEFAULT_MAX_HEADER_BYTES 65536 /* bytes of header fields, over it: 431 */
+#define ORIBI_DEFAULT_MAX_HEADERS      100   /* fields, over it: 431 */
 
 struct oribi_limits {
     size_t max_request_line;
@@ -38,14 +38,14 @@ struct oribi_request {
     /* out: request line */
     const char *method;
     size_t method_len;
-    const char *target;        /* request-target exactly as sent */
+    const char *target; /* request-target exactly as sent */
     size_t target_len;
-    const char *path;          /* origin-form path+query ("/a?b"); for absolute-form the
+    const char *path; /* origin-form path+query ("/a?b"); for absolute-form the
                                   part after the authority ("/" if empty; it starts with
                                   '?' for "http://h?q", whose path is empty); "*" for
                                   OPTIONS *; the authority itself for CONNECT */
     size_t path_len;
-    int minor_version;         /* 0 or 1 (HTTP/1.2..1.9 are read as 1) */
+    int minor_version; /* 0 or 1 (HTTP/1.2..1.9 are read as 1) */
 
     /* in: capacity of headers[]; out: fields stored. Written only once the
        head is parsed (or on 417), so a retry after INCOMPLETE needs no reset. */
@@ -53,13 +53,13 @@ struct oribi_request {
     size_t num_headers;
 
     /* out: semantics the connection layer needs */
-    const char *host;          /* Host field, or the authority of an absolute-form target */
-    size_t host_len;           /* host == NULL when neither was sent */
-    int64_t content_length;    /* -1 when absent */
-    int chunked;               /* Transfer-Encoding: chunked */
-    int keepalive;             /* persistent per version + Connection field */
-    int expect_continue;       /* Expect: 100-continue */
-    int upgrade;               /* Connection: upgrade + Upgrade field present */
+    const char *host;       /* Host field, or the authority of an absolute-form target */
+    size_t host_len;        /* host == NULL when neither was sent */
+    int64_t content_length; /* -1 when absent */
+    int chunked;            /* Transfer-Encoding: chunked */
+    int keepalive;          /* persistent per version + Connection field */
+    int expect_continue;    /* Expect: 100-continue */
+    int upgrade;            /* Connection: upgrade + Upgrade field present */
 
     /* out on ORIBI_PARSE_ERROR: 400, 414, 417, 431, 501 or 505 */
     int status;
@@ -80,8 +80,8 @@ struct oribi_request {
  * line), ORIBI_PARSE_INCOMPLETE, or ORIBI_PARSE_ERROR with req->status set.
  * An incomplete head already over a limit is an error (414 / 431).
  */
-int oribi_parse_request(const char *buf, size_t len, size_t last_len,
-                        struct oribi_request *req, const struct oribi_limits *limits);
+int oribi_parse_request(const char *buf, size_t len, size_t last_len, struct oribi_request *req,
+                        const struct oribi_limits *limits);
 
 /* How a response body is delimited (RFC 9112 6.3). */
 enum oribi_framing {
@@ -92,9 +92,9 @@ enum oribi_framing {
 };
 
 struct oribi_response_head {
-    int minor_version;         /* 0 or 1 */
-    int status;                /* 100..599 */
-    const char *reason;        /* reason phrase as sent, maybe empty */
+    int minor_version;  /* 0 or 1 */
+    int status;         /* 100..599 */
+    const char *reason; /* reason phrase as sent, maybe empty */
     size_t reason_len;
 
     /* in: capacity of headers[], or headers == NULL to store none (then
@@ -103,9 +103,9 @@ struct oribi_response_head {
     struct oribi_header *headers;
     size_t num_headers;
 
-    int64_t content_length;    /* -1 when absent or overridden by Transfer-Encoding */
-    int framing;               /* enum oribi_framing */
-    int keepalive;             /* the connection may carry another request after it */
+    int64_t content_length; /* -1 when absent or overridden by Transfer-Encoding */
+    int framing;            /* enum oribi_framing */
+    int keepalive;          /* the connection may carry another request after it */
 };
 
 /*
@@ -117,8 +117,7 @@ struct oribi_response_head {
  * instead of at a timeout. The caller bounds the head by giving at most as
  * many bytes as it accepts (heads over 256 MiB are errors anyway).
  */
-int oribi_parse_response(const char *buf, size_t len, int head_request,
-                         struct oribi_response_head *res);
+int oribi_parse_response(const char *buf, size_t len, int head_request, struct oribi_response_head *res);
 
 /* 1 when the CPU path in use is SSE4.2, 0 for the portable one. The path is
  * chosen once at load time from the CPU; ORIBI_NO_SSE42=1 in the environment

@@ -12,23 +12,59 @@ struct status_entry {
 
 /* RFC 9110 section 15 plus the few registered codes apps use (RFC 6585, 8297). */
 static const struct status_entry reasons[] = {
-    {100, "Continue"}, {101, "Switching Protocols"}, {103, "Early Hints"},
-    {200, "OK"}, {201, "Created"}, {202, "Accepted"}, {203, "Non-Authoritative Information"},
-    {204, "No Content"}, {205, "Reset Content"}, {206, "Partial Content"}, {207, "Multi-Status"},
-    {300, "Multiple Choices"}, {301, "Moved Permanently"}, {302, "Found"}, {303, "See Other"},
-    {304, "Not Modified"}, {307, "Temporary Redirect"}, {308, "Permanent Redirect"},
-    {400, "Bad Request"}, {401, "Unauthorized"}, {402, "Payment Required"}, {403, "Forbidden"},
-    {404, "Not Found"}, {405, "Method Not Allowed"}, {406, "Not Acceptable"},
-    {407, "Proxy Authentication Required"}, {408, "Request Timeout"}, {409, "Conflict"},
-    {410, "Gone"}, {411, "Length Required"}, {412, "Precondition Failed"},
-    {413, "Content Too Large"}, {414, "URI Too Long"}, {415, "Unsupported Media Type"},
-    {416, "Range Not Satisfiable"}, {417, "Expectation Failed"}, {421, "Misdirected Request"},
-    {422, "Unprocessable Content"}, {423, "Locked"}, {425, "Too Early"}, {426, "Upgrade Required"},
-    {428, "Precondition Required"}, {429, "Too Many Requests"},
-    {431, "Request Header Fields Too Large"}, {451, "Unavailable For Legal Reasons"},
-    {500, "Internal Server Error"}, {501, "Not Implemented"}, {502, "Bad Gateway"},
-    {503, "Service Unavailable"}, {504, "Gateway Timeout"}, {505, "HTTP Version Not Supported"},
-    {507, "Insufficient Storage"}, {511, "Network Authentication Required"},
+    {100, "Continue"},
+    {101, "Switching Protocols"},
+    {103, "Early Hints"},
+    {200, "OK"},
+    {201, "Created"},
+    {202, "Accepted"},
+    {203, "Non-Authoritative Information"},
+    {204, "No Content"},
+    {205, "Reset Content"},
+    {206, "Partial Content"},
+    {207, "Multi-Status"},
+    {300, "Multiple Choices"},
+    {301, "Moved Permanently"},
+    {302, "Found"},
+    {303, "See Other"},
+    {304, "Not Modified"},
+    {307, "Temporary Redirect"},
+    {308, "Permanent Redirect"},
+    {400, "Bad Request"},
+    {401, "Unauthorized"},
+    {402, "Payment Required"},
+    {403, "Forbidden"},
+    {404, "Not Found"},
+    {405, "Method Not Allowed"},
+    {406, "Not Acceptable"},
+    {407, "Proxy Authentication Required"},
+    {408, "Request Timeout"},
+    {409, "Conflict"},
+    {410, "Gone"},
+    {411, "Length Required"},
+    {412, "Precondition Failed"},
+    {413, "Content Too Large"},
+    {414, "URI Too Long"},
+    {415, "Unsupported Media Type"},
+    {416, "Range Not Satisfiable"},
+    {417, "Expectation Failed"},
+    {421, "Misdirected Request"},
+    {422, "Unprocessable Content"},
+    {423, "Locked"},
+    {425, "Too Early"},
+    {426, "Upgrade Required"},
+    {428, "Precondition Required"},
+    {429, "Too Many Requests"},
+    {431, "Request Header Fields Too Large"},
+    {451, "Unavailable For Legal Reasons"},
+    {500, "Internal Server Error"},
+    {501, "Not Implemented"},
+    {502, "Bad Gateway"},
+    {503, "Service Unavailable"},
+    {504, "Gateway Timeout"},
+    {505, "HTTP Version Not Supported"},
+    {507, "Insufficient Storage"},
+    {511, "Network Authentication Required"},
 };
 #define NREASONS (sizeof(reasons) / sizeof(reasons[0]))
 
@@ -50,8 +86,8 @@ const char *oribi_status_line(int status, size_t *len)
     if (status < 100 || status > 999)
         status = 500;
     if (!status_lens[status]) {
-        int n = snprintf(status_lines[status], sizeof(status_lines[status]), "HTTP/1.1 %d %s\r\n",
-                         status, oribi_reason(status));
+        int n = snprintf(status_lines[status], sizeof(status_lines[status]), "HTTP/1.1 %d %s\r\n", status,
+                         oribi_reason(status));
         status_lens[status] = (unsigned char)n;
     }
     *len = status_lens[status];
@@ -73,7 +109,6 @@ const char *oribi_date_header(time_t now, size_t *len)
     *len = date_len;
     return date_buf;
 }
-
 
 int oribi_field_name_ok(const char *name, size_t len)
 {
@@ -122,11 +157,11 @@ size_t oribi_error_response(char *out, size_t cap, int status, time_t now, int k
     const char *sl = oribi_status_line(status, &sl_len);
     const char *date = oribi_date_header(now, &date_len);
     const char *reason = oribi_reason(status);
-    int n = snprintf(out, cap,
-                     "%.*s%.*scontent-type: text/plain\r\ncontent-length: %zu\r\n"
-                     "%s\r\n%s\n",
-                     (int)sl_len, sl, (int)date_len, date, strlen(reason) + 1,
-                     keep ? "" : "connection: close\r\n", reason);
+    int n =
+        snprintf(out, cap,
+                 "%.*s%.*scontent-type: text/plain\r\ncontent-length: %zu\r\n"
+                 "%s\r\n%s\n",
+                 (int)sl_len, sl, (int)date_len, date, strlen(reason) + 1, keep ? "" : "connection: close\r\n", reason);
     return (n < 0 || (size_t)n >= cap) ? 0 : (size_t)n;
 }
 

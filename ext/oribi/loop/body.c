@@ -58,8 +58,8 @@ static int write_all(int fd, const char *p, size_t n)
  * path: the head may have moved with the buffer (buf_moved). */
 static int fail(struct oribi_conn *c, const char *what, const char *where)
 {
-    oribi_log("answered 500: a request body (%lld bytes so far) %s %s: %s", (long long)c->body_total, what,
-              where, strerror(errno));
+    oribi_log("answered 500: a request body (%lld bytes so far) %s %s: %s", (long long)c->body_total, what, where,
+              strerror(errno));
     return 500;
 }
 
@@ -71,8 +71,7 @@ static int spill(struct oribi_loop *loop, struct oribi_conn *c)
         return fail(c, "could not be spilled: no tmpfile in", loop->opt.tmpdir);
     if (write_all(c->body_fd, c->buf + c->head_len, c->body_mem) < 0)
         return fail(c, "could not be spilled to a tmpfile in", loop->opt.tmpdir);
-    memmove(c->buf + c->head_len, c->buf + c->head_len + c->body_mem,
-            c->len - c->head_len - c->body_mem);
+    memmove(c->buf + c->head_len, c->buf + c->head_len + c->body_mem, c->len - c->head_len - c->body_mem);
     c->len -= c->body_mem;
     c->body_mem = 0;
     return 0;

@@ -27,44 +27,44 @@ enum oribi_timer_kind { TIMER_NONE, TIMER_IDLE, TIMER_HEAD, TIMER_BODY, TIMER_WR
 
 struct oribi_conn {
     int fd;
-    int listener;          /* index into the loop's listeners */
-    uint32_t gen;          /* bumped on reuse: stale pending entries are skipped */
+    int listener; /* index into the loop's listeners */
+    uint32_t gen; /* bumped on reuse: stale pending entries are skipped */
     unsigned char state;
-    unsigned char timer;   /* which list it is on */
+    unsigned char timer; /* which list it is on */
     unsigned in_epoll : 1;
-    unsigned close_after : 1;/* close once the current response is out */
-    unsigned buf_moved : 1;  /* buffer reallocated since the head was parsed */
+    unsigned close_after : 1; /* close once the current response is out */
+    unsigned buf_moved : 1;   /* buffer reallocated since the head was parsed */
     /* Not bit fields: the loop's thread writes these while an app thread
      * writes the others (threads > 1). */
-    unsigned char may_read;  /* the last read filled the buffer, or an edge came in since */
-    uint32_t app_events;     /* epoll events that came while the app had the conn */
-    unsigned char peer_hup;  /* EPOLLRDHUP/HUP seen: read on until EOF, no edge will come again */
+    unsigned char may_read; /* the last read filled the buffer, or an edge came in since */
+    uint32_t app_events;    /* epoll events that came while the app had the conn */
+    unsigned char peer_hup; /* EPOLLRDHUP/HUP seen: read on until EOF, no edge will come again */
 
     char *buf;
     size_t len, cap;
-    size_t last_len;       /* parser resume point */
-    size_t head_len;       /* bytes of the request head */
-    size_t rest_off;       /* where the bytes after this request start (READY) */
+    size_t last_len; /* parser resume point */
+    size_t head_len; /* bytes of the request head */
+    size_t rest_off; /* where the bytes after this request start (READY) */
 
     struct oribi_request req;
     struct oribi_header *headers;
 
     /* body */
-    int64_t body_left;     /* Content-Length bytes still to come */
-    size_t body_mem;       /* decoded body bytes held at buf + head_len */
-    int64_t body_total;    /* decoded body bytes so far (memory + file) */
-    int64_t body_mark;     /* body_total when the body timer was last re-armed */
-    int body_fd;           /* tmpfile once the body outgrew memory, else -1 */
+    int64_t body_left;  /* Content-Length bytes still to come */
+    size_t body_mem;    /* decoded body bytes held at buf + head_len */
+    int64_t body_total; /* decoded body bytes so far (memory + file) */
+    int64_t body_mark;  /* body_total when the body timer was last re-armed */
+    int body_fd;        /* tmpfile once the body outgrew memory, else -1 */
     struct oribi_chunked_decoder dec;
 
     /* output the socket did not take yet */
     char *wbuf;
     size_t wlen, woff, wcap;
 
-    unsigned requests;     /* served on this connection */
-    int64_t seen_us;       /* when the worker first saw the current request (queue_time.h), 0 not yet */
-    int64_t deadline;      /* ms, monotonic */
-    int64_t ready_at;      /* ms: when it joined the ready queue (the scheduler orders by it) */
+    unsigned requests; /* served on this connection */
+    int64_t seen_us;   /* when the worker first saw the current request (queue_time.h), 0 not yet */
+    int64_t deadline;  /* ms, monotonic */
+    int64_t ready_at;  /* ms: when it joined the ready queue (the scheduler orders by it) */
     struct oribi_conn *tprev, *tnext;
     struct oribi_conn *qnext; /* ready queue, free list */
 

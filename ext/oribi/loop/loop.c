@@ -27,8 +27,7 @@
  * small integers cannot collide with one. */
 #define TAG_WAKE        ((uintptr_t)1)
 #define TAG_LISTENER(i) ((uintptr_t)(3 + 2 * (i)))
-#define IS_TAG(p)       ((uintptr_t)(p) & 1)
-
+#define IS_TAG(p)       (((uintptr_t)(p)) & 1)
 
 /* The master's view of this worker's connections (stats): two stores. */
 static inline void publish(struct oribi_loop *loop)
@@ -287,8 +286,8 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c);
  * follows it but the next request, so answer 417 and go on. */
 static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c)
 {
-    if (c->req.chunked || c->req.content_length > 0 || !c->req.keepalive || !loop->opt.keepalive ||
-        loop->stopping || (loop->opt.keepalive_requests && c->requests + 1 >= loop->opt.keepalive_requests))
+    if (c->req.chunked || c->req.content_length > 0 || !c->req.keepalive || !loop->opt.keepalive || loop->stopping ||
+        (loop->opt.keepalive_requests && c->requests + 1 >= loop->opt.keepalive_requests))
         return 0;
     char out[512];
     size_t n = oribi_error_response(out, sizeof(out), 417, time(NULL), 1);
@@ -308,8 +307,7 @@ static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_le
 {
     c->head_len = (size_t)head_len;
     c->buf_moved = 0;
-    if (c->req.expect_continue && c->req.minor_version == 1 &&
-        (c->req.chunked || c->req.content_length > 0) &&
+    if (c->req.expect_continue && c->req.minor_version == 1 && (c->req.chunked || c->req.content_length > 0) &&
         !(loop->opt.max_body && c->req.content_length > loop->opt.max_body)) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         struct iovec iov = {(void *)cont, sizeof(cont) - 1};
@@ -528,8 +526,7 @@ static void set_accepting(struct oribi_loop *loop, int on)
     for (int i = 0; i < loop->nlisteners; i++) {
         /* EPOLLEXCLUSIVE: one waiting worker wakes per connection; a worker
          * busy in the app is not waiting, so it takes none it cannot serve. */
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE,
-                                 .data.ptr = (void *)TAG_LISTENER(i)};
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = (void *)TAG_LISTENER(i)};
         epoll_ctl(loop->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, loop->listeners[i].fd, &ev);
     }
     loop->accepting = on;
@@ -539,8 +536,8 @@ static void set_accepting(struct oribi_loop *loop, int on)
  * thread busy, no room, or a stop that is not (or no longer) draining. */
 static void resume_accepting(struct oribi_loop *loop)
 {
-    if (!loop->accepting && !loop->accept_resume_at && !loop->hold &&
-        loop->nconns < loop->opt.max_connections && (!loop->stopping || loop->draining))
+    if (!loop->accepting && !loop->accept_resume_at && !loop->hold && loop->nconns < loop->opt.max_connections &&
+        (!loop->stopping || loop->draining))
         set_accepting(loop, 1);
 }
 
@@ -630,8 +627,7 @@ static int accept_one(struct oribi_loop *loop, int li, int in_turn)
  * other connections and the timers get an epoll_wait every ACCEPT_RUN. */
 static int accept_direct(struct oribi_loop *loop)
 {
-    if (loop->hot_listener < 0 || !loop->accepting || loop->ready_head || loop->hold ||
-        loop->accept_run >= ACCEPT_RUN)
+    if (loop->hot_listener < 0 || !loop->accepting || loop->ready_head || loop->hold || loop->accept_run >= ACCEPT_RUN)
         return 0;
     loop->accept_run++;
     loop->now = oribi_coarse_ms();
@@ -681,8 +677,8 @@ static int take_backlog(struct oribi_loop *loop)
 
 /* ---- the loop ---- */
 
-int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
-                    const struct oribi_listener *listeners, int n)
+int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, const struct oribi_listener *listeners,
+                    int n)
 {
     memset(loop, 0, sizeof(*loop));
     loop->opt = *opt;

@@ -21,22 +21,22 @@
 
 /* Not options: the options' defaults live in lib/oribi/options.rb, and
  * struct oribi_options is always filled from there (Engine.new). */
-#define ORIBI_LINGER_MS                    2000
-#define ORIBI_DRAIN_IDLE_MS                1000 /* idle keep-alive grace when draining */
-#define ORIBI_BODY_PROGRESS                8192 /* bytes that re-arm the body timer */
+#define ORIBI_LINGER_MS     2000
+#define ORIBI_DRAIN_IDLE_MS 1000 /* idle keep-alive grace when draining */
+#define ORIBI_BODY_PROGRESS 8192 /* bytes that re-arm the body timer */
 
 struct oribi_options {
     struct oribi_limits limits;
-    int keepalive;             /* 0: Connection: close on every response */
+    int keepalive; /* 0: Connection: close on every response */
     unsigned keepalive_requests;
     int64_t keepalive_timeout_ms;
     int64_t header_timeout_ms;
     int64_t body_timeout_ms;
     int64_t write_timeout_ms;
-    int64_t max_body;          /* 0: no limit */
-    size_t body_buffer;        /* bodies above this spill to a tmpfile */
+    int64_t max_body;   /* 0: no limit */
+    size_t body_buffer; /* bodies above this spill to a tmpfile */
     unsigned max_connections;
-    int share_accepts;         /* other workers take from the same listeners */
+    int share_accepts; /* other workers take from the same listeners */
     const char *tmpdir;
 };
 
@@ -52,25 +52,25 @@ struct oribi_pending {
 
 struct oribi_loop {
     int epfd;
-    int wakefd;                    /* eventfd: interrupts epoll_wait from any thread */
+    int wakefd; /* eventfd: interrupts epoll_wait from any thread */
     volatile int wake_pending;
     struct oribi_options opt;
     struct oribi_listener listeners[ORIBI_MAX_LISTENERS];
     int nlisteners;
-    int accepting;                 /* listeners are in the epoll set */
-    int64_t accept_resume_at;      /* after EMFILE: when to try again (ms), 0 = not paused */
-    int hot_listener;              /* its last accept4 got a connection: try it first, -1 none */
-    int accept_run;                /* accepts straight from hot_listener since the last epoll_wait */
-    int backlog;                   /* a listener was seen readable and not yet found empty */
-    int64_t backlog_since;         /* when it was first seen so (ms): its clients waited since */
-    int queue_front;               /* queue_ready puts a conn at the head (a backlog's turn) */
+    int accepting;            /* listeners are in the epoll set */
+    int64_t accept_resume_at; /* after EMFILE: when to try again (ms), 0 = not paused */
+    int hot_listener;         /* its last accept4 got a connection: try it first, -1 none */
+    int accept_run;           /* accepts straight from hot_listener since the last epoll_wait */
+    int backlog;              /* a listener was seen readable and not yet found empty */
+    int64_t backlog_since;    /* when it was first seen so (ms): its clients waited since */
+    int queue_front;          /* queue_ready puts a conn at the head (a backlog's turn) */
 
-    int64_t now;                   /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup */
-    int64_t polled_at;             /* the last epoll_wait (ms) */
+    int64_t now;                               /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup */
+    int64_t polled_at;                         /* the last epoll_wait (ms) */
     struct oribi_conn *timers[TIMER_KINDS][2]; /* head, tail of each FIFO */
     int64_t timeout_ms[TIMER_KINDS];
 
-    struct oribi_conn **by_fd;     /* conn of each fd, for tokens */
+    struct oribi_conn **by_fd; /* conn of each fd, for tokens */
     int by_fd_cap;
     unsigned nconns;
     struct oribi_conn *ready_head, *ready_tail;
@@ -78,25 +78,24 @@ struct oribi_loop {
     struct oribi_pending *pending; /* responses done: look at the conn again */
     int npending, pending_cap;
 
-    int listening;                 /* listeners[] are open (the loop's own copies) */
-    int stopping;                  /* graceful drain: no keep-alive, then no accepts */
-    int draining;                  /* stopping, but the backlog is still served */
-    long drain_left;               /* connections it may still take while draining, -1 no bound */
-    int hold;                      /* every app thread busy: no accepts, no hand-outs */
-    uint64_t requests;             /* requests handed to the app */
-    uint64_t rejected;             /* requests answered with an error by the loop */
-    unsigned nidle;                /* conns waiting for a next request (on the idle timer) */
-    struct oribi_score *score;      /* where the conn counts are published, or NULL */
+    int listening;             /* listeners[] are open (the loop's own copies) */
+    int stopping;              /* graceful drain: no keep-alive, then no accepts */
+    int draining;              /* stopping, but the backlog is still served */
+    long drain_left;           /* connections it may still take while draining, -1 no bound */
+    int hold;                  /* every app thread busy: no accepts, no hand-outs */
+    uint64_t requests;         /* requests handed to the app */
+    uint64_t rejected;         /* requests answered with an error by the loop */
+    unsigned nidle;            /* conns waiting for a next request (on the idle timer) */
+    struct oribi_score *score; /* where the conn counts are published, or NULL */
 };
-
 
 enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };
 
 /* Sets up epoll and the wake fd, and takes its own copies of the listeners
  * (closed by oribi_loop_stop or oribi_loop_free, whatever the caller does
  * with its own). Returns 0 or -1 with errno. */
-int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt,
-                    const struct oribi_listener *listeners, int n);
+int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, const struct oribi_listener *listeners,
+                    int n);
 void oribi_loop_free(struct oribi_loop *loop);
 
 /* Runs until a request is complete (LOOP_READY: take it with
@@ -126,7 +125,6 @@ void oribi_loop_wake(struct oribi_loop *loop);
  * proxy say, cannot keep it going; -1: no bound), and closes them then;
  * with 0 it closes them at once (the backlog is someone else's). */
 void oribi_loop_stop(struct oribi_loop *loop, long drain);
-
 
 /* The app is done with the conn: keep it alive or close it, and read on. */
 void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepalive);

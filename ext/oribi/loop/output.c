@@ -105,8 +105,7 @@ int oribi_conn_write_more(struct oribi_conn *c, const struct iovec *iov, int iov
     return conn_write(c, iov, iovcnt, MSG_MORE);
 }
 
-int oribi_conn_sendfile(struct oribi_conn *c, int file_fd, int64_t *off, int64_t *left,
-                        int64_t timeout_ms)
+int oribi_conn_sendfile(struct oribi_conn *c, int file_fd, int64_t *off, int64_t *left, int64_t timeout_ms)
 {
     while (*left > 0) {
         off_t o = (off_t)*off;

@@ -12,7 +12,7 @@
 
 #include "loop/conn.h"
 
-#define ORIBI_WRITE_BACKLOG                (1024 * 1024)
+#define ORIBI_WRITE_BACKLOG (1024 * 1024)
 
 /* Writes iov; bytes the socket does not take now are kept and flushed by
  * the loop. Returns 0, 1 when the kept backlog is over ORIBI_WRITE_BACKLOG
@@ -35,7 +35,6 @@ enum { ORIBI_SEND_DONE = 0, ORIBI_SEND_SHORT = 1, ORIBI_SEND_INTR = 2, ORIBI_SEN
  * ORIBI_SEND_INTR (a signal came: handle it and call again; *off and *left
  * say where it stopped) or ORIBI_SEND_FAIL (peer gone, or no progress for
  * timeout_ms). */
-int oribi_conn_sendfile(struct oribi_conn *c, int file_fd, int64_t *off, int64_t *left,
-                        int64_t timeout_ms);
+int oribi_conn_sendfile(struct oribi_conn *c, int file_fd, int64_t *off, int64_t *left, int64_t timeout_ms);
 
 #endif

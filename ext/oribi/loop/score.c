@@ -13,8 +13,8 @@ void oribi_score_take(struct oribi_score *s, int64_t wall_ms, int64_t queue_us, 
     }
 }
 
-void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_len, const char *path,
-                      size_t path_len, int64_t since_ms)
+void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_len, const char *path, size_t path_len,
+                      int64_t since_ms)
 {
     size_t n = method_len < ORIBI_SCORE_REQUEST - 2 ? method_len : ORIBI_SCORE_REQUEST - 2;
     memcpy(s->request, method, n);

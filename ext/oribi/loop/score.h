@@ -17,16 +17,16 @@
 #define ORIBI_SCORE_REQUEST 120
 
 struct oribi_score {
-    volatile int64_t busy_since_ms;   /* CLOCK_MONOTONIC ms; 0 when idle */
-    volatile uint64_t served;         /* responses finished */
+    volatile int64_t busy_since_ms; /* CLOCK_MONOTONIC ms; 0 when idle */
+    volatile uint64_t served;       /* responses finished */
     volatile int32_t pid;
-    volatile uint32_t conns;          /* open connections of the worker's loop */
-    volatile uint32_t idle;           /* of which idle keep-alive ones (waiting for a next request) */
-    volatile uint32_t generation;     /* which fork generation the worker is (refork) */
-    volatile int64_t last_request_ms; /* wall clock (ms since the epoch) of the last request taken */
+    volatile uint32_t conns;                      /* open connections of the worker's loop */
+    volatile uint32_t idle;                       /* of which idle keep-alive ones (waiting for a next request) */
+    volatile uint32_t generation;                 /* which fork generation the worker is (refork) */
+    volatile int64_t last_request_ms;             /* wall clock (ms since the epoch) of the last request taken */
     volatile uint64_t queue[ORIBI_QUEUE_BUCKETS]; /* queue time histogram (not cumulative) */
     volatile uint64_t queue_sum_us;
-    volatile uint64_t queue_header;   /* requests whose queue time came from X-Request-Start */
+    volatile uint64_t queue_header;    /* requests whose queue time came from X-Request-Start */
     char request[ORIBI_SCORE_REQUEST]; /* "GET /path" being served, cut to fit */
 };
 
@@ -36,8 +36,8 @@ void oribi_score_take(struct oribi_score *s, int64_t wall_ms, int64_t queue_us, 
 
 /* The worker is busy with this request since since_ms (CLOCK_MONOTONIC):
  * with threads, the oldest request in the app (worker_timeout). */
-void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_len, const char *path,
-                      size_t path_len, int64_t since_ms);
+void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_len, const char *path, size_t path_len,
+                      int64_t since_ms);
 
 /* No request in the app any more. */
 static inline void oribi_score_idle(struct oribi_score *s)

@@ -502,9 +502,17 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     if (!c)
         rb_raise(rb_eArgError, "no request in progress for this env");
 
-    struct oribi_rack_response r = {.s = s, .c = c, .env = env, .body = body, .to_close = body, .headers = headers,
-                     .hijack = Qnil, .protocol = Qnil, .file_fd = -1, .app_length = -1,
-                     .keepalive = c->req.keepalive && !e->loop.stopping};
+    struct oribi_rack_response r = {.s = s,
+                                    .c = c,
+                                    .env = env,
+                                    .body = body,
+                                    .to_close = body,
+                                    .headers = headers,
+                                    .hijack = Qnil,
+                                    .protocol = Qnil,
+                                    .file_fd = -1,
+                                    .app_length = -1,
+                                    .keepalive = c->req.keepalive && !e->loop.stopping};
     r.status = FIXNUM_P(status) ? FIX2INT(status) : 0;
     r.head_only = c->req.method_len == 4 && memcmp(c->req.method, "HEAD", 4) == 0;
     s->out_len = 0;
@@ -515,8 +523,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     if (r.status < 100 || r.status > 999) {
         oribi_rack_response_close((VALUE)&r);
         r.status = 500;
-        exc = rb_exc_new_str(rb_eArgError,
-                             rb_sprintf("status is not an Integer in 100..999: %+"PRIsVALUE, status));
+        exc = rb_exc_new_str(rb_eArgError, rb_sprintf("status is not an Integer in 100..999: %+" PRIsVALUE, status));
     } else {
         rb_protect(respond_all, (VALUE)&r, &state);
         if (state) {
@@ -643,7 +650,8 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cEngine, "close", engine_close, 0);
     /* The targets of env["rack.hijack"] and env["rack.early_hints"]: one
      * Exchange per app thread. */
-    Init_oribi_exchange(mOribi, cEngine); /* and Oribi::ClientGone, rack.response_finished's error when the client left */
+    /* and Oribi::ClientGone, rack.response_finished's error when the client left */
+    Init_oribi_exchange(mOribi, cEngine);
     rb_define_private_method(oribi_cExchange, "rack_hijack", oribi_full_hijack, 0);
     rb_define_private_method(oribi_cExchange, "rack_early_hints", oribi_early_hints, 1);
 }

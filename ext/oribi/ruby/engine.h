@@ -23,19 +23,19 @@ struct oribi_engine {
     int ready;
     struct oribi_env_listener listeners[ORIBI_MAX_LISTENERS];
     VALUE tmpdir;
-    int nexchanges, busy;   /* one exchange per app thread, those in use */
+    int nexchanges, busy; /* one exchange per app thread, those in use */
     struct oribi_exchange *exchanges;
-    int in_loop;           /* the dispatcher is in the loop without the GVL */
-    VALUE dispatcher;      /* the thread that calls next_request (marked by Ruby's thread list) */
-    int stop_pending;      /* #stop from an app thread meanwhile */
-    long stop_drain;       /* its argument for oribi_loop_stop */
+    int in_loop;               /* the dispatcher is in the loop without the GVL */
+    VALUE dispatcher;          /* the thread that calls next_request (marked by Ruby's thread list) */
+    int stop_pending;          /* #stop from an app thread meanwhile */
+    long stop_drain;           /* its argument for oribi_loop_stop */
     struct oribi_handbacks hb; /* conns the app is done with */
 
-    VALUE scoreboard;      /* the Oribi::Scoreboard holding loop.score (kept alive), else nil */
+    VALUE scoreboard;              /* the Oribi::Scoreboard holding loop.score (kept alive), else nil */
     struct oribi_exchange *scored; /* the exchange whose request the scoreboard names, NULL when idle */
 
-    uint64_t oob_gc;       /* out-of-band GC every this many requests, 0 off */
-    uint64_t since_gc;     /* requests taken since the last one */
+    uint64_t oob_gc;   /* out-of-band GC every this many requests, 0 off */
+    uint64_t since_gc; /* requests taken since the last one */
 };
 
 struct oribi_engine *oribi_engine_get(VALUE self); /* raises IOError once closed */

@@ -16,10 +16,9 @@ VALUE rb_hash_new_with_size(st_index_t size); /* exported, not declared, in Ruby
 #endif
 
 VALUE oribi_key_input, oribi_key_request_method;
-static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server_name,
-    k_server_port, k_server_protocol, k_server_software, k_remote_addr, k_content_length,
-    k_content_type, k_rack_errors, k_url_scheme, k_multithread, k_multiprocess, k_run_once,
-    k_hijack_p, k_http_host, k_hijack, k_early_hints, k_response_finished, k_protocol;
+static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server_name, k_server_port, k_server_protocol,
+    k_server_software, k_remote_addr, k_content_length, k_content_type, k_rack_errors, k_url_scheme, k_multithread,
+    k_multiprocess, k_run_once, k_hijack_p, k_http_host, k_hijack, k_early_hints, k_response_finished, k_protocol;
 static VALUE v_empty, v_http, v_http10, v_http11, v_software, v_localhost_ip, v_port80;
 
 VALUE oribi_fstr(const char *s)
@@ -36,14 +35,49 @@ static const char *const methods[] = {"GET", "POST", "HEAD", "PUT", "DELETE", "P
 static VALUE method_vals[NMETHODS];
 
 static const char *const common_fields[] = {
-    "host", "user-agent", "accept", "accept-encoding", "accept-language", "accept-charset",
-    "connection", "cookie", "referer", "origin", "cache-control", "pragma", "keep-alive",
-    "upgrade-insecure-requests", "if-modified-since", "if-none-match", "authorization",
-    "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-real-ip", "x-request-id",
-    "x-request-start", "x-requested-with", "x-csrf-token", "dnt", "te", "upgrade", "range",
-    "sec-fetch-dest", "sec-fetch-mode", "sec-fetch-site", "sec-fetch-user", "sec-ch-ua",
-    "sec-ch-ua-mobile", "sec-ch-ua-platform", "via", "forwarded", "expect", "if-match",
-    "if-range", "priority", "version",
+    "host",
+    "user-agent",
+    "accept",
+    "accept-encoding",
+    "accept-language",
+    "accept-charset",
+    "connection",
+    "cookie",
+    "referer",
+    "origin",
+    "cache-control",
+    "pragma",
+    "keep-alive",
+    "upgrade-insecure-requests",
+    "if-modified-since",
+    "if-none-match",
+    "authorization",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-real-ip",
+    "x-request-id",
+    "x-request-start",
+    "x-requested-with",
+    "x-csrf-token",
+    "dnt",
+    "te",
+    "upgrade",
+    "range",
+    "sec-fetch-dest",
+    "sec-fetch-mode",
+    "sec-fetch-site",
+    "sec-fetch-user",
+    "sec-ch-ua",
+    "sec-ch-ua-mobile",
+    "sec-ch-ua-platform",
+    "via",
+    "forwarded",
+    "expect",
+    "if-match",
+    "if-range",
+    "priority",
+    "version",
 };
 #define NCOMMON (sizeof(common_fields) / sizeof(common_fields[0]))
 static VALUE common_keys[NCOMMON];
@@ -213,20 +247,21 @@ static VALUE upgrade_protocols(const struct oribi_request *r)
 static void build_template(struct oribi_env_ctx *ctx)
 {
     VALUE t = rb_hash_new_capa(32); /* a copy keeps this capacity: room for the headers */
-    VALUE same[] = {
-        k_script_name, v_empty,
-        k_query_string, v_empty,         /* replaced when there is a query */
-        k_server_protocol, v_http11,     /* replaced for HTTP/1.0 */
-        k_server_software, v_software,
-        k_rack_errors, rb_stderr,
-        k_url_scheme, v_http,
-        k_multithread, ctx->multithread,
-        k_multiprocess, ctx->multiprocess,
-        k_run_once, Qfalse,
-        k_hijack_p, Qtrue,
-        k_hijack, ctx->hijack,
-        k_early_hints, ctx->early_hints, /* removed for HTTP/1.0: no 1xx there (RFC 9110 15.2) */
-    };
+    VALUE same[] =
+        {
+            k_script_name,     v_empty,
+            k_query_string,    v_empty,  /* replaced when there is a query */
+            k_server_protocol, v_http11, /* replaced for HTTP/1.0 */
+            k_server_software, v_software,
+            k_rack_errors,     rb_stderr,
+            k_url_scheme,      v_http,
+            k_multithread,     ctx->multithread,
+            k_multiprocess,    ctx->multiprocess,
+            k_run_once,        Qfalse,
+            k_hijack_p,        Qtrue,
+            k_hijack,          ctx->hijack,
+            k_early_hints,     ctx->early_hints, /* removed for HTTP/1.0: no 1xx there (RFC 9110 15.2) */
+        };
     rb_hash_bulk_insert((long)(sizeof(same) / sizeof(same[0])), same, t);
     ctx->tmpl = t;
     ctx->tmpl_errors = rb_stderr;
@@ -253,12 +288,18 @@ VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE inp
     const char *q = memchr(r->path, '?', r->path_len);
     size_t plen = q ? (size_t)(q - r->path) : r->path_len;
     VALUE own[16] = {
-        oribi_key_request_method, method_value(r->method, r->method_len),
-        k_path_info, rb_str_new(r->path, (long)plen),
-        k_request_uri, rb_str_new(r->target, (long)r->target_len),
-        k_remote_addr, remote_addr(c, l->is_unix),
-        oribi_key_input, input,
-        k_response_finished, rb_ary_new(),
+        oribi_key_request_method,
+        method_value(r->method, r->method_len),
+        k_path_info,
+        rb_str_new(r->path, (long)plen),
+        k_request_uri,
+        rb_str_new(r->target, (long)r->target_len),
+        k_remote_addr,
+        remote_addr(c, l->is_unix),
+        oribi_key_input,
+        input,
+        k_response_finished,
+        rb_ary_new(),
     };
     long n = 12;
     if (q) {

@@ -17,8 +17,11 @@ static void exchange_ref_mark(void *p)
     rb_gc_mark(((struct exchange_ref *)p)->engine);
 }
 
-static const rb_data_type_t exchange_type = {
-    "Oribi::Engine::Exchange", {exchange_ref_mark, RUBY_TYPED_DEFAULT_FREE, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
+static const rb_data_type_t exchange_type = {"Oribi::Engine::Exchange",
+                                             {exchange_ref_mark, RUBY_TYPED_DEFAULT_FREE, NULL},
+                                             NULL,
+                                             NULL,
+                                             RUBY_TYPED_FREE_IMMEDIATELY};
 
 VALUE oribi_exchange_wrap(VALUE engine, struct oribi_exchange *s)
 {

@@ -24,23 +24,23 @@ struct oribi_engine;
 
 /* One request in the app. */
 struct oribi_exchange {
-    struct oribi_engine *engine; /* engine.c's business only */
-    const int *open;       /* the engine is not closed */
-    struct oribi_handbacks *hb; /* where a conn goes when the app is done with it */
+    struct oribi_engine *engine;     /* engine.c's business only */
+    const int *open;                 /* the engine is not closed */
+    struct oribi_handbacks *hb;      /* where a conn goes when the app is done with it */
     const struct oribi_options *opt; /* the loop's: its timeouts */
-    struct oribi_conn *c;  /* while PHASE_APP or PHASE_RESPONDING, else NULL */
-    uint64_t seq;          /* bumped per request: a waiter sees its response end */
-    int64_t started_ms;    /* CLOCK_MONOTONIC when it went to the app (scoreboard) */
-    VALUE env;             /* Engine#respond must be given this one */
+    struct oribi_conn *c;            /* while PHASE_APP or PHASE_RESPONDING, else NULL */
+    uint64_t seq;                    /* bumped per request: a waiter sees its response end */
+    int64_t started_ms;              /* CLOCK_MONOTONIC when it went to the app (scoreboard) */
+    VALUE env;                       /* Engine#respond must be given this one */
     int phase;
-    struct oribi_rack_response *resp;     /* while PHASE_RESPONDING */
-    VALUE io;              /* the socket handed to the app (hijack), else nil */
-    VALUE stream;          /* the Oribi::Stream given to a streaming body, else nil */
-    VALUE spilled_input;   /* the tmpfile IO of the request, closed after it */
+    struct oribi_rack_response *resp; /* while PHASE_RESPONDING */
+    VALUE io;                         /* the socket handed to the app (hijack), else nil */
+    VALUE stream;                     /* the Oribi::Stream given to a streaming body, else nil */
+    VALUE spilled_input;              /* the tmpfile IO of the request, closed after it */
     VALUE empty_input;
-    VALUE self;            /* what the exchange's env callables carry */
+    VALUE self;               /* what the exchange's env callables carry */
     struct oribi_env_ctx ctx; /* the env template, with this exchange's callables */
-    char *out;             /* response head and coalesced body bytes not yet written */
+    char *out;                /* response head and coalesced body bytes not yet written */
     size_t out_len, out_cap;
 };
 
@@ -52,12 +52,12 @@ struct oribi_rack_response {
     struct oribi_conn *c;
     VALUE env;
     VALUE body;
-    VALUE to_close;     /* what gets #close: nil once to_ary took the body over */
+    VALUE to_close; /* what gets #close: nil once to_ary took the body over */
     VALUE headers;
-    VALUE hijack;       /* the rack.hijack response header (partial hijack), else nil */
-    VALUE protocol;     /* the accepted rack.protocol response header, else nil */
+    VALUE hijack;   /* the rack.hijack response header (partial hijack), else nil */
+    VALUE protocol; /* the accepted rack.protocol response header, else nil */
     int status;
-    int flushed;        /* bytes of this response went out */
+    int flushed; /* bytes of this response went out */
     int mode;
     int keepalive;
     int head_only;

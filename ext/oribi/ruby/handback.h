@@ -13,13 +13,13 @@
 struct oribi_handback {
     struct oribi_conn *c;
     int keepalive;
-    int detach;            /* hijacked: the loop forgets the conn */
+    int detach; /* hijacked: the loop forgets the conn */
 };
 
 struct oribi_handbacks {
     struct oribi_loop *loop;
-    int direct;            /* one app thread: straight back to the loop */
-    const int *in_loop;    /* the dispatcher sleeps in the loop (wake it) */
+    int direct;         /* one app thread: straight back to the loop */
+    const int *in_loop; /* the dispatcher sleeps in the loop (wake it) */
     struct oribi_handback *list;
     int n, cap;
 };

@@ -82,8 +82,7 @@ static VALUE parser_parse(int argc, VALUE *argv, VALUE self)
                                          bytes(headers[i].value, headers[i].value_len)));
         rb_hash_aset(h, sym("headers"), hs);
         rb_hash_aset(h, sym("host"), req.host ? bytes(req.host, req.host_len) : Qnil);
-        rb_hash_aset(h, sym("content_length"),
-                     req.content_length < 0 ? Qnil : LL2NUM(req.content_length));
+        rb_hash_aset(h, sym("content_length"), req.content_length < 0 ? Qnil : LL2NUM(req.content_length));
         rb_hash_aset(h, sym("chunked"), req.chunked ? Qtrue : Qfalse);
         rb_hash_aset(h, sym("keepalive"), req.keepalive ? Qtrue : Qfalse);
         rb_hash_aset(h, sym("expect_continue"), req.expect_continue ? Qtrue : Qfalse);
@@ -148,8 +147,7 @@ static VALUE parser_parse_response(int argc, VALUE *argv, VALUE self)
             rb_ary_push(hs, rb_assoc_new(bytes(headers[i].name, headers[i].name_len),
                                          bytes(headers[i].value, headers[i].value_len)));
         rb_hash_aset(h, sym("headers"), hs);
-        rb_hash_aset(h, sym("content_length"),
-                     res.content_length < 0 ? Qnil : LL2NUM(res.content_length));
+        rb_hash_aset(h, sym("content_length"), res.content_length < 0 ? Qnil : LL2NUM(res.content_length));
         rb_hash_aset(h, sym("framing"), framing_sym(res.framing));
         rb_hash_aset(h, sym("keepalive"), res.keepalive ? Qtrue : Qfalse);
     }

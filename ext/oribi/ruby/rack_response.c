@@ -99,14 +99,14 @@ static void out_drain(struct oribi_rack_response *r)
 
 struct head_ctx {
     struct oribi_exchange *x;
-    struct oribi_rack_response *r;      /* NULL for early hints */
+    struct oribi_rack_response *r; /* NULL for early hints */
     int connection_close;
-    int fields;          /* fields written */
+    int fields; /* fields written */
 };
 
 static void drop_header(VALUE key, const char *why)
 {
-    VALUE msg = rb_sprintf("oribi: dropped response header %+"PRIsVALUE": %s\n", key, why);
+    VALUE msg = rb_sprintf("oribi: dropped response header %+" PRIsVALUE ": %s\n", key, why);
     rb_funcall(rb_stderr, id_write, 1, msg);
 }
 
@@ -370,7 +370,7 @@ static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
     struct oribi_rack_response *r = (struct oribi_rack_response *)arg;
     struct oribi_exchange *x = r->s;
     if (!RB_TYPE_P(chunk, T_STRING))
-        rb_raise(rb_eTypeError, "body yielded a non-String (%"PRIsVALUE")", rb_obj_class(chunk));
+        rb_raise(rb_eTypeError, "body yielded a non-String (%" PRIsVALUE ")", rb_obj_class(chunk));
     size_t n = (size_t)RSTRING_LEN(chunk);
     const char *p = RSTRING_PTR(chunk);
     if (r->gone || n == 0) {

@@ -31,7 +31,8 @@ static void sb_free(void *p)
     xfree(sb);
 }
 
-static const rb_data_type_t sb_type = {"Oribi::Scoreboard", {NULL, sb_free, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
+static const rb_data_type_t sb_type = {
+    "Oribi::Scoreboard", {NULL, sb_free, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
 
 static VALUE sb_alloc(VALUE klass)
 {
@@ -39,7 +40,10 @@ static VALUE sb_alloc(VALUE klass)
     return TypedData_Wrap_Struct(klass, &sb_type, sb);
 }
 
-static int64_t mono_ms(void) { return oribi_mono_us() / 1000; }
+static int64_t mono_ms(void)
+{
+    return oribi_mono_us() / 1000;
+}
 
 /* Scoreboard.new(rows) */
 static VALUE sb_init(VALUE self, VALUE n)
