@@ -776,24 +776,31 @@ void oribi_loop_wake(struct oribi_loop *loop)
 }
 
 /* Over max_write_backlog: the clients that took none of their bytes for
- * SHED_STALL_MS are dropped, so that clients that do not read cannot make
- * a worker hold their responses in memory. One that reads keeps its own. */
+ * SHED_STALL_MS are dropped (down to half the cap), so that clients that do not read cannot make
+ * a worker hold their responses in memory (meanwhile oribi_loop_run hands
+ * out no request). One that reads keeps its own. */
 static void shed_backlog(struct oribi_loop *loop)
 {
     size_t before = __atomic_load_n(&loop->budget.kept, __ATOMIC_RELAXED);
     unsigned dropped = 0;
-    for (int fd = 0; fd < loop->by_fd_cap && over_budget(loop); fd++) {
+    /* Down to half the cap, not just under it: else each response that
+     * passes the cap again waits SHED_STALL_MS for one client to go. */
+    size_t low = loop->budget.cap / 2;
+    for (int fd = 0; fd < loop->by_fd_cap && __atomic_load_n(&loop->budget.kept, __ATOMIC_RELAXED) > low; fd++) {
         struct oribi_conn *c = loop->by_fd[fd];
         if (c && c->state == CONN_FLUSH && loop->now - c->wprogress_ms >= SHED_STALL_MS) {
             conn_close(loop, c);
             dropped++;
         }
     }
-    if (dropped && loop->now - loop->shed_logged_ms >= 1000) {
-        loop->shed_logged_ms = loop->now;
+    /* One line a second at most, counting the clients dropped since the last. */
+    loop->shed_unlogged += dropped;
+    if (loop->shed_unlogged && loop->now - loop->shed_logged_ms >= 1000) {
         oribi_log(
             "write backlog %zu bytes over max_write_backlog %zu: dropped %u client(s) that read nothing for %d ms",
-            before, loop->budget.cap, dropped, SHED_STALL_MS);
+            before, loop->budget.cap, loop->shed_unlogged, SHED_STALL_MS);
+        loop->shed_logged_ms = loop->now;
+        loop->shed_unlogged = 0;
     }
 }
 
@@ -919,7 +926,10 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
 {
     for (;;) {
         drain_pending(loop);
-        if (loop->ready_head && !loop->hold) {
+        /* Over max_write_backlog no request is handed out, so that no new
+         * response adds to it, until shed_backlog or the clients bring it
+         * down. */
+        if (loop->ready_head && !loop->hold && !over_budget(loop)) {
             publish(loop);
             return LOOP_READY;
         }
@@ -946,7 +956,7 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
                 continue;
             return LOOP_INTERRUPTED;
         }
-        if (!block && (!loop->ready_head || loop->hold))
+        if (!block && (!loop->ready_head || loop->hold || over_budget(loop)))
             return LOOP_IDLE;
     }
 }
@@ -964,6 +974,8 @@ void oribi_loop_hold(struct oribi_loop *loop, int hold)
 
 struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
 {
+    if (over_budget(loop))
+        return NULL; /* see oribi_loop_run */
     take_turn(loop);
     struct oribi_conn *c = loop->ready_head;
     if (!c)

@@ -91,6 +91,7 @@ struct oribi_loop {
     struct oribi_score *score;        /* where the conn counts are published, or NULL */
     struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog) */
     int64_t shed_logged_ms;           /* the last "dropped clients" line, at most one a second */
+    unsigned shed_unlogged;           /* clients dropped since that line */
 };
 
 enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };
