@@ -190,6 +190,7 @@ module Oribi
       opt(:max_header_bytes,   ["--max-header-bytes BYTES"],  INT,     Parser::DEFAULT_MAX_HEADER_BYTES,    int(16..),           "431 for a larger header section"),
       opt(:max_headers,        ["--max-headers N"],           INT,     Parser::DEFAULT_MAX_HEADERS,         int(1..),            "431 for more header fields"),
       opt(:max_connections,    ["--max-connections N"],       INT,     1024,                                int(1..),            "open connections per worker"),
+      opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    int(0..),            "response bytes a worker keeps for slow clients; 0 = no cap"),
       opt(:max_requests,       ["--max-requests N"],          INT,     0,                                   int(0..),            "recycle a worker after N requests; 0 = never"),
       opt(:min_requests,       ["--min-requests N"],          INT,     0,                                   int(0..),            "with max_requests: draw each worker's limit from N..max"),
       opt(:backlog,            ["--backlog N"],               INT,     1024,                                int(1..),            "listen(2) backlog"),

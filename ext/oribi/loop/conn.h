@@ -23,6 +23,14 @@ enum oribi_conn_state {
     CONN_CLOSED, /* on the free list */
 };
 
+/* Bytes kept in the write buffers of all a worker's conns, and the cap
+ * past which the loop drops the clients that read none of theirs
+ * (max_write_backlog). App threads and the loop both count: atomics. */
+struct oribi_write_budget {
+    size_t kept;
+    size_t cap;
+};
+
 enum oribi_timer_kind { TIMER_NONE, TIMER_IDLE, TIMER_HEAD, TIMER_BODY, TIMER_WRITE, TIMER_LINGER, TIMER_KINDS };
 
 struct oribi_conn {
@@ -60,6 +68,12 @@ struct oribi_conn {
     /* output the socket did not take yet */
     char *wbuf;
     size_t wlen, woff, wcap;
+    struct oribi_write_budget *budget; /* the worker's count of kept bytes */
+    int64_t wprogress_ms;              /* when the socket last took bytes (or the kept ones began) */
+    /* a file the loop sends after wbuf (a to_path body handed over by the
+     * app thread), else file_fd -1 */
+    int file_fd;
+    int64_t file_off, file_left;
 
     unsigned requests; /* served on this connection */
     int64_t seen_us;   /* when the worker first saw the current request (queue_time.h), 0 not yet */

@@ -77,6 +77,11 @@ static void timer_arm(struct oribi_loop *loop, struct oribi_conn *c, int kind)
     list[1] = c;
 }
 
+static int over_budget(const struct oribi_loop *loop)
+{
+    return loop->budget.cap && __atomic_load_n(&loop->budget.kept, __ATOMIC_RELAXED) > loop->budget.cap;
+}
+
 static int next_timeout(struct oribi_loop *loop)
 {
     int64_t first = -1;
@@ -87,6 +92,8 @@ static int next_timeout(struct oribi_loop *loop)
     }
     if (loop->accept_resume_at && (first < 0 || loop->accept_resume_at < first))
         first = loop->accept_resume_at;
+    if (over_budget(loop) && (first < 0 || loop->now + SHED_STALL_MS < first))
+        first = loop->now + SHED_STALL_MS; /* shed_backlog looks again then */
     if (first < 0)
         return -1;
     int64_t d = first - loop->now;
@@ -131,6 +138,8 @@ static struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->len = c->last_len = c->head_len = c->rest_off = 0;
     c->body_fd = -1;
     c->wlen = c->woff = 0;
+    c->file_fd = -1;
+    c->budget = &loop->budget;
     c->requests = 0;
     c->seen_us = 0;
     c->qnext = NULL;
@@ -149,6 +158,7 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
     if (c->body_fd >= 0)
         close(c->body_fd);
     c->body_fd = -1;
+    oribi_conn_discard_output(c);
     if (close_fd)
         close(c->fd);
     if (loop->by_fd[c->fd] == c) /* a detached fd may be another conn's already */
@@ -268,7 +278,7 @@ static void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int statu
         conn_close(loop, c);
         return;
     }
-    if (c->wlen > c->woff) {
+    if (oribi_conn_pending(c)) {
         if (conn_watch(loop, c) < 0) {
             conn_close(loop, c);
             return;
@@ -492,13 +502,13 @@ void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepal
         /* The loop ran while the app had the conn (threads) and took these
          * edges: act on them now, none may come again. */
         note_readable(c, c->app_events);
-        if ((c->app_events & EPOLLOUT) && c->wlen > c->woff && oribi_conn_flush(c) < 0) {
+        if ((c->app_events & EPOLLOUT) && oribi_conn_pending(c) && oribi_conn_send_pending(c) < 0) {
             conn_close(loop, c);
             return;
         }
         c->app_events = 0;
     }
-    if (c->wlen > c->woff) {
+    if (oribi_conn_pending(c)) {
         c->state = CONN_FLUSH;
         if (conn_watch(loop, c) < 0) {
             conn_close(loop, c);
@@ -716,6 +726,7 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, co
     loop->timeout_ms[TIMER_BODY] = opt->body_timeout_ms;
     loop->timeout_ms[TIMER_WRITE] = opt->write_timeout_ms;
     loop->timeout_ms[TIMER_LINGER] = ORIBI_LINGER_MS;
+    loop->budget.cap = opt->max_write_backlog;
     loop->now = oribi_coarse_ms();
     loop->epfd = epoll_create1(EPOLL_CLOEXEC);
     loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -764,8 +775,39 @@ void oribi_loop_wake(struct oribi_loop *loop)
     (void)r;
 }
 
+/* Over max_write_backlog: the clients that took none of their bytes for
+ * SHED_STALL_MS are dropped (down to half the cap), so that clients that do not read cannot make
+ * a worker hold their responses in memory (meanwhile oribi_loop_run hands
+ * out no request). One that reads keeps its own. */
+static void shed_backlog(struct oribi_loop *loop)
+{
+    size_t before = __atomic_load_n(&loop->budget.kept, __ATOMIC_RELAXED);
+    unsigned dropped = 0;
+    /* Down to half the cap, not just under it: else each response that
+     * passes the cap again waits SHED_STALL_MS for one client to go. */
+    size_t low = loop->budget.cap / 2;
+    for (int fd = 0; fd < loop->by_fd_cap && __atomic_load_n(&loop->budget.kept, __ATOMIC_RELAXED) > low; fd++) {
+        struct oribi_conn *c = loop->by_fd[fd];
+        if (c && c->state == CONN_FLUSH && loop->now - c->wprogress_ms >= SHED_STALL_MS) {
+            conn_close(loop, c);
+            dropped++;
+        }
+    }
+    /* One line a second at most, counting the clients dropped since the last. */
+    loop->shed_unlogged += dropped;
+    if (loop->shed_unlogged && loop->now - loop->shed_logged_ms >= 1000) {
+        oribi_log(
+            "write backlog %zu bytes over max_write_backlog %zu: dropped %u client(s) that read nothing for %d ms",
+            before, loop->budget.cap, loop->shed_unlogged, SHED_STALL_MS);
+        loop->shed_logged_ms = loop->now;
+        loop->shed_unlogged = 0;
+    }
+}
+
 static void expire_timers(struct oribi_loop *loop)
 {
+    if (over_budget(loop))
+        shed_backlog(loop);
     for (int k = 1; k < TIMER_KINDS; k++) {
         struct oribi_conn *c;
         while ((c = loop->timers[k][0]) && c->deadline <= loop->now) {
@@ -788,15 +830,18 @@ static void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_
         return;
     }
     if ((events & EPOLLOUT) && c->state == CONN_FLUSH) {
-        int r = oribi_conn_flush(c);
+        int64_t progress = c->wprogress_ms;
+        int r = oribi_conn_send_pending(c);
         if (r < 0) {
             conn_close(loop, c);
             return;
         }
-        if (c->wlen == c->woff) {
+        if (r == 0) {
             conn_after_response(loop, c);
             if (c->state == CONN_CLOSED)
                 return;
+        } else if (c->wprogress_ms != progress) {
+            timer_arm(loop, c, TIMER_WRITE); /* write_timeout counts from the last byte the client took */
         }
     }
     if (note_readable(c, events))
@@ -881,7 +926,10 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
 {
     for (;;) {
         drain_pending(loop);
-        if (loop->ready_head && !loop->hold) {
+        /* Over max_write_backlog no request is handed out, so that no new
+         * response adds to it, until shed_backlog or the clients bring it
+         * down. */
+        if (loop->ready_head && !loop->hold && !over_budget(loop)) {
             publish(loop);
             return LOOP_READY;
         }
@@ -908,7 +956,7 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
                 continue;
             return LOOP_INTERRUPTED;
         }
-        if (!block && (!loop->ready_head || loop->hold))
+        if (!block && (!loop->ready_head || loop->hold || over_budget(loop)))
             return LOOP_IDLE;
     }
 }
@@ -926,6 +974,8 @@ void oribi_loop_hold(struct oribi_loop *loop, int hold)
 
 struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
 {
+    if (over_budget(loop))
+        return NULL; /* see oribi_loop_run */
     take_turn(loop);
     struct oribi_conn *c = loop->ready_head;
     if (!c)

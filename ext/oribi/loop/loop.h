@@ -23,6 +23,7 @@
  * struct oribi_options is always filled from there (Engine.new). */
 #define ORIBI_LINGER_MS     2000
 #define ORIBI_DRAIN_IDLE_MS 1000 /* idle keep-alive grace when draining */
+#define SHED_STALL_MS       250  /* over max_write_backlog, a client that read nothing this long is dropped */
 #define ORIBI_BODY_PROGRESS 8192 /* bytes that re-arm the body timer */
 
 struct oribi_options {
@@ -36,7 +37,8 @@ struct oribi_options {
     int64_t max_body;   /* 0: no limit */
     size_t body_buffer; /* bodies above this spill to a tmpfile */
     unsigned max_connections;
-    int share_accepts; /* other workers take from the same listeners */
+    size_t max_write_backlog; /* kept output bytes past which stalled clients are dropped; 0: no cap */
+    int share_accepts;        /* other workers take from the same listeners */
     const char *tmpdir;
 };
 
@@ -78,15 +80,18 @@ struct oribi_loop {
     struct oribi_pending *pending; /* responses done: look at the conn again */
     int npending, pending_cap;
 
-    int listening;             /* listeners[] are open (the loop's own copies) */
-    int stopping;              /* graceful drain: no keep-alive, then no accepts */
-    int draining;              /* stopping, but the backlog is still served */
-    long drain_left;           /* connections it may still take while draining, -1 no bound */
-    int hold;                  /* every app thread busy: no accepts, no hand-outs */
-    uint64_t requests;         /* requests handed to the app */
-    uint64_t rejected;         /* requests answered with an error by the loop */
-    unsigned nidle;            /* conns waiting for a next request (on the idle timer) */
-    struct oribi_score *score; /* where the conn counts are published, or NULL */
+    int listening;                    /* listeners[] are open (the loop's own copies) */
+    int stopping;                     /* graceful drain: no keep-alive, then no accepts */
+    int draining;                     /* stopping, but the backlog is still served */
+    long drain_left;                  /* connections it may still take while draining, -1 no bound */
+    int hold;                         /* every app thread busy: no accepts, no hand-outs */
+    uint64_t requests;                /* requests handed to the app */
+    uint64_t rejected;                /* requests answered with an error by the loop */
+    unsigned nidle;                   /* conns waiting for a next request (on the idle timer) */
+    struct oribi_score *score;        /* where the conn counts are published, or NULL */
+    struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog) */
+    int64_t shed_logged_ms;           /* the last "dropped clients" line, at most one a second */
+    unsigned shed_unlogged;           /* clients dropped since that line */
 };
 
 enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };

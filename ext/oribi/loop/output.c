@@ -5,8 +5,22 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include "loop/clock.h"
 #include "loop/output.h"
+
+static void budget_add(struct oribi_conn *c, size_t n)
+{
+    if (c->budget)
+        __atomic_add_fetch(&c->budget->kept, n, __ATOMIC_RELAXED);
+}
+
+static void budget_sub(struct oribi_conn *c, size_t n)
+{
+    if (c->budget)
+        __atomic_sub_fetch(&c->budget->kept, n, __ATOMIC_RELAXED);
+}
 
 int oribi_conn_flush(struct oribi_conn *c)
 {
@@ -14,6 +28,8 @@ int oribi_conn_flush(struct oribi_conn *c)
         ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
         if (n > 0) {
             c->woff += (size_t)n;
+            budget_sub(c, (size_t)n);
+            c->wprogress_ms = oribi_coarse_ms();
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && errno == EAGAIN) {
@@ -47,8 +63,11 @@ static int wbuf_append(struct oribi_conn *c, const char *p, size_t n)
             c->wcap = cap;
         }
     }
+    if (c->wlen == c->woff)
+        c->wprogress_ms = oribi_coarse_ms(); /* a stall is counted from here */
     memcpy(c->wbuf + c->wlen, p, n);
     c->wlen += n;
+    budget_add(c, n);
     return 0;
 }
 
@@ -105,31 +124,55 @@ int oribi_conn_write_more(struct oribi_conn *c, const struct iovec *iov, int iov
     return conn_write(c, iov, iovcnt, MSG_MORE);
 }
 
-int oribi_conn_sendfile(struct oribi_conn *c, int file_fd, int64_t *off, int64_t *left, int64_t timeout_ms)
+/* Sends from the handed-over file without waiting: 0 sent whole (the file
+ * is closed), 1 the socket is full, -1 the peer is gone or the file ended
+ * before its length (the framing is lost: close the connection). */
+static int send_file(struct oribi_conn *c)
 {
-    while (*left > 0) {
-        off_t o = (off_t)*off;
-        size_t want = *left > (1 << 30) ? (size_t)1 << 30 : (size_t)*left;
-        ssize_t n = sendfile(c->fd, file_fd, &o, want);
+    while (c->file_left > 0) {
+        off_t o = (off_t)c->file_off;
+        size_t want = c->file_left > (1 << 30) ? (size_t)1 << 30 : (size_t)c->file_left;
+        ssize_t n = sendfile(c->fd, c->file_fd, &o, want);
         if (n > 0) {
-            *off += n;
-            *left -= n;
+            c->file_off += n;
+            c->file_left -= n;
+            c->wprogress_ms = oribi_coarse_ms();
+        } else if (n < 0 && errno == EINTR) {
             continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            return 1;
+        } else {
+            return -1;
         }
-        if (n == 0)
-            return ORIBI_SEND_SHORT;
-        if (errno == EINTR)
-            return ORIBI_SEND_INTR;
-        if (errno != EAGAIN)
-            return ORIBI_SEND_FAIL;
-        /* Unlike oribi_conn_wait_writable, a signal ends this wait: the
-         * caller runs Ruby's handlers (a TERM trap) and comes back. */
-        struct pollfd p = {.fd = c->fd, .events = POLLOUT};
-        int r = poll(&p, 1, (int)timeout_ms);
-        if (r < 0 && errno == EINTR)
-            return ORIBI_SEND_INTR;
-        if (r != 1 || (p.revents & (POLLERR | POLLNVAL)))
-            return ORIBI_SEND_FAIL;
     }
-    return ORIBI_SEND_DONE;
+    close(c->file_fd);
+    c->file_fd = -1;
+    return 0;
+}
+
+int oribi_conn_send_pending(struct oribi_conn *c)
+{
+    int r = oribi_conn_flush(c);
+    if (r < 0)
+        return -1;
+    if (c->wlen > c->woff)
+        return 1;
+    return c->file_fd >= 0 ? send_file(c) : 0;
+}
+
+void oribi_conn_hand_file(struct oribi_conn *c, int file_fd, int64_t off, int64_t left)
+{
+    c->file_fd = file_fd;
+    c->file_off = off;
+    c->file_left = left;
+    c->wprogress_ms = oribi_coarse_ms();
+}
+
+void oribi_conn_discard_output(struct oribi_conn *c)
+{
+    budget_sub(c, c->wlen - c->woff);
+    c->wlen = c->woff = 0;
+    if (c->file_fd >= 0)
+        close(c->file_fd);
+    c->file_fd = -1;
 }

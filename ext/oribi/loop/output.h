@@ -1,8 +1,9 @@
 /*
  * Writing to a client connection: what the socket does not take at once is
- * kept in the conn's write buffer, flushed by the loop or by a caller that
- * waits. Files go out with sendfile(2). Nothing here takes the GVL, and
- * nothing blocks except the two functions that say they wait.
+ * kept in the conn's write buffer (counted in the worker's write budget),
+ * flushed by the loop or by a caller that waits. A file body is handed to
+ * the conn and sent with sendfile(2) by the loop. Nothing here takes the
+ * GVL, and nothing blocks but oribi_conn_wait_writable.
  */
 #ifndef ORIBI_OUTPUT_H
 #define ORIBI_OUTPUT_H
@@ -28,13 +29,23 @@ int oribi_conn_flush(struct oribi_conn *c);
  * error. A signal does not end the wait. */
 int oribi_conn_wait_writable(struct oribi_conn *c, int64_t timeout_ms);
 
-enum { ORIBI_SEND_DONE = 0, ORIBI_SEND_SHORT = 1, ORIBI_SEND_INTR = 2, ORIBI_SEND_FAIL = -1 };
-/* Sends *left bytes of file_fd from *off with sendfile(2), the kept buffer
- * being empty. Waits for the socket up to timeout_ms each time it is full.
- * Returns ORIBI_SEND_DONE, ORIBI_SEND_SHORT (the file ended early),
- * ORIBI_SEND_INTR (a signal came: handle it and call again; *off and *left
- * say where it stopped) or ORIBI_SEND_FAIL (peer gone, or no progress for
- * timeout_ms). */
-int oribi_conn_sendfile(struct oribi_conn *c, int file_fd, int64_t *off, int64_t *left, int64_t timeout_ms);
+/* 1 while kept bytes or a handed-over file are still to be sent. */
+static inline int oribi_conn_pending(const struct oribi_conn *c)
+{
+    return c->wlen > c->woff || c->file_fd >= 0;
+}
+
+/* Gives the rest of a file (left bytes from off) to the conn: the loop
+ * sends it after the kept bytes, so that no app thread waits on a client
+ * that reads slowly, or not at all. The conn owns file_fd from now on. */
+void oribi_conn_hand_file(struct oribi_conn *c, int file_fd, int64_t off, int64_t left);
+
+/* Sends kept bytes, then the handed-over file, without waiting. Returns 0
+ * when all is out, 1 when the socket is full, -1 when the peer is gone or
+ * the file ended early (the response's framing is lost: close). */
+int oribi_conn_send_pending(struct oribi_conn *c);
+
+/* Forgets what is kept and closes a handed-over file (the conn closes). */
+void oribi_conn_discard_output(struct oribi_conn *c);
 
 #endif

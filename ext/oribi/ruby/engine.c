@@ -214,6 +214,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     o.max_body = opt_int(opts, "max_body", 0, INT64_MAX);
     o.body_buffer = (size_t)opt_int(opts, "body_buffer", 0, INT64_MAX);
     o.max_connections = (unsigned)opt_int(opts, "max_connections", 1, UINT_MAX);
+    o.max_write_backlog = (size_t)opt_int(opts, "max_write_backlog", 0, INT64_MAX);
     e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0, INT64_MAX);
     VALUE multiprocess = opt_bool(opts, "multiprocess") ? Qtrue : Qfalse;
     o.share_accepts = RTEST(multiprocess);

@@ -420,42 +420,28 @@ static void write_array(struct oribi_rack_response *r)
     out_flush(r, iov, k);
 }
 
-struct sendfile_args {
-    struct oribi_rack_response *r;
-    int64_t off, left;
-};
-
-static void *sendfile_nogvl(void *p)
-{
-    struct sendfile_args *a = p;
-    return (void *)(intptr_t)oribi_conn_sendfile(a->r->c, a->r->file_fd, &a->off, &a->left,
-                                                 a->r->s->opt->write_timeout_ms);
-}
-
+/* The head goes out with the first file bytes (one segment), and the rest
+ * of the file is the loop's to send as the client takes it: no app thread
+ * waits on a client that reads slowly, or not at all. */
 static void write_file(struct oribi_rack_response *r)
 {
     struct oribi_exchange *x = r->s;
-    if (r->file_size > 0 && x->out_len) {
-        /* The head waits for the first file bytes: one segment, not two. */
+    if (x->out_len) {
         struct iovec iov = {x->out, x->out_len};
-        if (oribi_conn_write_more(r->c, &iov, 1) < 0)
+        int w = r->file_size > 0 ? oribi_conn_write_more(r->c, &iov, 1) : oribi_conn_write(r->c, &iov, 1);
+        if (w < 0)
             r->gone = 1;
         x->out_len = 0;
         r->flushed = 1;
     }
-    out_drain(r);
-    struct sendfile_args a = {r, 0, r->file_size};
-    int s = ORIBI_SEND_DONE;
-    while (!r->gone && a.left > 0) {
-        s = (int)(intptr_t)rb_thread_call_without_gvl(sendfile_nogvl, &a, RUBY_UBF_IO, NULL);
-        if (s != ORIBI_SEND_INTR)
-            break;
-        rb_thread_check_ints();
-    }
-    if (s == ORIBI_SEND_FAIL)
-        r->gone = 1;
-    else if (s == ORIBI_SEND_SHORT || (r->app_length >= 0 && r->app_length > r->file_size))
+    if (r->app_length >= 0 && r->app_length > r->file_size)
         r->keepalive = 0; /* fewer bytes than the head announced: framing is lost */
+    if (r->gone || r->file_size <= 0)
+        return;
+    oribi_conn_hand_file(r->c, r->file_fd, 0, r->file_size);
+    r->file_fd = -1;
+    if (oribi_conn_send_pending(r->c) < 0) /* a small file is usually all out now */
+        r->gone = 1;
 }
 
 /* The app writes the body itself: head first, then body.call(stream). */

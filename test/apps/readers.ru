@@ -1,0 +1,25 @@
+# frozen_string_literal: true
+
+# Large responses for clients that read slowly or not at all:
+# /file a to_path body (FILE_MB MiB), /array a 1 MiB Array body (the same
+# String every time: what the worker keeps is its write buffers, not the
+# app's garbage), / a small answer.
+require "tmpdir"
+
+path = File.join(Dir.mktmpdir("oribi-readers"), "big.bin")
+File.binwrite(path, Random.new(7).bytes(Integer(ENV.fetch("FILE_MB", "16"), 10) << 20))
+MIB = ("z" * (1 << 20)).freeze
+
+FileBody = Struct.new(:path) do
+  def to_path = path
+  def each = raise("each called on a to_path body")
+end
+
+run lambda { |env|
+  case env["PATH_INFO"]
+  when "/file" then [200, { "content-type" => "application/octet-stream" }, FileBody.new(path)]
+  when "/array" then [200, { "content-type" => "text/plain" }, [MIB]]
+  when "/pid" then [200, { "content-type" => "text/plain" }, [Process.pid.to_s]]
+  else [200, { "content-type" => "text/plain" }, ["ok"]]
+  end
+}
