@@ -161,6 +161,10 @@ class ParserTest < Minitest::Test
   def test_authority_form
     r = assert_ok("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
     assert_equal "example.com:443", r[:path]
+    refute r[:keepalive], "what follows a CONNECT is a tunnel's, never a request"
+    assert_ok "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\nContent-Length: 0\r\n\r\n"
+    assert_status 400, "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\nContent-Length: 1\r\n\r\nx"
+    assert_status 400, "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
     assert_status 400, "CONNECT example.com HTTP/1.1\r\nHost: a\r\n\r\n"
     assert_status 400, "CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n"
     assert_status 400, "CONNECT a:443/x HTTP/1.1\r\nHost: a\r\n\r\n"
@@ -526,7 +530,7 @@ class CorpusTest < Minitest::Test
       return out << :timeout if r[:incomplete]
       if r[:error]
         out << r[:error]
-        return out << :close unless r[:error] == 417
+        return out << :close unless r[:error] == 417 && r[:keepalive]
 
         bytes = bytes.byteslice(r[:consumed]..)
         next

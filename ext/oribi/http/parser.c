@@ -468,6 +468,7 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     const char *rl_start, *rl_end, *hdr_start, *hend, *target_end, *version;
     const char *abs_host = NULL;
     size_t abs_host_len = 0;
+    int connect = 0;
     int rl_capped, h_capped, leading = 0, minor, st;
     struct fields f = {0};
     struct sem s = {0};
@@ -525,6 +526,7 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     req->path = req->target;
     req->path_len = req->target_len;
     if (req->method_len == 7 && memcmp(req->method, "CONNECT", 7) == 0) {
+        connect = 1;
         if (!valid_authority(req->target, target_end, 1, 1))
             FAIL(400);
     } else if (req->target[0] == '/') {
@@ -579,11 +581,18 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
         FAIL(400);
     if (s.te_seen && (minor == 0 || s.content_length >= 0))
         FAIL(400);
+    /* A CONNECT has no content (RFC 9110 9.3.6): what follows its head is
+     * the tunnel's. A length on one is framing that a proxy in front may
+     * read otherwise, the very disagreement smuggling lives on. */
+    if (connect && (s.te_seen || s.content_length > 0))
+        FAIL(400);
     req->host = s.host;
     req->host_len = s.host_len;
     req->content_length = s.content_length;
     req->chunked = s.te_seen;
-    req->keepalive = !s.conn_close && (minor == 1 || s.conn_keepalive);
+    /* After a CONNECT the connection is a tunnel (the app hijacks it) or
+     * over: never another request, whatever the answer (417 included). */
+    req->keepalive = !connect && !s.conn_close && (minor == 1 || s.conn_keepalive);
     /* RFC 9110 10.1.1: 100-continue in an HTTP/1.0 request is ignored */
     req->expect_continue = s.expect_continue && minor == 1;
     req->upgrade = s.conn_upgrade && s.upgrade_field;

@@ -57,7 +57,7 @@ struct oribi_request {
     size_t host_len;        /* host == NULL when neither was sent */
     int64_t content_length; /* -1 when absent */
     int chunked;            /* Transfer-Encoding: chunked */
-    int keepalive;          /* persistent per version + Connection field */
+    int keepalive;          /* persistent per version + Connection field; never after CONNECT */
     int expect_continue;    /* Expect: 100-continue */
     int upgrade;            /* Connection: upgrade + Upgrade field present */
 

@@ -57,6 +57,7 @@ struct oribi_rack_response {
     VALUE hijack;   /* the rack.hijack response header (partial hijack), else nil */
     VALUE protocol; /* the accepted rack.protocol response header, else nil */
     int status;
+    int refused; /* the status the server answers instead, when it refuses the app's response (else 500) */
     int flushed; /* bytes of this response went out */
     int mode;
     int keepalive;

@@ -68,8 +68,10 @@ static VALUE parser_parse(int argc, VALUE *argv, VALUE self)
         rb_hash_aset(h, sym("incomplete"), Qtrue);
     } else if (r == ORIBI_PARSE_ERROR) {
         rb_hash_aset(h, sym("error"), INT2NUM(req.status));
-        if (req.status == 417)
+        if (req.status == 417) { /* the connection may go on: how far, and whether */
             rb_hash_aset(h, sym("consumed"), SIZET2NUM(req.head_len));
+            rb_hash_aset(h, sym("keepalive"), req.keepalive ? Qtrue : Qfalse);
+        }
     } else {
         rb_hash_aset(h, sym("consumed"), INT2NUM(r));
         rb_hash_aset(h, sym("method"), bytes(req.method, req.method_len));

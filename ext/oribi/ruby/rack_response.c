@@ -261,6 +261,27 @@ static int open_body_file(struct oribi_rack_response *r)
     return 1;
 }
 
+/* A 2xx to CONNECT makes the connection a tunnel right after its head
+ * (RFC 9110 9.3.6): a proxy in front switches to tunnel mode on it. */
+static int tunnel(const struct oribi_rack_response *r)
+{
+    const struct oribi_request *q = &r->c->req;
+    return r->status >= 200 && r->status < 300 && q->method_len == 7 && memcmp(q->method, "CONNECT", 7) == 0;
+}
+
+/* Only the app can carry a tunnel, on the socket it took; a 2xx without
+ * that would tell a proxy to let the client's next bytes through unread.
+ * 501, not 405: the method is what the server cannot serve here, and a
+ * 405 would have to list in Allow the methods only the app knows. */
+static void refuse_tunnel(struct oribi_rack_response *r)
+{
+    r->refused = 501;
+    rb_raise(rb_eArgError,
+             "answered 501: the app answered CONNECT with %d but took no socket (rack.hijack): "
+             "a tunnel it does not carry is not opened",
+             r->status);
+}
+
 /* After a 101 the bytes are the new protocol's: no framing of ours, and the
  * connection is the app's (hijack) or closes when the body is done. */
 static void frame_switch(struct oribi_rack_response *r)
@@ -308,7 +329,7 @@ static void frame_body(struct oribi_rack_response *r)
         /* The app writes the body on the socket it is given, and closes it. */
         r->mode = BODY_HIJACK;
         r->keepalive = 0;
-        if (r->app_length >= 0)
+        if (r->app_length >= 0 && !tunnel(r)) /* a tunnel has no framing */
             cat_length(x, r->app_length);
         return;
     }
@@ -514,8 +535,11 @@ VALUE oribi_rack_response_write(VALUE arg)
         rb_hash_foreach(r->headers, head_each, (VALUE)&h);
     if (h.connection_close)
         r->keepalive = 0;
+    if (tunnel(r) && NIL_P(r->hijack))
+        refuse_tunnel(r);
     frame_body(r);
-    if (r->status != 101) {
+    /* After a 101 or a tunnel's 2xx the connection is no longer HTTP's. */
+    if (r->status != 101 && !tunnel(r)) {
         if (!r->keepalive)
             head_line(x, "connection: close\r\n");
         else if (r->c->req.minor_version == 0)
