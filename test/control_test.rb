@@ -200,6 +200,32 @@ class ControlTest < Minitest::Test
     assert_equal 1, status
   end
 
+  # Idle and half-sent connections must not hold the slots a liveness probe
+  # needs: the probes are answered at once, the oldest partial clients lose
+  # their slots first.
+  def test_idle_clients_do_not_starve_authenticated_probes
+    start(control: :tcp, workers: 1)
+    kind, host, port = Oribi::Listeners.parse(@control)
+    assert_equal :tcp, kind
+    # an attacker does not wait for a connection the backlog has no room for
+    open = -> { Socket.tcp(host, port, connect_timeout: 0.5) rescue nil } # rubocop:disable Style/RescueModifier
+    idle = 20.times.filter_map { open.call }
+    idle += 20.times.filter_map { open.call&.tap { |s| s.write("GET /healthz HTTP/1.1\r\nHost: t\r\n") } }
+    took = 6.times.map do
+      t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      sock = Socket.tcp(host, port, connect_timeout: 1)
+      sock.write("GET /healthz HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer #{TOKEN}\r\n\r\n")
+      res = HTTPClient.read_response(sock, timeout: 1)
+      assert_equal 200, res&.status
+      sock.close
+      Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+    end
+    assert_operator took.max, :<, 1, "probe times: #{took.map { |t| t.round(3) }}"
+    assert HTTPClient.closed?(idle.first, timeout: 5), "the oldest idle client keeps its slot"
+  ensure
+    idle&.each(&:close)
+  end
+
   def test_tcp_control_without_token_is_refused_at_start
     out = IO.popen([RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--control", "tcp://127.0.0.1:1", File.join(APPS, "stats.ru")],
                    err: %i[child out], &:read)
