@@ -2,6 +2,8 @@
 
 require "test_helper"
 require "json"
+require "minitest/mock"
+require "rack/utils"
 
 # The control endpoint (docs/CONTROL.md): stats through the scoreboard,
 # readiness, restart and stop, and `oribi ctl`.
@@ -75,10 +77,10 @@ class ControlTest < Minitest::Test
   def test_busy_worker_and_its_request
     start(workers: 1)
     slow = @srv.tcp
-    slow.write("GET /?sleep=2 HTTP/1.1\r\nHost: t\r\n\r\n")
+    slow.write("GET /slow?sleep=2&api_key=hunter2 HTTP/1.1\r\nHost: t\r\n\r\n")
     busy = wait_until { stats["workers"].find { |w| w["busy"] } }
     assert busy, "no worker shown busy"
-    assert_equal "GET /?sleep=2", busy["request"]
+    assert_equal "GET /slow", busy["request"] # query strings may carry secrets
     assert_equal 1, busy["connections"]["active"]
     assert_equal 200, HTTPClient.read_response(slow).status
     assert wait_until { stats["workers"].none? { |w| w["busy"] } }
@@ -224,6 +226,24 @@ class ControlTest < Minitest::Test
     assert HTTPClient.closed?(idle.first, timeout: 5), "the oldest idle client keeps its slot"
   ensure
     idle&.each(&:close)
+  end
+
+  # A length check before a constant-time compare tells an attacker the
+  # token's length: what is compared must not depend on what was given.
+  def test_token_is_compared_without_revealing_its_length
+    start(control: :tcp, workers: 1)
+    given = ["", "x", TOKEN[0..-2], "#{TOKEN}x", "y" * 4000].map { |t| t.empty? ? "Bearer" : "Bearer #{t}" }
+    given.each { |h| assert_includes [401, 403], control("/healthz", headers: { "Authorization" => h }).status, h[0, 20] }
+    assert_equal 200, control("/healthz", headers: { "Authorization" => "Bearer #{TOKEN}" }).status
+    compared = []
+    real = Rack::Utils.method(:secure_compare)
+    endpoint = Oribi::Control.new("unix://#{@dir}/probe.sock", token: TOKEN)
+    Rack::Utils.stub(:secure_compare, ->(a, b) { compared << [a.bytesize, b.bytesize] && real.call(a, b) }) do
+      [*given, "Bearer #{TOKEN}"].each { |h| endpoint.send(:authorize, h, nil) }
+    end
+    assert_equal [[32, 32]], compared.uniq, "the compared lengths follow the given token"
+  ensure
+    endpoint&.close
   end
 
   def test_tcp_control_without_token_is_refused_at_start

@@ -2,6 +2,7 @@
 
 require "socket"
 require "rack/utils"
+require "digest"
 
 module Oribi
   # The control endpoint (docs/CONTROL.md): a small HTTP/1.1 server run by
@@ -36,6 +37,7 @@ module Oribi
     def initialize(uri, token: nil, fd: nil)
       @uri = uri
       @token = token
+      @token_digest = Digest::SHA256.digest(token) if token
       @clients = []
       kind, host_or_path, port = Listeners.parse(uri)
       # Whoever reaches a TCP port could stop the server: never without a token.
@@ -195,7 +197,9 @@ module Oribi
       given ||= query&.split("&")&.filter_map { |kv| kv.split("=", 2)[1] if kv.start_with?("token=") }&.first
       return 401 if given.nil? || given.empty?
 
-      Rack::Utils.secure_compare(given, @token) ? nil : 403
+      # Digests of one length: secure_compare returns early on a length
+      # mismatch, and response times would reveal the token's length.
+      Rack::Utils.secure_compare(Digest::SHA256.digest(given), @token_digest) ? nil : 403
     end
 
     def reason(status) = Rack::Utils::HTTP_STATUS_CODES.fetch(status, "Status")
