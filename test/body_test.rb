@@ -107,6 +107,31 @@ class BodyTest < Minitest::Test
     assert_equal "/next", fields(HTTPClient.read_response(s))["PATH_INFO"]
   end
 
+  # Without --max-body a body may be 100 MiB; --max-body 0 lifts the limit.
+  def test_default_limit_is_100_mib_and_0_lifts_it
+    limit = 100 * 1024 * 1024
+    head = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: #{limit + 1}\r\nExpect: 100-continue\r\n\r\n"
+    srv = ServerProcess.new("echo.ru", workers: 1)
+    s = srv.tcp
+    s.write(head)
+    assert_equal 413, HTTPClient.read_response(s).status
+    s.close
+    s = srv.tcp # a chunked body is cut once it passes the limit
+    s.write("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+    mib = "x" * (1024 * 1024)
+    101.times { s.write("100000\r\n#{mib}\r\n") }
+    assert_equal 413, HTTPClient.read_response(s, timeout: 20).status
+    s.close
+    srv.stop
+    srv = ServerProcess.new("echo.ru", "--max-body", "0", workers: 1)
+    s = srv.tcp
+    s.write(head)
+    assert_equal "HTTP/1.1 100 Continue\r\n", HTTPClient.read_line(s, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5)
+  ensure
+    s&.close
+    srv&.stop
+  end
+
   def test_a_body_that_cannot_be_spilled_is_a_logged_500
     Dir.mktmpdir do |d|
       gone = File.join(d, "gone") # no such directory: like a full or unwritable disk

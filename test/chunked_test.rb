@@ -113,8 +113,19 @@ class ChunkedTest < Minitest::Test
   def test_size_overflow
     assert_rejected "1#{'0' * 15}\r\n"
     assert_rejected "#{'f' * 16}\r\n"
-    assert_rejected "#{'0' * 16}\r\n\r\n"
+    assert_rejected "000#{'f' * 16}\r\n"
     assert_equal({ incomplete: true, body: "" }, decode("#{'f' * 15}\r\n"))
+  end
+
+  # Only significant digits count against the 15 (nginx reads these too);
+  # the padding is bounded by the extension budget.
+  def test_leading_zeros_are_not_significant
+    assert_decodes "#{'0' * 15}5\r\nhello\r\n0\r\n\r\n", "hello"
+    assert_decodes "5\r\nhello\r\n#{'0' * 40}\r\n\r\n", "hello"
+    assert_equal({ incomplete: true, body: "" }, decode("#{'0' * 20}#{'f' * 15}\r\n"))
+    max = P::CHUNK_EXT_MAX
+    assert_decodes "#{'0' * (max + 1)}5\r\nhello\r\n0\r\n\r\n", "hello"
+    assert_rejected "#{'0' * (max + 2)}5\r\nhello\r\n0\r\n\r\n"
   end
 
   def test_data_longer_than_size

@@ -114,7 +114,7 @@ class ConnectTest < Minitest::Test
     refute_app_saw_admin
   end
 
-  # The attack of issue 18 through a real haproxy: the CONNECT passes its
+  # The tunnel attack through a real haproxy: the CONNECT passes its
   # deny rule, and once haproxy saw a 2xx it tunnels whatever the client
   # sends next, straight to the server.
   def test_haproxy_deny_rule_is_not_bypassed_through_connect

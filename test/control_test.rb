@@ -2,6 +2,8 @@
 
 require "test_helper"
 require "json"
+require "minitest/mock"
+require "rack/utils"
 
 # The control endpoint (docs/CONTROL.md): stats through the scoreboard,
 # readiness, restart and stop, and `oribi ctl`.
@@ -75,10 +77,10 @@ class ControlTest < Minitest::Test
   def test_busy_worker_and_its_request
     start(workers: 1)
     slow = @srv.tcp
-    slow.write("GET /?sleep=2 HTTP/1.1\r\nHost: t\r\n\r\n")
+    slow.write("GET /slow?sleep=2&api_key=hunter2 HTTP/1.1\r\nHost: t\r\n\r\n")
     busy = wait_until { stats["workers"].find { |w| w["busy"] } }
     assert busy, "no worker shown busy"
-    assert_equal "GET /?sleep=2", busy["request"]
+    assert_equal "GET /slow", busy["request"] # query strings may carry secrets
     assert_equal 1, busy["connections"]["active"]
     assert_equal 200, HTTPClient.read_response(slow).status
     assert wait_until { stats["workers"].none? { |w| w["busy"] } }
@@ -198,6 +200,50 @@ class ControlTest < Minitest::Test
     assert_equal [0, "ready\n"], [status, out]
     status, = ctl("ready", "--token", "nope")
     assert_equal 1, status
+  end
+
+  # Idle and half-sent connections must not hold the slots a liveness probe
+  # needs: the probes are answered at once, the oldest partial clients lose
+  # their slots first.
+  def test_idle_clients_do_not_starve_authenticated_probes
+    start(control: :tcp, workers: 1)
+    kind, host, port = Oribi::Listeners.parse(@control)
+    assert_equal :tcp, kind
+    # an attacker does not wait for a connection the backlog has no room for
+    open = -> { Socket.tcp(host, port, connect_timeout: 0.5) rescue nil } # rubocop:disable Style/RescueModifier
+    idle = 20.times.filter_map { open.call }
+    idle += 20.times.filter_map { open.call&.tap { |s| s.write("GET /healthz HTTP/1.1\r\nHost: t\r\n") } }
+    took = 6.times.map do
+      t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      sock = Socket.tcp(host, port, connect_timeout: 1)
+      sock.write("GET /healthz HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer #{TOKEN}\r\n\r\n")
+      res = HTTPClient.read_response(sock, timeout: 1)
+      assert_equal 200, res&.status
+      sock.close
+      Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+    end
+    assert_operator took.max, :<, 1, "probe times: #{took.map { |t| t.round(3) }}"
+    assert HTTPClient.closed?(idle.first, timeout: 5), "the oldest idle client keeps its slot"
+  ensure
+    idle&.each(&:close)
+  end
+
+  # A length check before a constant-time compare tells an attacker the
+  # token's length: what is compared must not depend on what was given.
+  def test_token_is_compared_without_revealing_its_length
+    start(control: :tcp, workers: 1)
+    given = ["", "x", TOKEN[0..-2], "#{TOKEN}x", "y" * 4000].map { |t| t.empty? ? "Bearer" : "Bearer #{t}" }
+    given.each { |h| assert_includes [401, 403], control("/healthz", headers: { "Authorization" => h }).status, h[0, 20] }
+    assert_equal 200, control("/healthz", headers: { "Authorization" => "Bearer #{TOKEN}" }).status
+    compared = []
+    real = Rack::Utils.method(:secure_compare)
+    endpoint = Oribi::Control.new("unix://#{@dir}/probe.sock", token: TOKEN)
+    Rack::Utils.stub(:secure_compare, ->(a, b) { compared << [a.bytesize, b.bytesize] && real.call(a, b) }) do
+      [*given, "Bearer #{TOKEN}"].each { |h| endpoint.send(:authorize, h, nil) }
+    end
+    assert_equal [[32, 32]], compared.uniq, "the compared lengths follow the given token"
+  ensure
+    endpoint&.close
   end
 
   def test_tcp_control_without_token_is_refused_at_start

@@ -144,6 +144,18 @@ class LintTest < Minitest::Test
     s&.close
   end
 
+  # httpoxy: CGI-style code takes HTTP_PROXY for the proxy to send its own
+  # outgoing requests through, and a client could name one.
+  def test_proxy_header_never_becomes_http_proxy
+    s = server.tcp
+    s.write("GET / HTTP/1.1\r\nHost: t\r\nProxy: http://evil.example:8080\r\nX-Test: kept\r\n\r\n")
+    f = fields(HTTPClient.read_response(s))
+    assert_equal "kept", f["HTTP_X_TEST"]
+    refute f.key?("HTTP_PROXY"), "HTTP_PROXY reached the app: #{f['HTTP_PROXY']}"
+  ensure
+    s&.close
+  end
+
   def test_repeated_fields_are_combined
     s = server.tcp
     s.write("GET / HTTP/1.1\r\nHost: t\r\nCookie: a=1\r\nCookie: b=2\r\nX-Test: x\r\nX-Test: y\r\n\r\n")

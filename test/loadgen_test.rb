@@ -298,7 +298,7 @@ class LoadgenTest < Minitest::Test
     "status 099" => "HTTP/1.1 099 Low\r\nContent-Length: 0\r\n\r\n",
     "HTTP/1.2" => "HTTP/1.2 200 OK\r\nContent-Length: 0\r\n\r\n",
     "length and bad coding list" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked x\r\n\r\n0\r\n\r\n",
-    "16 hex digits" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n#{'0' * 15}2\r\nok\r\n0\r\n\r\n",
+    "16 hex digits" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1#{'0' * 15}\r\nok\r\n0\r\n\r\n",
     "trailer not a field" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nnot a field\r\n\r\n",
     "chunk extension too long" => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" \
                                   "2;#{'e' * 20_000}\r\nok\r\n0\r\n\r\n",

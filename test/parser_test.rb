@@ -280,10 +280,12 @@ class ParserTest < Minitest::Test
   end
 
   def test_host_values
-    ["a", "a.b-c_d~e", "a:80", "a:", "[::1]", "[::1]:8080", "192.0.2.1:1", "%41b", "", "xn--bcher-kva.example"].each do |h|
+    ["a", "a.b-c_d~e", "a:80", "a:", "[::1]", "[::1]:8080", "[::ffff:192.0.2.1]", "192.0.2.1:1", "%41b", "",
+     "xn--bcher-kva.example"].each do |h|
       assert_equal h, assert_ok("GET / HTTP/1.1\r\nHost: #{h}\r\n\r\n")[:host], h.inspect
     end
-    ["a b", "a/b", "a@b", "u:p@a", "a?b", "a#b", "a:8x", "a:80:80", "[::1", "[]", "a\"", "%4", "%zz", "h\xC3\xA9", "a\\b"].each do |h|
+    ["a b", "a/b", "a@b", "u:p@a", "a?b", "a#b", "a:8x", "a:80:80", "[::1", "[]", "a\"", "%4", "%zz", "h\xC3\xA9", "a\\b",
+     "[evil.com]", "[evil.com]:80", "[v1.x]", "[fe80::1%25eth0]", "[1234]", "[::g]", ":80", ":"].each do |h|
       assert_status 400, "GET / HTTP/1.1\r\nHost: #{h}\r\n\r\n"
     end
   end
@@ -294,6 +296,10 @@ class ParserTest < Minitest::Test
     assert_equal 0, assert_ok(req("Content-Length: 0\r\n"))[:content_length]
     assert_equal 42, assert_ok(req("Content-Length:  042 \r\n"))[:content_length]
     assert_equal 999_999_999_999_999_999, assert_ok(req("Content-Length: #{'9' * 18}\r\n"))[:content_length]
+    # leading zeros are no significant digits: only the 18 after them count
+    assert_equal 5, assert_ok(req("Content-Length: #{'0' * 30}5\r\n"))[:content_length]
+    assert_equal 0, assert_ok(req("Content-Length: #{'0' * 30}\r\n"))[:content_length]
+    assert_status 400, req("Content-Length: 00#{'1' * 19}\r\n")
     ["+5", "-1", "0x10", "", "1 2", "5,5", "5, 5", "1e3", "5;", "\xD9\xA3", "1" * 19, "9" * 30].each do |v|
       assert_status 400, req("Content-Length: #{v}\r\n")
     end

@@ -159,6 +159,26 @@ class ResponseTest < Minitest::Test
     s&.close
   end
 
+  # A 1xx is never a final answer (RFC 9110 15.2): sent as one, the client
+  # takes the next response for this request's. A 101 switches only a
+  # request that asked to (15.2.2). Each is the server's 500, logged.
+  def test_informational_final_status_is_a_logged_500
+    [100, 102, 103, 199, 101].each do |code|
+      s = server.tcp
+      s.write("GET /status?code=#{code} HTTP/1.1\r\nHost: t\r\n\r\nGET /cookies HTTP/1.1\r\nHost: t\r\n\r\n")
+      res = HTTPClient.read_response(s)
+      assert_equal "HTTP/1.1 500", res.raw[0, 12], "status #{code} as the final answer"
+      assert HTTPClient.closed?(s), "status #{code}: nothing after the 500"
+      assert_match(/code=#{code}: response failed: ArgumentError: status #{code} /, server.log_until(/status #{code} /))
+      s.close
+    end
+    s = server.tcp # asked for: the 101 is the app's to send
+    s.write("GET /status?code=101 HTTP/1.1\r\nHost: t\r\nUpgrade: x-test\r\nConnection: upgrade\r\n\r\n")
+    assert_equal "HTTP/1.1 101 Switching Protocols\r\n", HTTPClient.read_line(s, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5)
+  ensure
+    s&.close
+  end
+
   def test_body_close_is_called_when_the_client_goes_away
     marker = File.join(Dir.tmpdir, "oribi-close-#{Process.pid}-#{rand(1 << 30)}")
     s = server.tcp

@@ -137,7 +137,7 @@ class ThreadsTest < Minitest::Test
     refute_match(/stuck/, srv.log)
     assert_equal pids, srv.worker_pids
     stuck, = srv.send_gets(["/?sleep=30"])
-    assert_match(/stuck \d+\.\d s on "GET \/\?sleep=30"/, srv.log_until(/stuck/, timeout: 10))
+    assert_match(/stuck \d+\.\d s on "GET \/"/, srv.log_until(/stuck/, timeout: 10)) # no query: it may hold secrets
   ensure
     stuck&.close
     srv&.stop
@@ -155,7 +155,7 @@ class ThreadsTest < Minitest::Test
     t = srv.tcp
     t.write("GET /stuck?sleep=30 HTTP/1.1\r\nHost: t\r\n\r\n")
     assert_equal 200, HTTPClient.read_response(s).status
-    assert_match(%r{stuck \d+\.\d s on "GET /stuck\?sleep=30"}, srv.log_until(/stuck \d/, timeout: 10))
+    assert_match(%r{stuck \d+\.\d s on "GET /stuck"}, srv.log_until(/stuck \d/, timeout: 10))
   ensure
     s&.close
     t&.close

@@ -2,15 +2,18 @@
 
 require "socket"
 require "rack/utils"
+require "digest"
 
 module Oribi
   # The control endpoint (docs/CONTROL.md): a small HTTP/1.1 server run by
   # the master inside its own loop, on a socket of its own (`control`).
   # Everything is non-blocking and bounded — at most MAX_CLIENTS at a time,
-  # a request line and header section of MAX_HEAD bytes each,
-  # CLIENT_TIMEOUT seconds each client, one
-  # request per connection — so a slow or hostile client can never hold the
-  # master up: it only loses its connection. Requests are read with the
+  # a request line and header section of MAX_HEAD bytes each, HEAD_TIMEOUT
+  # seconds to send them and CLIENT_TIMEOUT in all, one request per
+  # connection — so a slow or hostile client can never hold the master up:
+  # it only loses its connection. When every slot is taken, a new client
+  # takes the slot of the oldest one still sending its request: idle
+  # connections cannot starve a liveness probe that sends its request at once. Requests are read with the
   # workers' own parser and answered by a handler (the master) given the
   # method, the path and the query.
   class Control
@@ -18,6 +21,9 @@ module Oribi
     MAX_HEAD = 8192
     MAX_BODY = 1024 # POST bodies are not used; a small one is read and ignored
     CLIENT_TIMEOUT = 5.0
+    # A probe sends its request as soon as it connects: one that takes longer
+    # than this is more likely holding a slot than slow.
+    HEAD_TIMEOUT = 2.0
     # path => the method it answers (the master answers them, `oribi ctl` asks)
     ROUTES = { "/stats" => "GET", "/metrics" => "GET", "/readyz" => "GET", "/healthz" => "GET",
                "/restart" => "POST", "/stop" => "POST" }.freeze
@@ -31,6 +37,7 @@ module Oribi
     def initialize(uri, token: nil, fd: nil)
       @uri = uri
       @token = token
+      @token_digest = Digest::SHA256.digest(token) if token
       @clients = []
       kind, host_or_path, port = Listeners.parse(uri)
       # Whoever reaches a TCP port could stop the server: never without a token.
@@ -49,7 +56,7 @@ module Oribi
     # The IOs the master waits on: [readable, writable].
     def wait_ios
       readers = @clients.reject(&:out).map(&:io)
-      readers << @server unless @server.closed? || @clients.size >= MAX_CLIENTS
+      readers << @server unless @server.closed? || (full? && !oldest_partial)
       [readers, @clients.select(&:out).map(&:io)]
     end
 
@@ -59,7 +66,7 @@ module Oribi
     # Accepts, reads, answers and writes what can be done without waiting.
     # The handler: (method, path, query) → [status, content_type, body].
     def serve(&handler)
-      accept
+      accept(&handler)
       now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
       @clients.dup.each do |c|
         if c.deadline < now
@@ -122,17 +129,27 @@ module Oribi
       raise e.class, "control #{@uri}: #{e.message}"
     end
 
-    def accept
-      while @clients.size < MAX_CLIENTS && !@server.closed?
+    # A client is read as soon as it is accepted, so that one whose request
+    # is already in is answered before a later one could take its slot.
+    def accept(&handler)
+      until @server.closed? || (full? && !oldest_partial)
         io, = @server.accept_nonblock(exception: false)
         break if io == :wait_readable || io.nil?
 
+        drop(oldest_partial) if full?
         io.close_on_exec = true
-        @clients << Client.new(io: io, buf: +"", deadline: Process.clock_gettime(Process::CLOCK_MONOTONIC) + CLIENT_TIMEOUT)
+        c = Client.new(io: io, buf: +"", deadline: Process.clock_gettime(Process::CLOCK_MONOTONIC) + HEAD_TIMEOUT)
+        @clients << c
+        read(c, &handler)
       end
     rescue SystemCallError
       nil
     end
+
+    def full? = @clients.size >= MAX_CLIENTS
+
+    # Clients are kept in the order they came: the first not yet answered.
+    def oldest_partial = @clients.find { |c| c.out.nil? }
 
     def read(c, &handler)
       loop do
@@ -180,7 +197,9 @@ module Oribi
       given ||= query&.split("&")&.filter_map { |kv| kv.split("=", 2)[1] if kv.start_with?("token=") }&.first
       return 401 if given.nil? || given.empty?
 
-      Rack::Utils.secure_compare(given, @token) ? nil : 403
+      # Digests of one length: secure_compare returns early on a length
+      # mismatch, and response times would reveal the token's length.
+      Rack::Utils.secure_compare(Digest::SHA256.digest(given), @token_digest) ? nil : 403
     end
 
     def reason(status) = Rack::Utils::HTTP_STATUS_CODES.fetch(status, "Status")
@@ -188,6 +207,7 @@ module Oribi
     def error(status) = [status, "text/plain", "#{reason(status)}\n"]
 
     def answer(c, status, type, body, headers = {})
+      c.deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + CLIENT_TIMEOUT
       extra = headers.map { |k, v| "#{k}: #{v}\r\n" }.join
       c.out = +"HTTP/1.1 #{status} #{reason(status)}\r\ncontent-type: #{type}\r\n" \
                "content-length: #{body.bytesize}\r\ncache-control: no-store\r\n#{extra}connection: close\r\n\r\n#{body}"

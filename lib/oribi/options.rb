@@ -184,7 +184,7 @@ module Oribi
       opt(:header_timeout,     ["--header-timeout SEC"],      SECONDS, 30,                                  POSITIVE,            "408 when a request head takes longer"),
       opt(:body_timeout,       ["--body-timeout SEC"],        SECONDS, 30,                                  POSITIVE,            "408 when a body gains less than 8 KiB in SEC"),
       opt(:write_timeout,      ["--write-timeout SEC"],       SECONDS, 30,                                  POSITIVE,            "drop a client that reads nothing for SEC"),
-      opt(:max_body,           ["--max-body BYTES"],          INT,     0,                                   int(0..),            "413 for larger request bodies; 0 = no limit"),
+      opt(:max_body,           ["--max-body BYTES"],          INT,     100 * 1024 * 1024,                   int(0..),            "413 for larger request bodies; 0 = no limit"),
       opt(:body_buffer,        ["--body-buffer BYTES"],       INT,     112 * 1024,                          int(0..),            "bodies larger than this go to a tmpfile"),
       opt(:max_request_line,   ["--max-request-line BYTES"],  INT,     Parser::DEFAULT_MAX_REQUEST_LINE,    int(16..),           "414 for longer request lines"),
       opt(:max_header_bytes,   ["--max-header-bytes BYTES"],  INT,     Parser::DEFAULT_MAX_HEADER_BYTES,    int(16..),           "431 for a larger header section"),

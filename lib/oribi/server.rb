@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "rack"
+require "securerandom"
 
 module Oribi
   # Sets the process up and picks its shape: binds the listeners, loads the
@@ -73,9 +74,26 @@ module Oribi
       return unless (path = @config[:pid_file])
 
       # Renamed into place: a reader never sees a half-written file.
-      File.write("#{path}.#{Process.pid}", "#{Process.pid}\n")
-      File.rename("#{path}.#{Process.pid}", path)
+      tmp = create_pid_temp(path)
+      File.rename(tmp, path)
       @pid_written = true
+    end
+
+    # The pid file's directory may be writable by others (/tmp, a shared
+    # run dir): the temp file gets a name no one can guess and is created
+    # new, never opened through a link planted there.
+    def create_pid_temp(path)
+      flags = File::WRONLY | File::CREAT | File::EXCL | File::NOFOLLOW
+      3.times do
+        tmp = "#{path}.#{Process.pid}.#{SecureRandom.hex(8)}"
+        begin
+          File.open(tmp, flags, 0o644) { |f| f.write("#{Process.pid}\n") }
+          return tmp
+        rescue Errno::EEXIST, Errno::ELOOP
+          next
+        end
+      end
+      raise Errno::EEXIST, "#{path}: no free temp name to write the pid file under"
     end
 
     private

@@ -2,10 +2,10 @@
  * Chunked body decoder (RFC 9112 7.1). A byte-level state machine, so a
  * chunk-size line or a trailer cut anywhere by the network resumes exactly
  * where it stopped; only chunk data is moved in bulk. Everything a client
- * sends besides data is bounded: at most 15 hex digits per size, and the
- * extension and trailer byte budgets of chunked.h. The server decodes
- * request bodies with it, the load generator skips response bodies: one
- * state machine, so both read chunked alike.
+ * sends besides data is bounded: at most 15 significant hex digits per
+ * size, and the extension (with size padding) and trailer byte budgets of
+ * chunked.h. The server decodes request bodies with it, the load generator
+ * skips response bodies: one state machine, so both read chunked alike.
  */
 #include <string.h>
 #include "http/chunked.h"
@@ -85,8 +85,15 @@ static inline __attribute__((always_inline)) ssize_t run(struct oribi_chunked_de
         case CH_SIZE_FIRST:
         case CH_SIZE:
             if (hexval1[c]) {
-                if (++d->_hex_digits > MAX_HEX_DIGITS)
+                /* Zeros before the first significant digit add nothing to
+                 * the size: past the first ("0" is the last chunk) they are
+                 * padding, bounded as extensions are. */
+                if (d->_left == 0 && c == '0') {
+                    if (st == CH_SIZE && ++d->_ext_bytes > ORIBI_CHUNK_EXT_MAX)
+                        goto error;
+                } else if (++d->_hex_digits > MAX_HEX_DIGITS) {
                     goto error;
+                }
                 d->_left = d->_left * 16 + (size_t)(hexval1[c] - 1);
                 st = CH_SIZE;
                 break;

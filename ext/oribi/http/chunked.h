@@ -13,7 +13,7 @@
 
 /* Bounds on what a peer may send besides data (an error past them: 400 for
  * a request). */
-#define ORIBI_CHUNK_EXT_MAX     16384 /* bytes of chunk extensions, whole body */
+#define ORIBI_CHUNK_EXT_MAX     16384 /* bytes of chunk extensions and size zero padding, whole body */
 #define ORIBI_CHUNK_TRAILER_MAX 16384 /* bytes of trailer section */
 
 struct oribi_chunked_decoder {

@@ -43,8 +43,8 @@ static const unsigned char value_tbl[256] = {
     [0x80 ... 0xff] = 1,
 };
 
-/* reg-name and IP-literal bytes of uri-host (RFC 3986 unreserved, sub-delims,
- * plus ':' inside brackets); '%' is checked apart since it needs two HEXDIG. */
+/* reg-name bytes of uri-host (RFC 3986 unreserved and sub-delims); '%' is
+ * checked apart since it needs two HEXDIG. */
 static const unsigned char regname_tbl[256] = {
     ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1, ['-'] = 1, ['.'] = 1,  ['_'] = 1,
     ['~'] = 1,         ['!'] = 1,         ['$'] = 1,         ['&'] = 1, ['\''] = 1, ['('] = 1,
@@ -146,15 +146,28 @@ static int ieq(const char *s, const char *lit, size_t n)
 #define IS(s, n, lit) ((n) == sizeof(lit) - 1 && ieq(s, lit, sizeof(lit) - 1))
 #define OWS(c)        ((c) == ' ' || (c) == '\t')
 
+/* The inside of an IP-literal: IPv6 characters only (HEXDIG, ':', '.' of
+ * an embedded IPv4), with the two colons every IPv6 address has. A reg-name
+ * in brackets ("[evil.com]"), IPvFuture and zone ids are refused: they name
+ * no address a server is reached at, and an app or cache keyed on the Host
+ * would take them as a host. Returns the ']' or NULL. */
+static const char *ip_literal_end(const char *p, const char *end)
+{
+    int colons = 0;
+    for (; p != end && (hex_tbl[(unsigned char)*p] || *p == ':' || *p == '.'); p++)
+        colons += *p == ':';
+    return p != end && *p == ']' && colons >= 2 ? p : NULL;
+}
+
 /* uri-host [ ":" port ] (RFC 3986). Userinfo, paths, spaces and non-ASCII
- * hosts are refused: they are how Host confusion attacks start. */
+ * hosts are refused: they are how Host confusion attacks start. A port
+ * without a host (":80") is refused even where the host may be empty: the
+ * empty Host of RFC 9112 3.2 is an empty field value. */
 static int valid_authority(const char *p, const char *end, int need_host, int need_port)
 {
     const char *h = p;
     if (p != end && *p == '[') {
-        for (p++; p != end && (regname_tbl[(unsigned char)*p] || *p == ':' || *p == '%'); p++)
-            ;
-        if (p == end || *p != ']' || p == h + 1)
+        if (!(p = ip_literal_end(p + 1, end)))
             return 0;
         p++;
     } else {
@@ -170,7 +183,7 @@ static int valid_authority(const char *p, const char *end, int need_host, int ne
             }
         }
     }
-    if (need_host && p == h)
+    if (p == h && (need_host || p != end))
         return 0;
     if (p == end)
         return !need_port;
@@ -262,13 +275,20 @@ static int parse_connection(const char *p, const char *end, struct sem *s)
 }
 
 /* Content-Length: 1*DIGIT and nothing else; 18 digits cannot overflow
- * int64. Repeats must agree, or the framing is ambiguous. */
+ * int64. Leading zeros add nothing to the value, so only the digits after
+ * them count (nginx reads "0000000000000005" as 5; max_header_bytes bounds
+ * the padding). Repeats must agree, or the framing is ambiguous. */
 static int parse_content_length(const char *v, size_t vlen, struct sem *s)
 {
     int64_t n = 0;
-    if (vlen == 0 || vlen > 18)
+    size_t i = 0;
+    if (vlen == 0)
         return 400;
-    for (size_t i = 0; i < vlen; i++) {
+    while (i < vlen && v[i] == '0')
+        i++;
+    if (vlen - i > 18)
+        return 400;
+    for (; i < vlen; i++) {
         unsigned d = (unsigned char)v[i] - '0';
         if (d > 9)
             return 400;

@@ -19,6 +19,11 @@ void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_l
     size_t n = method_len < ORIBI_SCORE_REQUEST - 2 ? method_len : ORIBI_SCORE_REQUEST - 2;
     memcpy(s->request, method, n);
     s->request[n++] = ' ';
+    /* The row is shown by /stats and the stuck-worker log line: a query
+     * string may carry a token or personal data, so it is never recorded. */
+    const char *query = memchr(path, '?', path_len);
+    if (query)
+        path_len = (size_t)(query - path);
     if (path_len > ORIBI_SCORE_REQUEST - 1 - n)
         path_len = ORIBI_SCORE_REQUEST - 1 - n;
     memcpy(s->request + n, path, path_len);

@@ -27,7 +27,7 @@ struct oribi_score {
     volatile uint64_t queue[ORIBI_QUEUE_BUCKETS]; /* queue time histogram (not cumulative) */
     volatile uint64_t queue_sum_us;
     volatile uint64_t queue_header;    /* requests whose queue time came from X-Request-Start */
-    char request[ORIBI_SCORE_REQUEST]; /* "GET /path" being served, cut to fit */
+    char request[ORIBI_SCORE_REQUEST]; /* "GET /path" being served, no query, cut to fit */
 };
 
 /* A request goes to the app: wall_ms is the wall clock, queue_us its queue

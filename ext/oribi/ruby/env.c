@@ -161,6 +161,8 @@ static VALUE header_key(const char *name, size_t len)
         return k_content_length;
     if (len == 17 && strncasecmp(name, "transfer-encoding", 17) == 0)
         return Qnil; /* the app gets the decoded body and its CONTENT_LENGTH */
+    if (len == 5 && strncasecmp(name, "proxy", 5) == 0)
+        return Qnil; /* httpoxy: HTTP_PROXY is read as the outgoing proxy */
     char stack[256];
     char *key = len + 5 <= sizeof(stack) ? stack : ALLOC_N(char, len + 5);
     VALUE v = rb_interned_str(key, (long)field_key(key, name, len));

@@ -517,6 +517,18 @@ static VALUE write_body(struct oribi_rack_response *r)
     return Qnil;
 }
 
+/* A 1xx final answer would be taken by the client as interim, and the
+ * next response on the connection as this one's (RFC 9110 15.2); a 101
+ * to a request that offered no upgrade would switch it to bytes the client
+ * never asked for (15.2.2). Raised before anything is written: a 500. */
+static void check_final_status(const struct oribi_rack_response *r)
+{
+    if (r->status == 101 && !r->c->req.upgrade)
+        rb_raise(rb_eArgError, "status 101 to a request without Upgrade (use rack.protocol)");
+    if (r->status < 200 && r->status != 101)
+        rb_raise(rb_eArgError, "status %d is informational, not a final response (use rack.early_hints)", r->status);
+}
+
 VALUE oribi_rack_response_write(VALUE arg)
 {
     struct oribi_rack_response *r = (struct oribi_rack_response *)arg;
@@ -526,6 +538,7 @@ VALUE oribi_rack_response_write(VALUE arg)
         accept_protocol(r);
     if (!NIL_P(r->protocol))
         r->status = 101; /* HTTP/1 upgrades with a 101 (SPEC: rack.protocol) */
+    check_final_status(r);
     const char *s = oribi_status_line(r->status, &n);
     out_cat(x, s, n);
     s = oribi_date_header(time(NULL), &n);
