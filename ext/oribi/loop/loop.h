@@ -86,6 +86,9 @@ struct oribi_loop {
     uint64_t requests;         /* requests handed to the app */
     uint64_t rejected;         /* requests answered with an error by the loop */
     unsigned nidle;            /* conns waiting for a next request (on the idle timer) */
+    uint64_t shed;             /* conns closed to make room for new ones (max_connections) */
+    uint64_t shed_logged;      /* of which the log told already */
+    int64_t shed_logged_at;    /* when it last did (ms) */
     struct oribi_score *score; /* where the conn counts are published, or NULL */
 };
 
