@@ -20,6 +20,7 @@
 #define CONN_BUF_KEEP    65536 /* larger buffers are freed when a conn is recycled */
 #define ACCEPT_PAUSE_MS  100   /* after EMFILE/ENFILE */
 #define ACCEPT_SHARE_MS  1     /* after taking a connection while holding others */
+#define SHED_LOG_MS      10000 /* the line saying connections are shed, at most this often */
 #define ACCEPT_RUN       8     /* accepts without an epoll_wait, at most */
 #define TURN_POLL_MS     1     /* kept-alive clients' requests join the queue this late at most */
 
@@ -542,22 +543,67 @@ static void set_accepting(struct oribi_loop *loop, int on)
     loop->accepting = on;
 }
 
+/* Which conn a full worker closes to take a new one: the one that has
+ * waited longest for a request of its own, between requests (keep-alive)
+ * or in the middle of a head (a silent one included). Each list is in the
+ * order its conns were armed, so the older of the two heads is the oldest.
+ * Never a conn past its head (a body on its way, a request queued or in
+ * the app, a response being written): its client has committed a request
+ * and the server owes it an answer; closing it would cost a request, not
+ * a reconnect, and would let a flood of connects cancel work in flight. */
+static struct oribi_conn *shed_candidate(struct oribi_loop *loop)
+{
+    struct oribi_conn *idle = loop->timers[TIMER_IDLE][0], *head = loop->timers[TIMER_HEAD][0];
+    if (!idle || !head)
+        return idle ? idle : head;
+    int64_t idle_since = idle->deadline - loop->timeout_ms[TIMER_IDLE];
+    return idle_since <= head->deadline - loop->timeout_ms[TIMER_HEAD] ? idle : head;
+}
+
+/* Room for one more connection, if need be by shedding one. */
+static int has_room(struct oribi_loop *loop)
+{
+    return loop->nconns < loop->opt.max_connections || shed_candidate(loop);
+}
+
+/* A new connection took the place of the oldest that was not sending a
+ * request: said in the log at once, then at most every SHED_LOG_MS with
+ * the count since, so that a flood cannot flood the log too. */
+static void shed_one(struct oribi_loop *loop)
+{
+    struct oribi_conn *c = shed_candidate(loop);
+    if (!c)
+        return;
+    /* An event for it may still be in this epoll batch and reach the
+     * conn that reuses its struct: at worst one read that finds nothing. */
+    conn_close(loop, c);
+    loop->shed++;
+    if (loop->shed_logged && loop->now - loop->shed_logged_at < SHED_LOG_MS)
+        return;
+    oribi_log("max_connections (%u) reached: closed %llu idle or incomplete connection(s) to take new ones%s",
+              loop->opt.max_connections, (unsigned long long)(loop->shed - loop->shed_logged),
+              loop->shed_logged ? " since the last such line" : "");
+    loop->shed_logged = loop->shed;
+    loop->shed_logged_at = loop->now;
+}
+
 /* Accepting again, unless something still says no: a pause, every app
  * thread busy, no room, or a stop that is not (or no longer) draining. */
 static void resume_accepting(struct oribi_loop *loop)
 {
-    if (!loop->accepting && !loop->accept_resume_at && !loop->hold && loop->nconns < loop->opt.max_connections &&
+    if (!loop->accepting && !loop->accept_resume_at && !loop->hold && has_room(loop) &&
         (!loop->stopping || loop->draining))
         set_accepting(loop, 1);
 }
 
-/* The pause after an accept (or EMFILE) is over once its time has come. */
+/* The pause after an accept (or EMFILE) is over once its time has come.
+ * A full worker may have room again without a close, too: a conn that
+ * went idle can be shed. */
 static void end_pause(struct oribi_loop *loop)
 {
-    if (loop->accept_resume_at && loop->accept_resume_at <= loop->now) {
+    if (loop->accept_resume_at && loop->accept_resume_at <= loop->now)
         loop->accept_resume_at = 0;
-        resume_accepting(loop);
-    }
+    resume_accepting(loop);
 }
 
 static void close_listeners(struct oribi_loop *loop)
@@ -602,6 +648,10 @@ static int accept_one(struct oribi_loop *loop, int li, int in_turn)
         close(fd);
         return -1;
     }
+    /* Shed after the accept, not before: the connection may have gone to
+     * another worker, and one over the limit for a moment costs one fd. */
+    if (loop->nconns > loop->opt.max_connections)
+        shed_one(loop);
     loop->hot_listener = li;
     note_backlog(loop); /* there may be more behind it */
     if (loop->draining && loop->drain_left > 0 && --loop->drain_left == 0)
@@ -613,17 +663,19 @@ static int accept_one(struct oribi_loop *loop, int li, int in_turn)
     c->seen_us = oribi_mono_us();
     timer_arm(loop, c, TIMER_HEAD);
     conn_read(loop, c);
-    if (loop->nconns >= loop->opt.max_connections) {
+    if (!has_room(loop)) {
         set_accepting(loop, 0);
     } else if (loop->opt.share_accepts && (loop->timers[TIMER_IDLE][0] || loop->timers[TIMER_HEAD][0]) &&
-               !loop->stopping && !in_turn) {
+               !loop->stopping && !in_turn && loop->nconns < loop->opt.max_connections) {
         /* Holding idle keep-alive connections already: stand aside for a
          * moment, so that a burst of keep-alive clients spreads over the
          * workers. Wakeups on an EPOLLEXCLUSIVE listener favour the worker
          * that is running, which would otherwise take them all and leave
          * the others idle for as long as the clients stay. A worker alone
          * never pauses (share_accepts: other workers exist), nor one
-         * serving a connection per request. */
+         * serving a connection per request, nor a full one: it has its
+         * share, and when it is shedding every worker is full, so a pause
+         * would only keep the clients behind a flood waiting longer. */
         set_accepting(loop, 0);
         loop->accept_resume_at = loop->now + ACCEPT_SHARE_MS;
     }
@@ -676,7 +728,7 @@ static int accept_any(struct oribi_loop *loop, int in_turn)
  * was taken. */
 static int take_backlog(struct oribi_loop *loop)
 {
-    if (loop->hold || loop->ready_head || loop->nconns >= loop->opt.max_connections)
+    if (loop->hold || loop->ready_head || !has_room(loop))
         return 0;
     loop->now = oribi_coarse_ms();
     int r = accept_any(loop, 0);
@@ -794,13 +846,13 @@ static void shed_backlog(struct oribi_loop *loop)
         }
     }
     /* One line a second at most, counting the clients dropped since the last. */
-    loop->shed_unlogged += dropped;
-    if (loop->shed_unlogged && loop->now - loop->shed_logged_ms >= 1000) {
+    loop->dropped_unlogged += dropped;
+    if (loop->dropped_unlogged && loop->now - loop->dropped_logged_ms >= 1000) {
         oribi_log(
             "write backlog %zu bytes over max_write_backlog %zu: dropped %u client(s) that read nothing for %d ms",
-            before, loop->budget.cap, loop->shed_unlogged, SHED_STALL_MS);
-        loop->shed_logged_ms = loop->now;
-        loop->shed_unlogged = 0;
+            before, loop->budget.cap, loop->dropped_unlogged, SHED_STALL_MS);
+        loop->dropped_logged_ms = loop->now;
+        loop->dropped_unlogged = 0;
     }
 }
 

@@ -88,10 +88,13 @@ struct oribi_loop {
     uint64_t requests;                /* requests handed to the app */
     uint64_t rejected;                /* requests answered with an error by the loop */
     unsigned nidle;                   /* conns waiting for a next request (on the idle timer) */
+    uint64_t shed;                    /* conns closed to make room for new ones (max_connections) */
+    uint64_t shed_logged;             /* of which the log told already */
+    int64_t shed_logged_at;           /* when it last did (ms) */
     struct oribi_score *score;        /* where the conn counts are published, or NULL */
     struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog) */
-    int64_t shed_logged_ms;           /* the last "dropped clients" line, at most one a second */
-    unsigned shed_unlogged;           /* clients dropped since that line */
+    int64_t dropped_logged_ms;        /* the last "dropped clients" line, at most one a second */
+    unsigned dropped_unlogged;        /* clients that read nothing dropped since that line */
 };
 
 enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };
