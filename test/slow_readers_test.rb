@@ -37,6 +37,19 @@ class SlowReadersTest < Minitest::Test
     stalled&.close
   end
 
+  def test_a_streamed_body_to_a_client_that_reads_nothing_does_not_hold_the_app_thread
+    start("--write-timeout", "20")
+    stalled = request("/each", @srv.unix)
+    assert wait_until { stalled.wait_readable(0) }, "the streamed response began"
+    t = now
+    res = HTTPClient.read_response(request("/"), timeout: 15)
+    assert_equal 200, res&.status
+    assert_operator now - t, :<, 3, "answered beside a client that reads nothing (write_timeout is 20 s)"
+    assert_equal 4 << 20, HTTPClient.read_response(stalled, timeout: 20).body.bytesize
+  ensure
+    stalled&.close
+  end
+
   def test_a_slow_reader_is_not_cut_off_while_it_reads
     start("--write-timeout", "2")
     s = request("/file")

@@ -3,7 +3,7 @@
 # Large responses for clients that read slowly or not at all:
 # /file a to_path body (FILE_MB MiB), /array a 1 MiB Array body (the same
 # String every time: what the worker keeps is its write buffers, not the
-# app's garbage), / a small answer.
+# app's garbage), /each a 4 MiB body streamed by each, / a small answer.
 require "tmpdir"
 
 path = File.join(Dir.mktmpdir("oribi-readers"), "big.bin")
@@ -19,6 +19,7 @@ run lambda { |env|
   case env["PATH_INFO"]
   when "/file" then [200, { "content-type" => "application/octet-stream" }, FileBody.new(path)]
   when "/array" then [200, { "content-type" => "text/plain" }, [MIB]]
+  when "/each" then [200, { "content-type" => "text/plain" }, Enumerator.new { |y| 4.times { y << MIB } }]
   when "/pid" then [200, { "content-type" => "text/plain" }, [Process.pid.to_s]]
   else [200, { "content-type" => "text/plain" }, ["ok"]]
   end

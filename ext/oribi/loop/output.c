@@ -22,6 +22,12 @@ static void budget_sub(struct oribi_conn *c, size_t n)
         __atomic_sub_fetch(&c->budget->kept, n, __ATOMIC_RELAXED);
 }
 
+static size_t conn_share(const struct oribi_conn *c)
+{
+    size_t share = c->budget ? c->budget->cap / ORIBI_CONN_BACKLOG_SHARE : 0;
+    return share > ORIBI_CONN_BACKLOG_MIN ? share : ORIBI_CONN_BACKLOG_MIN;
+}
+
 int oribi_conn_flush(struct oribi_conn *c)
 {
     while (c->woff < c->wlen) {
@@ -33,7 +39,7 @@ int oribi_conn_flush(struct oribi_conn *c)
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && errno == EAGAIN) {
-            return c->wlen - c->woff > ORIBI_WRITE_BACKLOG ? 1 : 0;
+            return c->wlen - c->woff > conn_share(c) ? 1 : 0;
         } else {
             return -1;
         }

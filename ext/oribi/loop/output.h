@@ -13,12 +13,16 @@
 
 #include "loop/conn.h"
 
-#define ORIBI_WRITE_BACKLOG (1024 * 1024)
+/* What one conn may keep before its writer waits: an eighth of the
+ * worker's max_write_backlog, so that one client cannot take it all, and
+ * at least 1 MiB. */
+#define ORIBI_CONN_BACKLOG_MIN   (1024 * 1024)
+#define ORIBI_CONN_BACKLOG_SHARE 8
 
 /* Writes iov; bytes the socket does not take now are kept and flushed by
- * the loop. Returns 0, 1 when the kept backlog is over ORIBI_WRITE_BACKLOG
- * (wait with oribi_conn_wait_writable, then oribi_conn_flush), or -1 when
- * the peer is gone. Never blocks. */
+ * the loop. Returns 0, 1 when the conn keeps more than its share (wait
+ * with oribi_conn_wait_writable, then oribi_conn_flush), or -1 when the
+ * peer is gone. Never blocks. */
 int oribi_conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt);
 /* The same with MSG_MORE: more bytes follow at once (a head before a
  * sendfile), so the kernel may put them in one segment. */
