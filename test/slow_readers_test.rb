@@ -80,7 +80,8 @@ class SlowReadersTest < Minitest::Test
     res = HTTPClient.read_response(request("/"), timeout: 10)
     assert_equal 200, res&.status
     grown = (@srv.rss_kib - before) / 1024
-    assert_operator grown, :<, 40, "RSS grew #{grown} MiB for 60 x 1 MiB not read, with an 8 MiB cap"
+    # ASan's quarantine keeps freed memory mapped: RSS says nothing there
+    assert_operator grown, :<, 40, "RSS grew #{grown} MiB for 60 x 1 MiB not read, with an 8 MiB cap" unless ENV["ORIBI_SANITIZE"]
     assert wait_until(timeout: 15) { @srv.fd_count <= fds + 20 }, "clients that read nothing are dropped:\n#{@srv.log}"
   ensure
     stalled&.each(&:close)

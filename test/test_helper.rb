@@ -24,6 +24,7 @@ class ServerProcess
     @sock = sock || File.join(@dir, "s.sock")
     @log_path = File.join(@dir, "log")
     @port = port || free_port if tcp
+    @unix = unix
     binds = []
     binds += ["-b", "tcp://127.0.0.1:#{@port}"] if tcp
     binds += ["-b", "unix://#{@sock}"] if unix
@@ -127,11 +128,14 @@ class ServerProcess
     s&.close
   end
 
+  # Ready once every listener accepts: the server binds them one after the
+  # other, so TCP may accept before the unix socket file exists.
   def wait_ready
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
     loop do
       begin
-        (@port ? tcp : unix).close
+        tcp.close if @port
+        unix.close if @unix || !@port
         return
       rescue Errno::ECONNREFUSED, Errno::ENOENT
         nil
