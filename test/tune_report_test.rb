@@ -81,6 +81,9 @@ class TuneReportTest < Minitest::Test
     assert_nil slo.violation(ok.merge(requests: 1, ok: 1, elapsed: 0.01, attack: 0.0))
     assert_equal "p99 250.0ms > 200.0ms", slo.violation(ok.merge(latency: { p50: 0.01, p99: 0.25 }))
     assert_equal "no responses", slo.violation(ok.merge(requests: 0, ok: 0))
+    assert_equal "every answer was 404", slo.violation(ok.merge(ok: 0, statuses: { 404 => 100 }))
+    assert_equal "7 of 100 failed (HTTP 500 ×5, timeout 2)",
+                 slo.violation(ok.merge(ok: 93, statuses: { 200 => 93, 500 => 5 }, errors: { timeout: 2 }))
     assert_equal 2.0, Oribi::Tune::SLO.parse("p99.9=2s").limits[:p999]
     %w[p99 p98=1ms p99=fast].each { |bad| assert_raises(Oribi::Tune::SLO::Error) { Oribi::Tune::SLO.parse(bad) } }
   end

@@ -144,6 +144,18 @@ class TuneTest < Minitest::Test
 
   # --unix against a running server: only the rate search, for that one
   # setting; no memory (tune did not start it).
+  # An app that answers 404 at / (a Rails app's root, often): the report
+  # says so, and how to point tune at a real page.
+  def test_every_answer_an_error_is_explained
+    server = ServerProcess.new("responses.ru", workers: 1, tcp: false)
+    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--unix", server.sock, "--path", "/status?code=404"]
+    out, err, status = Timeout.timeout(60) { Open3.capture3(*cmd) }
+    assert_equal 1, status.exitstatus, "#{out}\n#{err}"
+    assert_match(%r{every answer was 404 for GET /status\?code=404: pass --path}, out)
+  ensure
+    server&.stop
+  end
+
   def test_against_a_running_server
     server = ServerProcess.new("io_bound.ru", workers: 1, tcp: false)
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--unix", server.sock]

@@ -217,7 +217,7 @@ module Oribi
           smp = found.sample
           result.merge!(status: :ok, rate: found.rate, throughput: smp[:throughput], latency: smp[:latency], cpu: smp[:cpu])
         else
-          result.merge!(status: :slo, note: found.steps.last&.dig(:why))
+          result.merge!(status: :slo, note: explain(found.steps.last&.dig(:why), o))
         end
         result[:memory] = memory(server) if server
         result[:status] = :memory if result[:status] == :ok && Recommend.over_limit?(result, o[:memory_limit])
@@ -305,13 +305,21 @@ module Oribi
         wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
         t = Bench::Report.totals(r)
         lat = r[:latency].slice(:mean, :p50, :p90, :p95, :p99, :p999).transform_values { |us| us && us / 1e6 }
-        sample = { rate: rate, requests: t[:total], ok: t[:ok], errors: r[:errors], elapsed: t[:elapsed], attack: t[:attack],
+        sample = { rate: rate, requests: t[:total], ok: t[:ok], errors: r[:errors], statuses: r[:status],
+                   elapsed: t[:elapsed], attack: t[:attack],
                    throughput: t[:throughput], latency: lat,
                    cpu: pids.empty? ? nil : (Resources.cpu_seconds(pids) - cpu0) / wall }
         return sample.merge(pass: false, why: "interrupted", stop: true) if @stop
 
         why = o[:slo].violation(sample)
         sample.merge(pass: why.nil?, why: why)
+      end
+
+      # A probe's failure, with what to do when the path itself is wrong.
+      def explain(why, o)
+        return why unless why&.match?(/\Aevery answer was 4\d\d\z/)
+
+        "#{why} for GET #{o[:path]}: pass --path"
       end
 
       # RSS and PSS of the master, and per worker (mean), and in total.

@@ -43,14 +43,12 @@ module Oribi
       def longest = @limits.values.max
 
       # nil when the sample meets the objective, else why not. sample:
-      # { rate:, requests:, ok:, errors: { timeout: n, ... }, elapsed:,
-      #   attack: (first to last send), latency: { p50:, p99: seconds, ... } }
+      # { rate:, requests:, ok:, errors: { timeout: n, ... }, statuses: { 404 => n, ... },
+      #   elapsed:, attack: (first to last send), latency: { p50:, p99: seconds, ... } }
       def violation(sample)
         return "no responses" if sample[:requests].zero?
-        if sample[:ok] < sample[:requests]
-          kinds = (sample[:errors] || {}).select { |_, n| n.positive? }.map { |k, n| "#{k} #{n}" }
-          return "#{sample[:requests] - sample[:ok]} of #{sample[:requests]} failed#{" (#{kinds.join(', ')})" unless kinds.empty?}"
-        end
+        return failures(sample) if sample[:ok] < sample[:requests]
+
 
         if sample[:requests] > 1
           # n requests sent 1/rate apart: n - 1 intervals, then the last one's latency
@@ -63,6 +61,19 @@ module Oribi
           return format("%s %.1fms > %.1fms", PERCENTILES.key(k), v * 1000, limit * 1000) if v.nil? || v > limit
         end
         nil
+      end
+
+      OK = (200...400)
+
+      # "every answer was 404", or "7 of 100 failed (HTTP 500 ×5, timeout 2)":
+      # the statuses other than 2xx/3xx, then the errors by kind.
+      def failures(sample)
+        bad = (sample[:statuses] || {}).reject { |code, _| OK.cover?(code) }
+        return "every answer was #{bad.keys.first}" if bad.size == 1 && bad.values.first == sample[:requests]
+
+        kinds = bad.sort.map { |code, n| "HTTP #{code} ×#{n}" } +
+                (sample[:errors] || {}).select { |_, n| n.positive? }.map { |k, n| "#{k} #{n}" }
+        "#{sample[:requests] - sample[:ok]} of #{sample[:requests]} failed#{" (#{kinds.join(', ')})" unless kinds.empty?}"
       end
     end
   end
