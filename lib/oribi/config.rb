@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "oribi/options"
+require "oribi/puma_words"
 
 module Oribi
   # The server's options (their table: Options), filled from (later wins)
@@ -92,7 +93,10 @@ module Oribi
     #   bind "unix:///run/app.sock"
     #   after_fork { |server, worker| DB.reconnect }
     # (An Object, not a BasicObject: config files call File, ENV, Etc.)
+    # A config/puma.rb reads too (PumaWords).
     class DSL
+      prepend PumaWords
+
       def self.load(config, path)
         raise Error, "config file #{path} not found" unless File.file?(path)
 

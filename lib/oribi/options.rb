@@ -132,6 +132,8 @@ module Oribi
 
     def self.env_int(var, fallback, &wrap) = env(var, fallback, read: ->(name) { Config.env_int(name, nil) }, &wrap)
 
+    RAILS_THREADS = env_int("RAILS_MAX_THREADS", 1) # what Rails' config/puma.rb gives Puma
+
     PORT = 9292 # rackup's too
     PORT_BIND = env_int("PORT", PORT) { |port| ["tcp://0.0.0.0:#{port}"] }
 
@@ -175,7 +177,7 @@ module Oribi
       opt(:config_file,        ["-C", "--config FILE"],       PATH,    unset("config/oribi.rb if present"), nil,                 "config file"),
       opt(:binds,              ["-b", "--bind URI"],          URIS,    PORT_BIND,                           nil,                 "tcp://HOST:PORT or unix:///PATH; repeatable"),
       opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
-      opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", 1),         THREADS,             "threads per worker"),
+      opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), THREADS,             "threads per worker"),
       opt(:environment,        ["-E", "--env ENV"],           STR,     env("RACK_ENV", "development"),      nil,                 "RACK_ENV for the app"),
       opt(:preload_app,        ["--[no-]preload"],            BOOL,    true,                                nil,                 "load the app in the master before forking"),
       opt(:keepalive,          ["--[no-]keepalive"],          BOOL,    true,                                nil,                 "keep HTTP/1.1 connections open between requests"),
