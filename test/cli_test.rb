@@ -174,6 +174,17 @@ class CLITest < Minitest::Test
     srv&.stop
   end
 
+  # As Puma's: localhost is both loopbacks, whichever a client resolves.
+  def test_localhost_binds_both_loopback_addresses
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    srv = ServerProcess.new(File.join(APPS, "echo.ru"), "-b", "tcp://localhost:#{port}", tcp: false)
+    assert_match(/^REMOTE_ADDR: 127\.0\.0\.1$/, HTTPClient.request(TCPSocket.new("127.0.0.1", port), "/").body)
+    assert_match(/^REMOTE_ADDR: ::1$/, HTTPClient.request(TCPSocket.new("::1", port), "/").body)
+    assert_match(%r{listening on tcp://127\.0\.0\.1:#{port}\b.*\n.*listening on tcp://\[::1\]:#{port}\b}, srv.log)
+  ensure
+    srv&.stop
+  end
+
   def test_term_lets_the_request_in_flight_finish
     srv = ServerProcess.new("slow.ru", tcp: false)
     s = srv.unix

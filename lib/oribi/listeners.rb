@@ -51,7 +51,7 @@ module Oribi
         @supervisor = source unless source == :oribi
         specs.each { |spec, fd| @all << adopt(spec, fd, owned: source == :oribi) }
       else
-        binds.each { |b| @all << bind(b) }
+        binds.each { |b| @all.concat(bind(b)) }
       end
     rescue StandardError
       close
@@ -161,9 +161,24 @@ module Oribi
       raise ArgumentError, "inherited fd #{fd} (#{spec}) is not open as a socket"
     end
 
+    # → the Listeners for uri: one, or two for localhost.
     def bind(uri)
       kind, *rest = self.class.parse(uri)
-      kind == :unix ? bind_unix(uri, rest[0]) : bind_tcp(uri, *rest)
+      return [bind_unix(uri, rest[0])] if kind == :unix
+      return bind_localhost(rest[1]) if rest[0] == "localhost"
+
+      [bind_tcp(uri, *rest)]
+    end
+
+    # Both loopbacks, as a client that resolves localhost may pick either
+    # (Puma does the same); ::1 only where the host has IPv6.
+    def bind_localhost(port)
+      v4 = bind_tcp("tcp://127.0.0.1:#{port}", "127.0.0.1", port)
+      begin
+        [v4, bind_tcp("tcp://[::1]:#{port}", "::1", port)]
+      rescue Errno::EADDRNOTAVAIL, Errno::EAFNOSUPPORT
+        [v4]
+      end
     end
 
     def bind_tcp(uri, host, port)
