@@ -81,6 +81,30 @@ class RestartTest < Minitest::Test
     end
   end
 
+  # Capistrano's layout: the server runs in current/, a symlink switched to
+  # each new release; a hot restart must start the release current names
+  # now, not the directory it resolved to at boot.
+  def test_hot_restart_follows_a_switched_current_symlink
+    Dir.mktmpdir do |d|
+      %w[r1 r2].each do |r|
+        FileUtils.mkdir_p(File.join(d, r))
+        File.write(File.join(d, r, "config.ru"), "run ->(_) { [200, {}, [#{r.dump}]] }\n")
+      end
+      current = File.join(d, "current")
+      File.symlink(File.join(d, "r1"), current)
+      # as `cd current && oribi ./config.ru` from a shell, which sets PWD
+      srv = ServerProcess.new("./config.ru", workers: 1, env: { "PWD" => current }, spawn: { chdir: current })
+      assert_equal "r1", HTTPClient.request(srv.tcp, "/").body
+      File.symlink(File.join(d, "r2"), "#{current}.new")
+      File.rename("#{current}.new", current) # the switch, atomic as Capistrano makes it
+      Process.kill(:USR2, srv.pid)
+      assert wait_until(timeout: 30) { HTTPClient.request(srv.tcp, "/").body == "r2" },
+             "still the old release after USR2:\n#{srv.log}"
+    ensure
+      srv&.stop
+    end
+  end
+
   def test_failed_new_generation_leaves_the_old_one_serving
     Dir.mktmpdir do |d|
       app = File.join(d, "app.ru")

@@ -28,7 +28,7 @@ class ServerProcess
     binds = []
     binds += ["-b", "tcp://127.0.0.1:#{@port}"] if tcp
     binds += ["-b", "unix://#{@sock}"] if unix
-    app = File.join(APPS, app) unless app.start_with?("/")
+    app = File.join(APPS, app) unless app.start_with?("/", "./") # ./: relative to spawn's chdir
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), *(["-w", workers.to_s] if workers), *binds, *args, app]
     @pid = Process.spawn(env, *cmd, %i[out err] => @log_path, pgroup: true, **spawn)
     begin

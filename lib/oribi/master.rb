@@ -310,7 +310,7 @@ module Oribi
         fds = @server.listeners.all.to_h { |l| [l.fileno, l.fileno] }
         fds[w.fileno] = w.fileno
         fds[@control.fileno] = @control.fileno if @control && !@control.closed?
-        env = { "ORIBI_INHERIT" => inherit, "ORIBI_READY_FD" => w.fileno.to_s,
+        env = { "PWD" => dir, "ORIBI_INHERIT" => inherit, "ORIBI_READY_FD" => w.fileno.to_s,
                 "ORIBI_CONTROL_FD" => (@control.fileno.to_s if @control && !@control.closed?),
                 "SERVER_STARTER_PORT" => nil, "LISTEN_FDS" => nil, "LISTEN_PID" => nil }
         Dir.chdir(dir)

@@ -109,6 +109,14 @@ module Oribi
 
     CPUS = computed("the CPU count") { Etc.nprocessors }
 
+    # $PWD as the shell has it (a symlink such as Capistrano's current/ kept
+    # as such) when it is the current directory, else the real path.
+    HERE = computed("$PWD when it is the current directory, else the current directory") do
+      pwd = ENV.fetch("PWD", nil)
+      same = pwd && File.directory?(pwd) && File.stat(pwd).then { |a| File.stat(".").then { |b| [a.dev, a.ino] == [b.dev, b.ino] } }
+      same ? pwd : Dir.pwd
+    end
+
     def self.show(value)
       case value
       when true then "on"
@@ -214,6 +222,7 @@ module Oribi
       opt(:control,            ["--control URI"],             OPT_STR, unset("off"),                        CONTROL_URI,         "stats, readyz, restart at unix:///PATH or tcp://HOST:PORT"),
       opt(:control_token,      ["--control-token TOKEN"],     OPT_STR, env("ORIBI_CONTROL_TOKEN", nil),     nil,                 "token the control endpoint requires; needed for TCP"),
       opt(:rackup,             nil,                           STR,     "config.ru",                         nil,                 "the Rack app to load (the RACKUP_FILE argument)"),
+      opt(:working_directory,  ["--working-directory DIR"],   DIR,     HERE,                                nil,                 "where the server runs and a hot restart (USR2) starts again"),
       opt(:tmpdir,             nil,                           DIR,     env("TMPDIR", "/tmp"),               nil,                 "where request bodies over body_buffer are spilled"),
       opt(:before_fork,        nil,                           HOOK,    nil,                                 nil,                 "runs in the master before each worker is forked"),
       opt(:after_fork,         nil,                           HOOK,    nil,                                 nil,                 "runs in a worker right after the fork"),

@@ -12,8 +12,12 @@ module Oribi
 
     def initialize(config)
       @config = config
-      # How to start this server again, for a hot restart (USR2).
-      @launch = [[File.expand_path($PROGRAM_NAME), *ARGV], Dir.pwd]
+      # How to start this server again, for a hot restart (USR2): from
+      # working_directory as named, so that a switched symlink (current/ ->
+      # the new release) starts the release it names then.
+      dir = config[:working_directory]
+      Dir.chdir(dir) unless File.identical?(dir, ".")
+      @launch = [[File.expand_path($PROGRAM_NAME, dir), *ARGV], dir]
     end
 
     # Tells the generation that started us with USR2 that we serve now.
