@@ -3,6 +3,7 @@
 require "test_helper"
 require "framework_process"
 require "fileutils"
+require_relative "support/sse_timing"
 
 # `rails server -u oribi` on the app in test/apps/rails (ActionController
 # only, no database), copied to a temporary directory because Rails writes
@@ -34,6 +35,7 @@ class RailsTest < Minitest::Test
                                                headers: { "Content-Type" => "application/x-www-form-urlencoded" })
     assert_equal "from a form", res.body
     assert_equal 404, HTTPClient.request(srv.tcp, "/nowhere").status
+    check_live(srv)
     log = srv.log
     assert_match(/=> Booting Oribi/, log)
     assert_match(/#{workers} workers?, env development/, log)
@@ -43,6 +45,18 @@ class RailsTest < Minitest::Test
     refute File.exist?(File.join(@root, "tmp/pids/server.pid")), "rackup removes the pid file on exit"
   ensure
     srv&.stop
+  end
+
+  # ActionController::Live: each write reaches the client as it is made.
+  def check_live(srv)
+    s = srv.tcp
+    s.write("GET /live?n=3 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    events, raw = SSETiming.read(s)
+    assert_match(%r{\AHTTP/1.1 200 }, raw)
+    SSETiming.assert_streamed(self, events, 3, "ActionController::Live")
+    assert_equal events.map { |stamp, _| "data: #{stamp}\n\n" }.join, SSETiming.dechunk(raw)
+  ensure
+    s&.close
   end
 
   def test_prefork

@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "framework_process"
+require_relative "support/sse_timing"
 
 # A classic Sinatra app that picks Oribi with `set :server, :oribi` and is
 # started as its users start it: `ruby app.rb -p PORT -o HOST`. Sinatra
@@ -30,6 +31,7 @@ class SinatraTest < Minitest::Test
                             headers: { "Host" => "127.0.0.1:#{srv.port}",
                                        "Content-Type" => "application/x-www-form-urlencoded" })
     assert_equal "hello there", res.body
+    check_stream(srv)
     log = srv.log
     assert_match(/has taken the stage on #{srv.port} for development with backup from Oribi/, log)
     assert_match(/#{workers} workers?/, log)
@@ -37,6 +39,18 @@ class SinatraTest < Minitest::Test
     assert st.success?, "TERM gave #{st.inspect}:\n#{log}"
   ensure
     srv&.stop
+  end
+
+  # Sinatra's stream helper: each << reaches the client as it is made.
+  def check_stream(srv)
+    s = srv.tcp
+    s.write("GET /events?n=3 HTTP/1.1\r\nHost: 127.0.0.1:#{srv.port}\r\n\r\n")
+    events, raw = SSETiming.read(s)
+    assert_match(%r{\AHTTP/1.1 200 }, raw)
+    SSETiming.assert_streamed(self, events, 3, "Sinatra stream")
+    assert_equal events.map { |stamp, _| "data: #{stamp}\n\n" }.join, SSETiming.dechunk(raw)
+  ensure
+    s&.close
   end
 
   def test_single_process

@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 # Responses that test how the server writes what apps return; each path is a case.
+require_relative "../support/sse_timing"
+
 class Stream
   def initialize(chunks, fail_after: nil, on_close: nil)
     @chunks = chunks
@@ -18,6 +20,18 @@ class Stream
 
   def close
     File.write(@on_close, "closed") if @on_close
+  end
+end
+
+# Events written as they happen: each waits for its time before it is yielded.
+class SSEBody
+  def initialize(count) = @count = count
+
+  def each
+    @count.times do |i|
+      sleep SSETiming::GAP if i.positive?
+      yield SSETiming.event
+    end
   end
 end
 
@@ -42,8 +56,10 @@ run lambda { |env|
     raise "app failure"
   when "/raise-in-body" # the first chunk is large enough to be written at once
     [200, {}, Stream.new(["x" * 20_000, "two"], fail_after: 1)]
-  when "/raise-before-write" # the first chunk is still gathered when the body fails
-    [200, {}, Stream.new(%w[one two], fail_after: 1)]
+  when "/raise-before-write" # the body fails before its first chunk
+    [200, {}, Stream.new(%w[one two], fail_after: 0)]
+  when "/sse" # q["n"] events, SSETiming::GAP apart, each stamped when yielded
+    [200, { "content-type" => "text/event-stream" }, SSEBody.new(Integer(q.fetch("n", "4")))]
   when "/close-marker"
     [200, {}, Stream.new(Array.new(2000) { "x" * 65_536 }, on_close: q["file"])]
   when "/big"

@@ -14,8 +14,6 @@
 #include "loop/loop.h"
 #include "ruby/env.h"
 
-#define COALESCE_MAX 32768 /* streamed chunks are gathered up to this before a write */
-
 enum { PHASE_NONE, PHASE_APP, PHASE_RESPONDING, PHASE_HIJACKED };
 
 struct oribi_rack_response;
@@ -40,7 +38,7 @@ struct oribi_exchange {
     VALUE empty_input;
     VALUE self;               /* what the exchange's env callables carry */
     struct oribi_env_ctx ctx; /* the env template, with this exchange's callables */
-    char *out;                /* response head and coalesced body bytes not yet written */
+    char *out;                /* response head and chunk framing not yet written */
     size_t out_len, out_cap;
 };
 

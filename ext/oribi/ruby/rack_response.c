@@ -386,39 +386,31 @@ static void frame_body(struct oribi_rack_response *r)
 
 /* ---- the body ---- */
 
+/* Each chunk goes out when the body yields it: an each body may wait
+ * between chunks (Server-Sent Events, ActionController::Live), and nothing
+ * tells the server whether the next one is coming at once. The head and
+ * the chunk's framing ride in the same sendmsg as its bytes. */
 static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
 {
     struct oribi_rack_response *r = (struct oribi_rack_response *)arg;
-    struct oribi_exchange *x = r->s;
     if (!RB_TYPE_P(chunk, T_STRING))
         rb_raise(rb_eTypeError, "body yielded a non-String (%" PRIsVALUE ")", rb_obj_class(chunk));
+    if (r->gone)
+        rb_iter_break();
     size_t n = (size_t)RSTRING_LEN(chunk);
-    const char *p = RSTRING_PTR(chunk);
-    if (r->gone || n == 0) {
-        if (r->gone)
-            rb_iter_break();
-        return Qnil;
-    }
     if (r->mode == BODY_LENGTH) {
         if (r->sent + (int64_t)n > r->app_length) /* never send more than announced */
             n = (size_t)(r->app_length - r->sent);
         r->sent += (int64_t)n;
     }
+    if (n == 0)
+        return Qnil;
+    struct iovec iov[2] = {{RSTRING_PTR(chunk), n}, {"\r\n", 2}};
     if (r->mode == BODY_CHUNKED) {
         char pre[20];
-        size_t pl = oribi_chunk_prefix(pre, n);
-        out_cat(x, pre, pl);
+        out_cat(r->s, pre, oribi_chunk_prefix(pre, n));
     }
-    if (n >= 8192) {
-        struct iovec iov[2] = {{(void *)p, n}, {"\r\n", 2}};
-        out_flush(r, iov, r->mode == BODY_CHUNKED ? 2 : 1);
-    } else {
-        out_cat(x, p, n);
-        if (r->mode == BODY_CHUNKED)
-            out_cat(x, "\r\n", 2);
-        if (x->out_len >= COALESCE_MAX)
-            out_flush(r, NULL, 0);
-    }
+    out_flush(r, iov, r->mode == BODY_CHUNKED ? 2 : 1);
     RB_GC_GUARD(chunk);
     return Qnil;
 }
