@@ -105,6 +105,27 @@ class RackHandlerTest < Minitest::Test
     assert_empty out + err
   end
 
+  # `rails server -u oribi` and `rackup -s oribi` read config/oribi.rb, as
+  # Puma's handler reads config/puma.rb; what the user typed wins over it,
+  # the caller's defaults (rails always passes Host and Port) do not.
+  def test_the_config_file_is_read_under_the_options_the_user_gave
+    Dir.mktmpdir do |d|
+      FileUtils.mkdir_p(File.join(d, "config"))
+      File.write(File.join(d, "config/oribi.rb"), "threads 3\nkeepalive_timeout 7\nbind \"unix:///tmp/x.sock\"\n")
+      Dir.chdir(d) do
+        c = config(Host: "localhost", Port: 3000, KeepaliveTimeout: "9", user_supplied_options: %i[KeepaliveTimeout])
+        assert_equal 3, c[:threads]
+        assert_equal 9, c[:keepalive_timeout]
+        assert_equal ["unix:///tmp/x.sock"], c[:binds] # rails' default Host and Port did not replace it
+        c = config(Host: "127.0.0.1", Port: 3001, user_supplied_options: %i[Port])
+        assert_equal ["tcp://127.0.0.1:3001"], c[:binds] # a port the user typed did
+      end
+      other = File.join(d, "other.rb")
+      File.write(other, "threads 4\n")
+      assert_equal 4, config(ConfigFile: other)[:threads]
+    end
+  end
+
   def test_unknown_server_option_is_named
     _, err = capture_subprocess_io { config(Wokers: "2") }
     assert_match(/ignoring unknown server option Wokers/, err)

@@ -53,14 +53,30 @@ module Oribi
     end
 
     # The Oribi::Config that options describe (public so it can be checked
-    # without starting a server). Raises Config::Error for a bad value.
+    # without starting a server), on top of the config file (-O ConfigFile=,
+    # else config/oribi.rb when present), as Puma's handler reads
+    # config/puma.rb. What the user typed wins over the file; the caller's
+    # own defaults (rails server always passes Host, Port and environment)
+    # only fill what the file leaves unset. user_supplied_options, from
+    # rackup and Rails, says which is which; without it all count as typed.
+    # Raises Config::Error for a bad value.
     def config(options)
-      values = {}
+      typed = options[:user_supplied_options]
+      given = ->(*keys) { typed.nil? || keys.any? { |k| typed.include?(k) } }
+      strong = server_options(options)
+      weak = {}
       binds = binds(options)
-      values[:binds] = binds if binds
-      values[:environment] = options[:environment].to_s if options[:environment]
+      (given.call(:Host, :Port, :Bind) ? strong : weak)[:binds] = binds if binds
+      (given.call(:environment) ? strong : weak)[:environment] = options[:environment].to_s if options[:environment]
+      build(strong, weak)
+    end
+
+    private
+
+    # The CamelCase options (-O Name=value), as Config values.
+    def server_options(options)
       opts = settable
-      options.each do |key, value|
+      options.each_with_object({}) do |(key, value), values|
         next unless key.is_a?(Symbol) && key.match?(/\A[A-Z]/)
 
         # WEBrick's AccessLog is an Array of loggers; Oribi's is a path.
@@ -70,10 +86,16 @@ module Oribi
           Log.info("ignoring unknown server option #{key} (`rackup -s oribi -h` lists them)")
         end
       end
-      Config.new(values)
     end
 
-    private
+    def build(strong, weak)
+      config = Config.new
+      file = strong[:config_file] || (Config::DEFAULT_FILE if File.file?(Config::DEFAULT_FILE))
+      Config::DSL.load(config, file) if file
+      weak.each { |k, v| config[k] = v unless config.set?(k) }
+      strong.each { |k, v| config[k] = v }
+      config
+    end
 
     # "KeepaliveTimeout" => the keepalive_timeout Option, for every option
     # -O can set. Values from the command line (`-O Workers=2`) arrive as
