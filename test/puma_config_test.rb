@@ -47,7 +47,8 @@ class PumaConfigTest < Minitest::Test
     c, log = load(RAILS_PUMA_RB, "RAILS_MAX_THREADS" => "5", "PORT" => nil, "PIDFILE" => nil)
     assert_equal 5, c[:threads]
     assert_equal ["tcp://0.0.0.0:3000"], c[:binds]
-    assert_match(/plugin :tmp_restart is Puma's: .*HUP/, log)
+    assert_equal "tmp/restart.txt", c[:restart_file]
+    refute_match(/tmp_restart/, log)
   end
 
   def test_common_words
@@ -102,7 +103,8 @@ class PumaConfigTest < Minitest::Test
                                                    env: { "RAILS_MAX_THREADS" => "2" })
       res = HTTPClient.request(srv.tcp, "/")
       assert_equal 200, res.status
-      assert_match(/plugin :tmp_restart is Puma's/, srv.log)
+      assert_match(/, 1 worker, /, srv.log) # workers 1 from the file
+      assert_equal 1, srv.worker_pids.size
     ensure
       srv&.stop
     end

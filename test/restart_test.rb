@@ -154,6 +154,26 @@ class RestartTest < Minitest::Test
     end
   end
 
+  # bin/rails restart touches tmp/restart.txt (Puma's tmp_restart plugin):
+  # the server restarts with the app's new code.
+  def test_touching_the_restart_file_restarts_with_the_new_code
+    Dir.mktmpdir do |d|
+      app = File.join(d, "app.ru")
+      restart = File.join(d, "restart.txt")
+      File.write(app, "run ->(env) { [200, {}, ['v1']] }\n")
+      File.write(restart, "")
+      srv = ServerProcess.new(app, "--no-preload", "--rolling-interval", "0", "--restart-file", restart,
+                              workers: 1, tcp: false)
+      assert_equal "v1", HTTPClient.request(srv.unix, "/").body
+      File.write(app, "run ->(env) { [200, {}, ['v2']] }\n")
+      File.utime(Time.now + 5, Time.now + 5, restart) # as touch does, past any mtime granularity
+      assert wait_until(timeout: 15) { HTTPClient.request(srv.unix, "/").body == "v2" }, srv.log
+      assert_match(/#{Regexp.escape(restart)} changed: rolling restart/, srv.log)
+    ensure
+      srv&.stop
+    end
+  end
+
   def test_soft_timeout_logs_the_request_and_where_it_is
     srv = ServerProcess.new("slow.ru", "--soft-timeout", "0.3", workers: 1)
     res = HTTPClient.request(srv.tcp, "/?sleep=1")

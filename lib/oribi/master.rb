@@ -63,6 +63,7 @@ module Oribi
       Process.setproctitle("oribi master #{@server.listeners.all.map(&:uri).join(' ')}")
       @control = @server.control
       Oribi.child_subreaper! if refork?
+      @restart_mtime = restart_mtime
       loop do
         spawn_missing unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
@@ -77,6 +78,7 @@ module Oribi
         enforce_timeouts
         enforce_deadline
         supervise
+        watch_restart_file
         break if @stopping && @children.empty?
       end
       @status
@@ -88,7 +90,8 @@ module Oribi
 
     def wait_time
       times = [@deadline, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
-               (@roll_next_at if @rolling.any?), (now + 1 if @config[:worker_timeout].positive?),
+               (@roll_next_at if @rolling.any?),
+               (now + 1 if @config[:worker_timeout].positive? || @config[:restart_file]),
                @control&.next_deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
@@ -296,6 +299,27 @@ module Oribi
     # ---- hot restart (USR2): a new master from the same command line,
     # handed the listening sockets; the old one drains once the new one's
     # workers all serve, and keeps serving if the new one fails ----
+
+    # restart_file (bin/rails restart touches tmp/restart.txt): a new mtime
+    # restarts with the app's new code: a hot restart when the master holds
+    # the app (preload_app), else a rolling restart, whose workers load it.
+    def watch_restart_file
+      return unless @config[:restart_file] && !@stopping
+      return if (mtime = restart_mtime) == @restart_mtime
+
+      @restart_mtime = mtime
+      return unless mtime
+
+      kind = @app ? "hot restart" : "rolling restart"
+      Log.info("#{@config[:restart_file]} changed: #{kind}")
+      @app ? hot_restart : rolling_restart
+    end
+
+    def restart_mtime
+      File.mtime(@config[:restart_file]) if @config[:restart_file]
+    rescue SystemCallError
+      nil
+    end
 
     def hot_restart
       return Log.info("USR2 ignored: stopping") if @stopping

@@ -8,7 +8,6 @@ module Oribi
   module PumaWords
     # Puma words with no Oribi counterpart to set, and what to do instead.
     NOTES = {
-      plugin: "restart with HUP (a rolling restart) or `oribi ctl restart`",
       queue_requests: "the worker's C loop always reads requests ahead of the app",
       max_fast_inline: "the loop schedules keep-alive and new connections fairly itself",
       wait_for_less_busy_worker: "a worker whose threads are all busy takes no connection",
@@ -34,6 +33,13 @@ module Oribi
         shown = args.map(&:inspect).join(", ")
         Log.info("#{@path}: #{word}#{" #{shown}" unless shown.empty?} is Puma's: #{NOTES[word]}")
       end
+    end
+
+    # tmp_restart: bin/rails restart touches tmp/restart.txt (restart_file).
+    def plugin(name)
+      return @config[:restart_file] = "tmp/restart.txt" if name.to_s == "tmp_restart"
+
+      Log.info("#{@path}: plugin #{name.inspect} is Puma's: Oribi has no plugins")
     end
 
     # Puma threads are a pool from min to max; Oribi runs a fixed number.

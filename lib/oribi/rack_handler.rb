@@ -94,6 +94,8 @@ module Oribi
       Config::DSL.load(config, file) if file
       weak.each { |k, v| config[k] = v unless config.set?(k) }
       strong.each { |k, v| config[k] = v }
+      # bin/rails restart touches it, as for Puma's tmp_restart
+      config[:restart_file] = "tmp/restart.txt" if defined?(::Rails::Server) && !config.set?(:restart_file)
       config
     end
 
