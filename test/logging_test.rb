@@ -50,6 +50,25 @@ class LoggingTest < Minitest::Test
     end
   end
 
+  # Behind a proxy the peer is the proxy: the log names the client the
+  # trusted proxies say sent the request (the nearest untrusted address of
+  # X-Forwarded-For); REMOTE_ADDR stays the peer.
+  def test_client_address_from_x_forwarded_for_behind_trusted_proxies
+    Dir.mktmpdir do |d|
+      path = File.join(d, "access.log")
+      srv = ServerProcess.new("echo.ru", "--access-log", path, "--trusted-proxies", "127.0.0.0/8,10.0.0.0/8")
+      res = HTTPClient.request(srv.tcp, "/a", headers: { "X-Forwarded-For" => "198.51.100.9, 203.0.113.7, 10.0.0.1" })
+      assert_match(/^REMOTE_ADDR: 127\.0\.0\.1$/, res.body)
+      HTTPClient.request(srv.tcp, "/b") # no header: the peer
+      assert wait_until { File.exist?(path) && File.read(path).lines.size >= 2 }
+      first, second = File.read(path).lines
+      assert_match(%r{\A203\.0\.113\.7 - - .*"GET /a }, first)
+      assert_match(%r{\A127\.0\.0\.1 - - .*"GET /b }, second)
+    ensure
+      srv&.stop
+    end
+  end
+
   def test_combined_format
     line = access_line("combined")
     assert_match(%r{\A127\.0\.0\.1 - - \[\d{2}/\w{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "GET /logged\?q=1 HTTP/1\.1" 200 - "http://r/" "tester\\x22x"\n\z}, line)

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "ipaddr"
 require "json"
 require "time"
 
@@ -7,9 +8,12 @@ module Oribi
   # One line per request, in Apache's combined format, LTSV or JSON. Off
   # unless --access-log is given; written by the worker after the response.
   class AccessLog
-    def initialize(path, format)
+    # trusted: the proxies (addresses, CIDR ranges) whose X-Forwarded-For
+    # names the client.
+    def initialize(path, format, trusted = [])
       @path = path
       @format = format
+      @trusted = trusted.map { |a| IPAddr.new(a) }
       open_file
     end
 
@@ -34,7 +38,7 @@ module Oribi
     def fields(env, status, headers, now, duration)
       query = env["QUERY_STRING"].to_s
       {
-        host: env["REMOTE_ADDR"] || "-",
+        host: client(env),
         time: now,
         method: env["REQUEST_METHOD"],
         uri: query.empty? ? env["PATH_INFO"] : "#{env['PATH_INFO']}?#{query}",
@@ -45,6 +49,24 @@ module Oribi
         ua: env["HTTP_USER_AGENT"] || "-",
         duration: duration,
       }
+    end
+
+    # The peer, or behind trusted proxies the nearest address in
+    # X-Forwarded-For that is not one of them (the leftmost when all are).
+    def client(env)
+      peer = env["REMOTE_ADDR"] || "-"
+      forwarded = env["HTTP_X_FORWARDED_FOR"]
+      return peer if forwarded.nil? || !trusted?(peer)
+
+      hops = forwarded.split(",").map(&:strip).reject(&:empty?)
+      hops.reverse.find { |a| !trusted?(a) } || hops.first || peer
+    end
+
+    def trusted?(addr)
+      ip = IPAddr.new(addr)
+      @trusted.any? { |net| net.include?(ip) }
+    rescue IPAddr::Error
+      false # not an address: a name or garbage is never a proxy of ours
     end
 
     def line(f)

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "etc"
+require "ipaddr"
 require "optparse"
 require "oribi/oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::MAX_THREADS
 
@@ -88,6 +89,20 @@ module Oribi
                       })
     # --access-log alone logs to stderr ("-").
     LOG = Type.new(arg: "PATH", cli: ->(s) { s || "-" }, check: OPTIONAL_STRING)
+
+    def self.address?(text)
+      IPAddr.new(text)
+      true
+    rescue IPAddr::Error
+      false
+    end
+
+    ADDRESSES = Type.new(arg: "ADDR,ADDR", pattern: Array,
+                         text: from_string { |s| s.split(",").map(&:strip).reject(&:empty?) },
+                         show: ->(v) { v.empty? ? "none" : v.join(",") },
+                         check: check("a list of addresses or CIDR ranges") { |v|
+                           v.is_a?(Array) && v.all? { |a| a.is_a?(String) && address?(a) }
+                         })
     HOOK = Type.new(arg: "PROC", check: check("a block") { |v| v.nil? || v.respond_to?(:call) })
 
     def self.one_of(*names)
@@ -216,6 +231,7 @@ module Oribi
       opt(:shutdown_timeout,   ["--shutdown-timeout SEC"],    SECONDS, 25,                                  POSITIVE,            "kill workers still busy this long after TERM"),
       opt(:access_log,         ["--access-log [FILE]"],       LOG,     unset("off"),                        nil,                 "log each request to FILE, stderr without one"),
       opt(:access_log_format,  ["--access-log-format FMT"],   FORMATS, "combined",                          nil,                 "access log format: combined, ltsv or json"),
+      opt(:trusted_proxies,    ["--trusted-proxies ADDR,ADDR"], ADDRESSES, %w[127.0.0.0/8 ::1].freeze,    nil,                 "peers whose X-Forwarded-For names the client in the access log"),
       opt(:stdout_path,        ["--stdout FILE"],             PATH,    unset("inherited"),                  nil,                 "append stdout to FILE, reopened on USR1"),
       opt(:stderr_path,        ["--stderr FILE"],             PATH,    unset("inherited"),                  nil,                 "append stderr to FILE, reopened on USR1"),
       opt(:pid_file,           ["--pid FILE"],                PATH,    nil,                                 nil,                 "write the server's pid to FILE"),

@@ -57,7 +57,7 @@ module Oribi
       @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: @config[:workers] > 1))
       # The engine marks its row busy/idle itself: no Ruby call per request.
       @engine.attach_scoreboard(@scoreboard, @sb_row) if @scoreboard
-      @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format]) if @config[:access_log]
+      @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format], @config[:trusted_proxies]) if @config[:access_log]
       trap_signals
       replay_early_signals
       watch_master if self.class.lifeline
