@@ -22,9 +22,10 @@ module Oribi
       open_file
     end
 
-    def log(env, status, headers, started)
+    # sent: the body bytes the server wrote
+    def log(env, status, sent, started)
       now = Time.now
-      f = fields(env, status, headers, now, now - started)
+      f = fields(env, status, sent, now, now - started)
       @io.write(line(f))
     end
 
@@ -35,7 +36,7 @@ module Oribi
       @io.sync = true
     end
 
-    def fields(env, status, headers, now, duration)
+    def fields(env, status, sent, now, duration)
       query = env["QUERY_STRING"].to_s
       {
         host: client(env),
@@ -44,7 +45,7 @@ module Oribi
         uri: query.empty? ? env["PATH_INFO"] : "#{env['PATH_INFO']}?#{query}",
         protocol: env["SERVER_PROTOCOL"],
         status: status.to_i,
-        size: (headers.is_a?(Hash) && headers["content-length"]) || "-",
+        size: sent.to_i.positive? ? sent : "-", # as Apache's %b
         referer: env["HTTP_REFERER"] || "-",
         ua: env["HTTP_USER_AGENT"] || "-",
         duration: duration,

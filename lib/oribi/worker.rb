@@ -249,8 +249,8 @@ module Oribi
     def serve(env)
       started = Process.clock_gettime(Process::CLOCK_REALTIME) if @access_log
       status, headers, body, error = call_app(env)
-      @engine.respond(env, status, headers, body, error)
-      @access_log&.log(env, status, headers, Time.at(started))
+      sent = @engine.respond(env, status, headers, body, error)
+      @access_log&.log(env, status, sent, Time.at(started))
     rescue SystemExit, SignalException
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException

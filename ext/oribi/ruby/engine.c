@@ -476,11 +476,11 @@ static VALUE respond_hijacked(struct oribi_exchange *s, VALUE env, VALUE status,
     response_finished(env, status, headers, NIL_P(error) ? exc : error, 0);
     if (state)
         rb_jump_tag(state);
-    return Qfalse;
+    return INT2FIX(0);
 }
 
-/* engine.respond(env, status, headers, body, error = nil) → true when the
- * connection stays open. error is what the app raised (the response is
+/* engine.respond(env, status, headers, body, error = nil) → the body bytes
+ * written (or handed to the loop to send), for the access log. error is what the app raised (the response is
  * then the server's 500), for rack.response_finished. The body is always
  * closed; when the app's response cannot be sent, the client gets a 500 if
  * nothing went out yet, else a close, and the exception is raised for the
@@ -557,7 +557,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
         rb_jump_tag(state);
     }
     RB_GC_GUARD(exc);
-    return r.keepalive ? Qtrue : Qfalse;
+    return LL2NUM(r.sent);
 }
 
 /* engine.stop(drain = true): graceful drain; next_request returns nil once

@@ -63,7 +63,7 @@ struct oribi_rack_response {
     int gone;           /* the peer went away: stop producing */
     int file_fd;        /* BODY_FILE: the open file, else -1 */
     int64_t app_length; /* content-length the app gave, -1 none */
-    int64_t sent;       /* body bytes sent (BODY_LENGTH) */
+    int64_t sent;       /* body bytes written or handed to the loop (the access log's size) */
     int64_t file_size;  /* BODY_FILE: bytes to send */
 };
 

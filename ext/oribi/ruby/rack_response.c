@@ -398,11 +398,9 @@ static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
     if (r->gone)
         rb_iter_break();
     size_t n = (size_t)RSTRING_LEN(chunk);
-    if (r->mode == BODY_LENGTH) {
-        if (r->sent + (int64_t)n > r->app_length) /* never send more than announced */
-            n = (size_t)(r->app_length - r->sent);
-        r->sent += (int64_t)n;
-    }
+    if (r->mode == BODY_LENGTH && r->sent + (int64_t)n > r->app_length) /* never send more than announced */
+        n = (size_t)(r->app_length - r->sent);
+    r->sent += (int64_t)n;
     if (n == 0)
         return Qnil;
     struct iovec iov[2] = {{RSTRING_PTR(chunk), n}, {"\r\n", 2}};
@@ -425,6 +423,7 @@ static void write_array(struct oribi_rack_response *r)
         if (!RB_TYPE_P(s, T_STRING)) /* checked when framed, except after a 101 */
             rb_raise(rb_eTypeError, "body element is not a String");
         iov[k++] = (struct iovec){RSTRING_PTR(s), (size_t)RSTRING_LEN(s)};
+        r->sent += RSTRING_LEN(s);
         if (k == 1024) {
             out_flush(r, iov, k);
             k = 0;
@@ -452,6 +451,7 @@ static void write_file(struct oribi_rack_response *r)
     if (r->gone || r->file_size <= 0)
         return;
     oribi_conn_hand_file(r->c, r->file_fd, 0, r->file_size);
+    r->sent = r->file_size;
     r->file_fd = -1;
     if (oribi_conn_send_pending(r->c) < 0) /* a small file is usually all out now */
         r->gone = 1;

@@ -221,6 +221,8 @@ static void write_all(VALUE self, VALUE str)
             stream_conn(self, &x, 1); /* IOError if the response ended meanwhile */
             stream_gone(x, d == -2 ? ETIMEDOUT : EPIPE);
         }
+        if (x->resp)
+            x->resp->sent += n;
         off += n;
     }
     RB_GC_GUARD(str);
