@@ -19,6 +19,18 @@
 
 #define PROBE_MS 1000 /* per address when a name has several */
 
+/* RFC 9110 9.2.2: the methods a client may repeat without asking. */
+static int idempotent(const char *p, size_t len)
+{
+    static const char *const methods[] = {"GET ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", "TRACE "};
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        size_t n = strlen(methods[i]);
+        if (len >= n && memcmp(p, methods[i], n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static char *dupstr(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -72,6 +84,7 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
         r->p = lg->request + from;
         r->len = end - from;
         r->is_head = r->len >= 5 && memcmp(r->p, "HEAD ", 5) == 0;
+        r->idempotent = idempotent(r->p, r->len);
         from = end;
     }
     lg->connections = cfg->connections;
@@ -207,6 +220,9 @@ static void merge(struct oribi_lg_result *res, const struct lg_worker *w)
     res->bytes_out += w->bytes_out;
     res->late += w->late;
     res->dropped += w->dropped;
+    res->behind += w->behind;
+    res->sent += w->sent;
+    res->retried += w->retried;
     oribi_hist_merge(&res->latency, w->hist);
 }
 
@@ -279,8 +295,6 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         if (ws[i].last_send_ns > last_send)
             last_send = ws[i].last_send_ns;
     }
-    if (lg->deadline_ns && end > lg->deadline_ns)
-        end = lg->deadline_ns; /* nothing after it was counted */
     if (last_send > end)
         last_send = end;
     if (end < lg->count_from_ns) /* stopped during the warm-up */

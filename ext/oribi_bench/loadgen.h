@@ -73,6 +73,10 @@ struct oribi_lg_result {
     double attack;                    /* seconds from start to the last send */
     uint64_t late;                    /* open loop: sends > 1 ms behind schedule */
     uint64_t dropped;                 /* open loop: scheduled sends never made */
+    uint64_t behind;                  /* open loop: late sends that had a connection free:
+                                         the generator, not the server, was slow */
+    uint64_t sent;                    /* requests started (completed + failed) */
+    uint64_t retried;                 /* sent again after a lost keep-alive connection */
     struct oribi_lg_interval *series; /* series_interval: malloc'd, caller frees */
     size_t nintervals;
     struct oribi_hist latency; /* microseconds */
@@ -91,7 +95,8 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
  * caller: it holds a histogram). Blocks until the duration or request
  * count is reached or oribi_lg_stop() is called. Returns 0, or -1 with a
  * message in err when the run could not start (name resolution, threads).
- * In-flight requests when time is up are neither completed nor errors.
+ * Requests in flight when time is up are awaited, each within its timeout,
+ * and counted.
  */
 int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, size_t errlen);
 

@@ -23,7 +23,8 @@ struct oribi_lg {
         const char *p;
         size_t len;
         int is_head;
-    } * reqs; /* into request */
+        int idempotent; /* may be sent again after a lost connection */
+    } * reqs;           /* into request */
     unsigned nreqs;
     uint64_t interval_ns; /* open loop: per thread between sends; 0: closed loop */
     uint64_t series_ns;   /* series interval; 0: no series */
@@ -73,7 +74,7 @@ struct lg_worker {
     uint64_t next_due;    /* open loop: intended time of the next send */
     struct lg_conn *idle; /* open loop: connections free to send, open ones on top */
     int exhausted;        /* open loop: the request count is used up */
-    uint64_t late, dropped;
+    uint64_t late, dropped, behind, sent, retried;
     uint64_t requests, errors[ORIBI_LG_E_COUNT], bytes_in, bytes_out;
     uint64_t status[600];
     struct oribi_hist *hist;

@@ -136,6 +136,8 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(h, ID2SYM(rb_intern("bytes_out")), ULL2NUM(res->bytes_out));
     rb_hash_aset(h, ID2SYM(rb_intern("elapsed")), DBL2NUM(res->elapsed));
     rb_hash_aset(h, ID2SYM(rb_intern("attack")), DBL2NUM(res->attack));
+    rb_hash_aset(h, ID2SYM(rb_intern("sent")), ULL2NUM(res->sent));
+    rb_hash_aset(h, ID2SYM(rb_intern("retried")), ULL2NUM(res->retried));
 
     const struct oribi_hist *l = &res->latency;
     VALUE lat = rb_hash_new();
@@ -191,6 +193,8 @@ static VALUE run_body(VALUE p)
     if (r->open_loop) {
         rb_hash_aset(h, ID2SYM(rb_intern("late")), ULL2NUM(r->res->late));
         rb_hash_aset(h, ID2SYM(rb_intern("dropped")), ULL2NUM(r->res->dropped));
+        rb_hash_aset(h, ID2SYM(rb_intern("scheduled")), ULL2NUM(r->res->sent + r->res->dropped));
+        rb_hash_aset(h, ID2SYM(rb_intern("behind")), ULL2NUM(r->res->behind));
     }
     return h;
 }
