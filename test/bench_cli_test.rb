@@ -182,7 +182,7 @@ class BenchCLITest < Minitest::Test
     rc, out, = bench("-n", "5", "-c", "1", "-T", "1", "http://127.0.0.1:#{port}/")
     assert_equal 1, rc
     assert_match(/^Status Codes .*0:5$/, out)
-    assert_match(/^connect: 5$/, out)
+    assert_match(/^connect: 5 \(ECONNREFUSED 5\)$/, out)
     rc, _, err = bench("-n", "1", "http://no-such-host.invalid/")
     assert_equal 1, rc
     assert_match(/\Aoribi bench: cannot resolve/, err)

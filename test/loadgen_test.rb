@@ -370,6 +370,7 @@ class LoadgenTest < Minitest::Test
       r = run_load(s.target, requests: 10)
       assert_equal 10, r[:errors][:read], r.inspect
       assert_equal 0, r[:requests]
+      assert_equal({ read: { 0 => 10 } }, r[:causes], "EOF has no errno")
     end
   end
 
@@ -380,6 +381,7 @@ class LoadgenTest < Minitest::Test
     r = run_load({ host: "127.0.0.1", port: port }, requests: 20)
     assert_equal 20, r[:errors][:connect], r.inspect
     assert_equal 0, r[:requests]
+    assert_equal({ connect: { Errno::ECONNREFUSED::Errno => 20 } }, r[:causes], "refused, not EMFILE")
     assert_nil r[:latency][:p50]
   end
 

@@ -212,8 +212,11 @@ static int resolve(struct oribi_lg *lg, char *err, size_t errlen)
 static void merge(struct oribi_lg_result *res, const struct lg_worker *w)
 {
     res->requests += w->requests;
-    for (int k = 0; k < ORIBI_LG_E_COUNT; k++)
+    for (int k = 0; k < ORIBI_LG_E_COUNT; k++) {
         res->errors[k] += w->errors[k];
+        for (int e = 0; e < ORIBI_LG_ERRNO_MAX; e++)
+            res->causes[k][e] += w->causes[k][e];
+    }
     for (int s = 0; s < 600; s++)
         res->status[s] += w->status[s];
     res->bytes_in += w->bytes_in;

@@ -31,6 +31,10 @@ enum oribi_lg_error {
     ORIBI_LG_E_COUNT
 };
 
+/* Errors are also counted by errno below this; 0: none (EOF, timeout,
+ * parse) or an errno beyond. */
+#define ORIBI_LG_ERRNO_MAX 160
+
 struct oribi_lg_config {
     const char *host;      /* name or IPv4/IPv6 literal ("::1" or "[::1]") */
     const char *port;      /* with host */
@@ -67,7 +71,8 @@ uint64_t oribi_lg_interval_percentile(const struct oribi_lg_interval *sl, double
 struct oribi_lg_result {
     uint64_t requests; /* completed responses */
     uint64_t errors[ORIBI_LG_E_COUNT];
-    uint64_t status[600]; /* completed responses by status code */
+    uint64_t causes[ORIBI_LG_E_COUNT][ORIBI_LG_ERRNO_MAX]; /* errors by errno */
+    uint64_t status[600];                                  /* completed responses by status code */
     uint64_t bytes_in, bytes_out;
     double elapsed;                   /* seconds */
     double attack;                    /* seconds from start to the last send */

@@ -135,10 +135,12 @@ static void conn_free(struct lg_worker *w, struct lg_conn *c, uint64_t now)
     }
 }
 
-static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t now)
+static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, int err, uint64_t now)
 {
     if (counting(w, c->start)) {
         w->errors[kind]++;
+        /* The cause tells a refused port from EMFILE from a reset. */
+        w->causes[kind][err > 0 && err < ORIBI_LG_ERRNO_MAX ? err : 0]++;
         /* A timeout took that long: it belongs in the latencies too. */
         uint64_t us = kind == ORIBI_LG_E_TIMEOUT ? (now - c->sched + 500) / 1000 : 0;
         if (us)
@@ -174,11 +176,13 @@ static int conn_connect(struct lg_worker *w, struct lg_conn *c)
     if (errno == EINPROGRESS)
         return 1;
     /* Includes EAGAIN: a unix socket whose listen backlog is full. */
+    int err = errno;
     conn_close(c);
+    errno = err;
     return -1;
 }
 
-static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t now);
+static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, int err, uint64_t now);
 
 static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
@@ -194,13 +198,13 @@ static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             break;
         } else {
-            conn_lost(w, c, ORIBI_LG_E_WRITE, now);
+            conn_lost(w, c, ORIBI_LG_E_WRITE, errno, now);
             return;
         }
     }
     uint32_t mask = EPOLLIN | (c->woff < req->len ? EPOLLOUT : 0);
     if (set_events(w, c, mask) < 0)
-        conn_fail(w, c, ORIBI_LG_E_WRITE, now);
+        conn_fail(w, c, ORIBI_LG_E_WRITE, errno, now);
 }
 
 /* Sends c's request from its first byte, on a new socket if it has none. */
@@ -214,13 +218,13 @@ static void conn_go(struct lg_worker *w, struct lg_conn *c, uint64_t now)
     if (c->fd < 0) {
         int r = conn_connect(w, c);
         if (r < 0) {
-            conn_fail(w, c, ORIBI_LG_E_CONNECT, now);
+            conn_fail(w, c, ORIBI_LG_E_CONNECT, errno, now);
             return;
         }
         if (r > 0) {
             c->state = C_CONNECTING;
             if (set_events(w, c, EPOLLOUT) < 0)
-                conn_fail(w, c, ORIBI_LG_E_CONNECT, now);
+                conn_fail(w, c, ORIBI_LG_E_CONNECT, errno, now);
             return;
         }
     }
@@ -250,10 +254,10 @@ static void conn_begin(struct lg_worker *w, struct lg_conn *c, uint64_t now, uin
  * while the request was on its way: RFC 9112 9.3.1 lets an idempotent
  * request be sent again, once, on a new connection. Anything else fails.
  */
-static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t now)
+static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, int err, uint64_t now)
 {
     if (!c->reused || c->answered || c->retried || !c->req->idempotent) {
-        conn_fail(w, c, kind, now);
+        conn_fail(w, c, kind, err, now);
         return;
     }
     conn_close(c);
@@ -451,7 +455,7 @@ static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
     ssize_t n = recv(c->fd, w->rbuf, RBUF_SIZE, 0);
     if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            conn_lost(w, c, ORIBI_LG_E_READ, now);
+            conn_lost(w, c, ORIBI_LG_E_READ, errno, now);
         return;
     }
     if (n == 0) {
@@ -459,7 +463,7 @@ static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
             c->close_after = 1;
             conn_complete(w, c);
         } else {
-            conn_lost(w, c, ORIBI_LG_E_READ, now);
+            conn_lost(w, c, ORIBI_LG_E_READ, 0, now);
         }
         return;
     }
@@ -473,7 +477,7 @@ static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
         conn_complete(w, c);
         break;
     case FEED_ERROR:
-        conn_fail(w, c, ORIBI_LG_E_PARSE, now);
+        conn_fail(w, c, ORIBI_LG_E_PARSE, 0, now);
         break;
     }
 }
@@ -484,7 +488,7 @@ static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, 
         int err = 0;
         socklen_t len = sizeof(err);
         if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
-            conn_fail(w, c, ORIBI_LG_E_CONNECT, now);
+            conn_fail(w, c, ORIBI_LG_E_CONNECT, err ? err : errno, now);
             return;
         }
         c->state = C_ACTIVE;
@@ -514,7 +518,7 @@ static void sweep(struct lg_worker *w, uint64_t now)
     for (unsigned i = 0; i < w->nconns; i++) {
         struct lg_conn *c = &w->conns[i];
         if ((c->state == C_CONNECTING || c->state == C_ACTIVE) && now - c->start >= w->lg->timeout_ns) {
-            conn_fail(w, c, ORIBI_LG_E_TIMEOUT, now);
+            conn_fail(w, c, ORIBI_LG_E_TIMEOUT, 0, now);
         } else if (c->state == C_BACKOFF && now >= c->wake) {
             c->state = C_IDLE;
             conn_free(w, c, now);

@@ -76,6 +76,7 @@ struct lg_worker {
     int exhausted;        /* open loop: the request count is used up */
     uint64_t late, dropped, behind, sent, retried;
     uint64_t requests, errors[ORIBI_LG_E_COUNT], bytes_in, bytes_out;
+    uint64_t causes[ORIBI_LG_E_COUNT][ORIBI_LG_ERRNO_MAX];
     uint64_t status[600];
     struct oribi_hist *hist;
     struct lg_series series;

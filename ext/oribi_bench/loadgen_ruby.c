@@ -126,6 +126,18 @@ static VALUE result_hash(const struct oribi_lg_result *res)
         rb_hash_aset(errors, ID2SYM(rb_intern(error_names[k])), ULL2NUM(res->errors[k]));
     rb_hash_aset(h, ID2SYM(rb_intern("errors")), errors);
 
+    /* {kind => {errno => count}}, errno 0 for causes without one. */
+    VALUE causes = rb_hash_new();
+    for (int k = 0; k < ORIBI_LG_E_COUNT; k++) {
+        VALUE by = rb_hash_new();
+        for (int e = 0; e < ORIBI_LG_ERRNO_MAX; e++)
+            if (res->causes[k][e])
+                rb_hash_aset(by, INT2FIX(e), ULL2NUM(res->causes[k][e]));
+        if (RHASH_SIZE(by))
+            rb_hash_aset(causes, ID2SYM(rb_intern(error_names[k])), by);
+    }
+    rb_hash_aset(h, ID2SYM(rb_intern("causes")), causes);
+
     VALUE status = rb_hash_new();
     for (int s = 0; s < 600; s++)
         if (res->status[s])
