@@ -517,5 +517,12 @@ class LoadgenTest < Minitest::Test
     assert_raises(Oribi::Loadgen::Error) do
       Oribi::Loadgen.run(host: "no-such-host.invalid", port: 80, request: REQUEST, requests: 1)
     end
+    # getaddrinfo would take 99999 modulo 65536 and connect elsewhere.
+    %w[99999 0 65536 8x].each do |port|
+      e = assert_raises(Oribi::Loadgen::Error, port) do
+        Oribi::Loadgen.run(host: "127.0.0.1", port: port, request: REQUEST, requests: 1)
+      end
+      assert_match(/bad port/, e.message)
+    end
   end
 end

@@ -166,6 +166,20 @@ static int probe(const struct addrinfo *ai)
     return ok;
 }
 
+/* 1 to 65535 in decimal digits only: getaddrinfo would take 99999 modulo
+ * 65536 and quietly aim at another port. */
+static int port_ok(const char *s)
+{
+    unsigned long v = 0;
+    if (*s == '\0')
+        return 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || (v = v * 10 + (unsigned long)(*s - '0')) > 65535)
+            return 0;
+    }
+    return v > 0;
+}
+
 static int resolve(struct oribi_lg *lg, char *err, size_t errlen)
 {
     if (lg->unix_path) {
@@ -179,6 +193,10 @@ static int resolve(struct oribi_lg *lg, char *err, size_t errlen)
         memcpy(sun->sun_path, lg->unix_path, n + 1);
         lg->addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
         return 0;
+    }
+    if (!port_ok(lg->port)) {
+        snprintf(err, errlen, "bad port %.16s (1 to 65535)", lg->port);
+        return -1;
     }
     /* "[::1]" is how IPv6 literals are written next to a port. */
     char *host = lg->host;
