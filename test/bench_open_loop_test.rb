@@ -74,7 +74,10 @@ class BenchOpenLoopTest < Minitest::Test
     assert_operator lat[:p99], :>=, 800_000, "open loop p99 (µs) must show the stall"
     assert_operator lat[:p90], :>=, 200_000
     assert_operator lat[:max], :>=, 950_000
-    assert_equal 0, open[:dropped]
+    # A send due just before the deadline may miss it on a busy machine:
+    # it is dropped, and said so, not lost.
+    assert_operator open[:dropped], :<=, 2
+    assert_equal open[:scheduled], open[:sent] + open[:dropped]
     # Over time: quick before the stall, the stall in the interval it began.
     p99s = open[:series].map { |x| x[:p99] }
     assert_operator p99s.first, :<, 500_000, p99s.inspect
@@ -128,6 +131,7 @@ class BenchOpenLoopTest < Minitest::Test
     assert_equal r[:scheduled], r[:sent] + r[:dropped], r.inspect
     assert_equal r[:sent], r[:requests] + r[:errors].values.sum, r.inspect
     assert_operator r[:dropped], :>, 0
+    assert_includes 0.0..1.1, r[:busy], "CPU over wall time of the busiest thread"
   end
 
   def test_sends_never_made_are_dropped

@@ -313,6 +313,11 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
             series.n = 0; /* out of memory: no plot rather than a wrong one */
         if (ws[i].end_ns > end)
             end = ws[i].end_ns;
+        if (ws[i].end_ns > lg->start_ns) {
+            double busy = (double)ws[i].cpu_ns / (double)(ws[i].end_ns - lg->start_ns);
+            if (busy > res->busy)
+                res->busy = busy;
+        }
         if (ws[i].last_send_ns > last_send)
             last_send = ws[i].last_send_ns;
     }

@@ -81,6 +81,8 @@ struct oribi_lg_result {
     uint64_t behind;                  /* open loop: late sends that had a connection free:
                                          the generator, not the server, was slow */
     uint64_t sent;                    /* requests started (completed + failed) */
+    double busy;                      /* CPU over wall time of the busiest thread: near 1,
+                                         the generator was the bottleneck */
     uint64_t retried;                 /* sent again after a lost keep-alive connection */
     struct oribi_lg_interval *series; /* series_interval: malloc'd, caller frees */
     size_t nintervals;

@@ -621,6 +621,9 @@ void *lg_worker_main(void *arg)
                 conn_event(w, ev[i].data.ptr, ev[i].events, now);
     }
     w->end_ns = now;
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+        w->cpu_ns = (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec;
     publish(w);
     if (open_loop(w) && !w->exhausted) {
         /* Sends due before the end (the deadline, or a stop) never made. */

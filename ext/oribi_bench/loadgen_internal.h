@@ -71,6 +71,7 @@ struct lg_worker {
     struct lg_conn *ready; /* to (re)start from the loop, not from deep calls */
     char *rbuf;
     uint64_t end_ns, last_send_ns;
+    uint64_t cpu_ns;      /* this thread's CPU time over the run */
     uint64_t next_due;    /* open loop: intended time of the next send */
     struct lg_conn *idle; /* open loop: connections free to send, open ones on top */
     int exhausted;        /* open loop: the request count is used up */

@@ -150,6 +150,7 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(h, ID2SYM(rb_intern("attack")), DBL2NUM(res->attack));
     rb_hash_aset(h, ID2SYM(rb_intern("sent")), ULL2NUM(res->sent));
     rb_hash_aset(h, ID2SYM(rb_intern("retried")), ULL2NUM(res->retried));
+    rb_hash_aset(h, ID2SYM(rb_intern("busy")), DBL2NUM(res->busy));
 
     const struct oribi_hist *l = &res->latency;
     VALUE lat = rb_hash_new();
