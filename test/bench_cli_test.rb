@@ -61,6 +61,42 @@ class BenchCLITest < Minitest::Test
     end
   end
 
+  def test_ports_out_of_range_are_refused_before_the_run
+    # 99999 used to be taken modulo 65536 and connect to port 34463.
+    %w[http://127.0.0.1:99999/ http://127.0.0.1:0/ http://127.0.0.1:65536/].each do |url|
+      rc, out, err = bench("-n", "1", url)
+      assert_equal 2, rc, url
+      assert_empty out
+      assert_match(/\Aoribi bench: bad port/, err, url)
+    end
+    Dir.mktmpdir do |dir|
+      targets = File.join(dir, "t.txt")
+      File.write(targets, "GET http://127.0.0.1:70000/\n")
+      rc, _, err = bench("-n", "1", "--targets", targets)
+      assert_equal 2, rc
+      assert_match(/bad port/, err)
+    end
+    assert_equal 65_535, parse("http://127.0.0.1:65535/")[:run][:port]
+  end
+
+  def test_plot_into_a_missing_directory_fails_before_the_run
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    rc, out, err = bench("-d", "3s", "-c", "1", "-T", "1", "--plot", "/nonexistent/dir/p.html",
+                         "http://127.0.0.1:#{port}/")
+    assert_equal 2, rc
+    assert_empty out
+    assert_match(%r{\Aoribi bench: cannot write /nonexistent/dir/p.html}, err)
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :<, 2, "no 3 s run first"
+  end
+
+  def test_help_names_the_plot_file_as_written
+    out, = Open3.capture3(RbConfig.ruby, "-Ilib", "exe/oribi", "bench", "--help",
+                          chdir: File.expand_path("..", __dir__))
+    line = out.lines.grep(/--plot/).first
+    refute_match(/FILE\.html/, line, "--plot FILE writes FILE itself")
+  end
+
   def test_plot_flag_writes_the_page
     Dir.mktmpdir do |dir|
       port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
@@ -182,7 +218,7 @@ class BenchCLITest < Minitest::Test
     rc, out, = bench("-n", "5", "-c", "1", "-T", "1", "http://127.0.0.1:#{port}/")
     assert_equal 1, rc
     assert_match(/^Status Codes .*0:5$/, out)
-    assert_match(/^connect: 5$/, out)
+    assert_match(/^connect: 5 \(ECONNREFUSED 5\)$/, out)
     rc, _, err = bench("-n", "1", "http://no-such-host.invalid/")
     assert_equal 1, rc
     assert_match(/\Aoribi bench: cannot resolve/, err)

@@ -18,7 +18,8 @@ class BenchReportTest < Minitest::Test
     latency: { min: 87, mean: 1234.5678, p50: 950, p90: 2100, p95: 3050,
                p99: 12_345, p999: 250_000, max: 1_234_567 },
     percentiles: [[0.0, 87], [50.0, 950], [90.0, 2100], [99.0, 12_345], [99.9, 250_000], [100.0, 1_234_567]],
-    late: 12, dropped: 1
+    late: 12, dropped: 1, scheduled: 10_001, sent: 10_000, behind: 3, busy: 0.25, retried: 2,
+    causes: { connect: { 111 => 3, 24 => 1 }, read: { 0 => 2, 104 => 1 } }
   }.freeze
 
   def golden(name, actual)
@@ -46,6 +47,29 @@ class BenchReportTest < Minitest::Test
     assert_in_delta 1000.0, t[:rate], 1e-9          # requests / attack
     assert_in_delta 9490 / 10.004321, t[:throughput], 1e-9 # successes / total
     assert_in_delta 0.004321, t[:wait], 1e-9
+  end
+
+  def test_text_report_has_p999_schedule_retries_and_errnos
+    text = Oribi::Bench::Report.text(RESULT)
+    assert_match(/^Latencies .*99\.9, max\] .* 12\.345ms, 250ms, 1\.234567s$/, text)
+    assert_match(/^Schedule +\[scheduled, sent, late, dropped\] +10001, 10000, 12, 1$/, text)
+    assert_match(/^Retried .* 2$/, text)
+    assert_match(/^connect: 4 \(ECONNREFUSED 3, EMFILE 1\)$/, text)
+    assert_match(/^read: 3 \(ECONNRESET 1\)$/, text)
+    refute_match(/Warning/, text, "3 of 10000 sends behind is noise")
+  end
+
+  def test_report_warns_when_the_generator_was_the_limit
+    # -r 300000 against nginx: the sender, not the server, fell behind.
+    r = RESULT.merge(scheduled: 900_000, sent: 382_000, late: 380_000, dropped: 518_000, behind: 1000, busy: 0.97)
+    text = Oribi::Bench::Report.text(r)
+    assert_match(/^Schedule .* 900000, 382000, 380000, 518000$/, text)
+    assert_match(/^Warning: the load generator was the limit \(busiest thread 97% on CPU/, text)
+    # Late sends with a connection free, on a machine too busy to run us.
+    assert_match(/^Warning: the load generator/, Oribi::Bench::Report.text(r.merge(busy: 0.3, behind: 300_000)))
+    # Late for want of a connection, with an idle generator: the server.
+    refute_match(/Warning/, Oribi::Bench::Report.text(r.merge(busy: 0.3)))
+    assert_equal 518_000, JSON.parse(Oribi::Bench::Report.json(r))["dropped"]
   end
 
   def test_durations_print_like_go

@@ -148,6 +148,51 @@ class LoadgenTest < Minitest::Test
     end
   end
 
+  def test_request_on_a_connection_closed_before_any_response_is_retried_once
+    # The second request of each connection meets a close, as when a
+    # server's idle timeout fires while the request is on its way: the
+    # request is sent again on a new connection (RFC 9112 9.3.1).
+    handler = ->(sock, _h, i) { i.zero? ? sock.write(HELLO) && :keep : :close }
+    serve(:tcp, handler) do |s|
+      r = run_load(s.target, requests: 5, connections: 1, threads: 1)
+      assert_equal 5, r[:requests], r.inspect
+      assert_equal no_errors, r[:errors]
+      assert_equal 4, r[:retried], r.inspect
+    end
+  end
+
+  def test_a_retry_is_made_only_once
+    handler = ->(sock, _h, i) { i.zero? && sock.write(HELLO) ? :keep : :close }
+    always_close = ->(_sock, _h, _i) { :close }
+    serve(:tcp, always_close) do |s|
+      r = run_load(s.target, requests: 3, connections: 1, threads: 1)
+      assert_equal 3, r[:errors][:read], r.inspect
+      assert_equal 0, r[:retried], "a fresh connection is not retried"
+    end
+    serve(:tcp, handler) do |s|
+      r = run_load(s.target, requests: 2, connections: 1, threads: 1, request: "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
+      assert_equal 1, r[:errors][:read], "POST is not idempotent: #{r.inspect}"
+      assert_equal 0, r[:retried]
+    end
+  end
+
+  def test_idle_connection_closed_by_the_server_is_reopened_without_spinning
+    # Open loop at 4/s on one connection, the server closing a connection
+    # idle for 100 ms: every send finds its connection closed.
+    handler = lambda do |sock, _h, _i|
+      sock.write(HELLO)
+      sock.wait_readable(0.1) ? :keep : :close
+    end
+    serve(:tcp, handler) do |s|
+      cpu = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+      r = run_load(s.target, rate: 4, duration: 2, threads: 1, max_connections: 1)
+      cpu = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu
+      assert_equal 8, r[:requests] + r[:dropped], r.inspect
+      assert_equal no_errors, r[:errors]
+      assert_operator cpu, :<, 0.5, "CPU seconds for 8 requests in 2 s"
+    end
+  end
+
   def test_http10_server_without_keepalive
     handler = ->(sock, _h, _i) { sock.write("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok") && :close }
     serve(:unix, handler) do |s|
@@ -325,6 +370,7 @@ class LoadgenTest < Minitest::Test
       r = run_load(s.target, requests: 10)
       assert_equal 10, r[:errors][:read], r.inspect
       assert_equal 0, r[:requests]
+      assert_equal({ read: { 0 => 10 } }, r[:causes], "EOF has no errno")
     end
   end
 
@@ -335,6 +381,7 @@ class LoadgenTest < Minitest::Test
     r = run_load({ host: "127.0.0.1", port: port }, requests: 20)
     assert_equal 20, r[:errors][:connect], r.inspect
     assert_equal 0, r[:requests]
+    assert_equal({ connect: { Errno::ECONNREFUSED::Errno => 20 } }, r[:causes], "refused, not EMFILE")
     assert_nil r[:latency][:p50]
   end
 
@@ -469,6 +516,13 @@ class LoadgenTest < Minitest::Test
     assert_raises(ArgumentError) { Oribi::Loadgen.run(request: REQUEST, requests: 1) }
     assert_raises(Oribi::Loadgen::Error) do
       Oribi::Loadgen.run(host: "no-such-host.invalid", port: 80, request: REQUEST, requests: 1)
+    end
+    # getaddrinfo would take 99999 modulo 65536 and connect elsewhere.
+    %w[99999 0 65536 8x].each do |port|
+      e = assert_raises(Oribi::Loadgen::Error, port) do
+        Oribi::Loadgen.run(host: "127.0.0.1", port: port, request: REQUEST, requests: 1)
+      end
+      assert_match(/bad port/, e.message)
     end
   end
 end

@@ -19,6 +19,18 @@
 
 #define PROBE_MS 1000 /* per address when a name has several */
 
+/* RFC 9110 9.2.2: the methods a client may repeat without asking. */
+static int idempotent(const char *p, size_t len)
+{
+    static const char *const methods[] = {"GET ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", "TRACE "};
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        size_t n = strlen(methods[i]);
+        if (len >= n && memcmp(p, methods[i], n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static char *dupstr(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -72,6 +84,7 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
         r->p = lg->request + from;
         r->len = end - from;
         r->is_head = r->len >= 5 && memcmp(r->p, "HEAD ", 5) == 0;
+        r->idempotent = idempotent(r->p, r->len);
         from = end;
     }
     lg->connections = cfg->connections;
@@ -153,6 +166,20 @@ static int probe(const struct addrinfo *ai)
     return ok;
 }
 
+/* 1 to 65535 in decimal digits only: getaddrinfo would take 99999 modulo
+ * 65536 and quietly aim at another port. */
+static int port_ok(const char *s)
+{
+    unsigned long v = 0;
+    if (*s == '\0')
+        return 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || (v = v * 10 + (unsigned long)(*s - '0')) > 65535)
+            return 0;
+    }
+    return v > 0;
+}
+
 static int resolve(struct oribi_lg *lg, char *err, size_t errlen)
 {
     if (lg->unix_path) {
@@ -166,6 +193,10 @@ static int resolve(struct oribi_lg *lg, char *err, size_t errlen)
         memcpy(sun->sun_path, lg->unix_path, n + 1);
         lg->addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
         return 0;
+    }
+    if (!port_ok(lg->port)) {
+        snprintf(err, errlen, "bad port %.16s (1 to 65535)", lg->port);
+        return -1;
     }
     /* "[::1]" is how IPv6 literals are written next to a port. */
     char *host = lg->host;
@@ -199,14 +230,20 @@ static int resolve(struct oribi_lg *lg, char *err, size_t errlen)
 static void merge(struct oribi_lg_result *res, const struct lg_worker *w)
 {
     res->requests += w->requests;
-    for (int k = 0; k < ORIBI_LG_E_COUNT; k++)
+    for (int k = 0; k < ORIBI_LG_E_COUNT; k++) {
         res->errors[k] += w->errors[k];
+        for (int e = 0; e < ORIBI_LG_ERRNO_MAX; e++)
+            res->causes[k][e] += w->causes[k][e];
+    }
     for (int s = 0; s < 600; s++)
         res->status[s] += w->status[s];
     res->bytes_in += w->bytes_in;
     res->bytes_out += w->bytes_out;
     res->late += w->late;
     res->dropped += w->dropped;
+    res->behind += w->behind;
+    res->sent += w->sent;
+    res->retried += w->retried;
     oribi_hist_merge(&res->latency, w->hist);
 }
 
@@ -276,11 +313,14 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
             series.n = 0; /* out of memory: no plot rather than a wrong one */
         if (ws[i].end_ns > end)
             end = ws[i].end_ns;
+        if (ws[i].end_ns > lg->start_ns) {
+            double busy = (double)ws[i].cpu_ns / (double)(ws[i].end_ns - lg->start_ns);
+            if (busy > res->busy)
+                res->busy = busy;
+        }
         if (ws[i].last_send_ns > last_send)
             last_send = ws[i].last_send_ns;
     }
-    if (lg->deadline_ns && end > lg->deadline_ns)
-        end = lg->deadline_ns; /* nothing after it was counted */
     if (last_send > end)
         last_send = end;
     if (end < lg->count_from_ns) /* stopped during the warm-up */

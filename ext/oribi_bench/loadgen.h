@@ -31,6 +31,10 @@ enum oribi_lg_error {
     ORIBI_LG_E_COUNT
 };
 
+/* Errors are also counted by errno below this; 0: none (EOF, timeout,
+ * parse) or an errno beyond. */
+#define ORIBI_LG_ERRNO_MAX 160
+
 struct oribi_lg_config {
     const char *host;      /* name or IPv4/IPv6 literal ("::1" or "[::1]") */
     const char *port;      /* with host */
@@ -67,12 +71,19 @@ uint64_t oribi_lg_interval_percentile(const struct oribi_lg_interval *sl, double
 struct oribi_lg_result {
     uint64_t requests; /* completed responses */
     uint64_t errors[ORIBI_LG_E_COUNT];
-    uint64_t status[600]; /* completed responses by status code */
+    uint64_t causes[ORIBI_LG_E_COUNT][ORIBI_LG_ERRNO_MAX]; /* errors by errno */
+    uint64_t status[600];                                  /* completed responses by status code */
     uint64_t bytes_in, bytes_out;
     double elapsed;                   /* seconds */
     double attack;                    /* seconds from start to the last send */
     uint64_t late;                    /* open loop: sends > 1 ms behind schedule */
     uint64_t dropped;                 /* open loop: scheduled sends never made */
+    uint64_t behind;                  /* open loop: late sends that had a connection free:
+                                         the generator, not the server, was slow */
+    uint64_t sent;                    /* requests started (completed + failed) */
+    double busy;                      /* CPU over wall time of the busiest thread: near 1,
+                                         the generator was the bottleneck */
+    uint64_t retried;                 /* sent again after a lost keep-alive connection */
     struct oribi_lg_interval *series; /* series_interval: malloc'd, caller frees */
     size_t nintervals;
     struct oribi_hist latency; /* microseconds */
@@ -91,7 +102,8 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
  * caller: it holds a histogram). Blocks until the duration or request
  * count is reached or oribi_lg_stop() is called. Returns 0, or -1 with a
  * message in err when the run could not start (name resolution, threads).
- * In-flight requests when time is up are neither completed nor errors.
+ * Requests in flight when time is up are awaited, each within its timeout,
+ * and counted.
  */
 int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, size_t errlen);
 

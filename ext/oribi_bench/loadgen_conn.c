@@ -39,6 +39,9 @@ struct lg_conn {
     uint8_t body;        /* enum body_mode: where the response stands */
     uint8_t close_after; /* socket cannot carry another request */
     uint8_t queued;      /* on the worker's ready list */
+    uint8_t reused;      /* the socket carried a response before this request */
+    uint8_t answered;    /* a byte of this request's response arrived */
+    uint8_t retried;     /* this request was sent again once already */
     uint32_t events;     /* epoll mask registered, 0 when not in the set */
     int status;
     size_t woff;                          /* request bytes sent */
@@ -46,6 +49,7 @@ struct lg_conn {
     uint64_t sched;                       /* ns, when it was meant to start (latency) */
     const struct lg_req *req;             /* the one being sent */
     uint64_t wake;                        /* ns, end of a connect backoff */
+    uint64_t idle_at;                     /* ns, open loop: when it became free */
     uint64_t left;                        /* body bytes left (B_LENGTH) */
     struct oribi_chunked_decoder chunked; /* discard mode */
     char *head;                           /* a response head split over reads, kept here */
@@ -53,23 +57,29 @@ struct lg_conn {
     struct lg_conn *next_ready;
 };
 
+/* Whether new requests may still start: not stopped, deadline not met. */
+static int sending(const struct lg_worker *w, uint64_t now)
+{
+    const struct oribi_lg *lg = w->lg;
+    return !atomic_load_explicit(&lg->stop, memory_order_relaxed) && (!lg->deadline_ns || now < lg->deadline_ns);
+}
+
 static int claim(struct lg_worker *w, uint64_t now)
 {
     struct oribi_lg *lg = w->lg;
-    if (atomic_load_explicit(&lg->stop, memory_order_relaxed))
-        return 0;
-    if (lg->deadline_ns && now >= lg->deadline_ns)
+    if (!sending(w, now))
         return 0;
     if (lg->requests)
         return atomic_fetch_add_explicit(&lg->claimed, 1, memory_order_relaxed) < lg->requests;
     return 1;
 }
 
-/* Results only count inside the run's window: after the deadline a
- * response or an error belongs to nobody's measurement. */
-static inline int counting(const struct lg_worker *w, uint64_t now)
+/* A request counts when it was started inside the run's window, whenever
+ * its response or its failure comes: the last second's slow responses are
+ * the tail, and dropping them would hide it. */
+static inline int counting(const struct lg_worker *w, uint64_t started)
 {
-    return now >= w->lg->count_from_ns && (!w->lg->deadline_ns || now < w->lg->deadline_ns);
+    return started >= w->lg->count_from_ns && (!w->lg->deadline_ns || started < w->lg->deadline_ns);
 }
 
 /* Where in the latency-over-time series a request belongs: its send time. */
@@ -113,22 +123,29 @@ static inline int open_loop(const struct lg_worker *w)
 
 /* A connection with nothing to do: the closed loop starts its next request
  * from the loop, the open loop waits for the schedule. */
-static void conn_free(struct lg_worker *w, struct lg_conn *c)
+static void conn_free(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
     if (!open_loop(w)) {
         push_ready(w, c);
     } else if (!c->queued) {
+        c->idle_at = now;
         c->queued = 1;
         c->next_ready = w->idle;
         w->idle = c;
     }
 }
 
-static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t now)
+static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, int err, uint64_t now)
 {
-    if (counting(w, now)) {
+    if (counting(w, c->start)) {
         w->errors[kind]++;
-        lg_series_record(&w->series, w->lg->series_ns, since(w, c), 0, 1);
+        /* The cause tells a refused port from EMFILE from a reset. */
+        w->causes[kind][err > 0 && err < ORIBI_LG_ERRNO_MAX ? err : 0]++;
+        /* A timeout took that long: it belongs in the latencies too. */
+        uint64_t us = kind == ORIBI_LG_E_TIMEOUT ? (now - c->sched + 500) / 1000 : 0;
+        if (us)
+            oribi_hist_record(w->hist, us);
+        lg_series_record(&w->series, w->lg->series_ns, since(w, c), us, 1);
     }
     conn_close(c);
     if (kind == ORIBI_LG_E_CONNECT) {
@@ -136,7 +153,7 @@ static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, uint64_t
         c->wake = now + BACKOFF_NS;
     } else {
         c->state = C_IDLE;
-        conn_free(w, c);
+        conn_free(w, c, now);
     }
 }
 
@@ -153,14 +170,19 @@ static int conn_connect(struct lg_worker *w, struct lg_conn *c)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     c->fd = fd;
+    c->reused = 0;
     if (connect(fd, (const struct sockaddr *)&lg->addr, lg->addrlen) == 0)
         return 0;
     if (errno == EINPROGRESS)
         return 1;
     /* Includes EAGAIN: a unix socket whose listen backlog is full. */
+    int err = errno;
     conn_close(c);
+    errno = err;
     return -1;
 }
+
+static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, int err, uint64_t now);
 
 static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
@@ -169,20 +191,45 @@ static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
         ssize_t n = send(c->fd, req->p + c->woff, req->len - c->woff, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             c->woff += (size_t)n;
-            if (counting(w, now))
+            if (counting(w, c->start))
                 w->bytes_out += (uint64_t)n;
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             break;
         } else {
-            conn_fail(w, c, ORIBI_LG_E_WRITE, now);
+            conn_lost(w, c, ORIBI_LG_E_WRITE, errno, now);
             return;
         }
     }
     uint32_t mask = EPOLLIN | (c->woff < req->len ? EPOLLOUT : 0);
     if (set_events(w, c, mask) < 0)
-        conn_fail(w, c, ORIBI_LG_E_WRITE, now);
+        conn_fail(w, c, ORIBI_LG_E_WRITE, errno, now);
+}
+
+/* Sends c's request from its first byte, on a new socket if it has none. */
+static void conn_go(struct lg_worker *w, struct lg_conn *c, uint64_t now)
+{
+    c->body = B_HEAD;
+    c->head_len = 0;
+    c->close_after = 0;
+    c->answered = 0;
+    c->woff = 0;
+    if (c->fd < 0) {
+        int r = conn_connect(w, c);
+        if (r < 0) {
+            conn_fail(w, c, ORIBI_LG_E_CONNECT, errno, now);
+            return;
+        }
+        if (r > 0) {
+            c->state = C_CONNECTING;
+            if (set_events(w, c, EPOLLOUT) < 0)
+                conn_fail(w, c, ORIBI_LG_E_CONNECT, errno, now);
+            return;
+        }
+    }
+    c->state = C_ACTIVE;
+    conn_send(w, c, now);
 }
 
 /* Starts a claimed request meant to start at sched. */
@@ -190,30 +237,34 @@ static void conn_begin(struct lg_worker *w, struct lg_conn *c, uint64_t now, uin
 {
     c->start = now;
     c->sched = sched;
+    c->retried = 0;
     c->req = &w->lg->reqs[w->next_req];
     if (++w->next_req == w->lg->nreqs)
         w->next_req = 0;
-    if (counting(w, now))
+    if (counting(w, now)) {
         w->last_send_ns = now;
-    c->body = B_HEAD;
-    c->head_len = 0;
-    c->close_after = 0;
-    c->woff = 0;
-    if (c->fd < 0) {
-        int r = conn_connect(w, c);
-        if (r < 0) {
-            conn_fail(w, c, ORIBI_LG_E_CONNECT, now);
-            return;
-        }
-        if (r > 0) {
-            c->state = C_CONNECTING;
-            if (set_events(w, c, EPOLLOUT) < 0)
-                conn_fail(w, c, ORIBI_LG_E_CONNECT, now);
-            return;
-        }
+        w->sent++;
     }
-    c->state = C_ACTIVE;
-    conn_send(w, c, now);
+    conn_go(w, c, now);
+}
+
+/*
+ * The socket died under a request. If it had carried a response before and
+ * not a byte of this one came, the server most likely closed it as idle
+ * while the request was on its way: RFC 9112 9.3.1 lets an idempotent
+ * request be sent again, once, on a new connection. Anything else fails.
+ */
+static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, int err, uint64_t now)
+{
+    if (!c->reused || c->answered || c->retried || !c->req->idempotent) {
+        conn_fail(w, c, kind, err, now);
+        return;
+    }
+    conn_close(c);
+    c->retried = 1;
+    if (counting(w, c->start))
+        w->retried++;
+    conn_go(w, c, now);
 }
 
 static void conn_start(struct lg_worker *w, struct lg_conn *c, uint64_t now)
@@ -233,10 +284,10 @@ static void conn_start(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 static void schedule(struct lg_worker *w, uint64_t now)
 {
     const struct oribi_lg *lg = w->lg;
-    while (!w->exhausted && w->idle && w->next_due <= now) {
+    while (!w->exhausted && w->idle && w->next_due <= now && sending(w, now)) {
         if (lg->deadline_ns && w->next_due >= lg->deadline_ns)
             break;
-        if (!claim(w, now)) {
+        if (!claim(w, now)) { /* only the request count says no here */
             w->exhausted = 1;
             break;
         }
@@ -245,8 +296,12 @@ static void schedule(struct lg_worker *w, uint64_t now)
         c->queued = 0;
         uint64_t due = w->next_due;
         w->next_due += lg->interval_ns;
-        if (now - due > LATE_NS && counting(w, now))
+        if (now - due > LATE_NS && counting(w, now)) {
             w->late++;
+            /* A connection was free in time: the sender itself was slow. */
+            if (c->idle_at <= due)
+                w->behind++;
+        }
         conn_begin(w, c, now, due);
     }
 }
@@ -376,7 +431,7 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
 {
     const struct oribi_lg *lg = w->lg;
     uint64_t now = lg_now_ns();
-    if (counting(w, now)) {
+    if (counting(w, c->start)) {
         uint64_t us = (now - c->sched + 500) / 1000;
         oribi_hist_record(w->hist, us);
         lg_series_record(&w->series, lg->series_ns, since(w, c), us, 0);
@@ -387,9 +442,10 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
      * socket mid-request: it cannot be reused either. */
     if (!lg->keepalive || c->close_after || c->woff < c->req->len)
         conn_close(c);
+    c->reused = 1;
     c->state = C_IDLE;
     if (open_loop(w))
-        conn_free(w, c);
+        conn_free(w, c, now);
     else
         conn_start(w, c, now);
 }
@@ -399,7 +455,7 @@ static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
     ssize_t n = recv(c->fd, w->rbuf, RBUF_SIZE, 0);
     if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            conn_fail(w, c, ORIBI_LG_E_READ, now);
+            conn_lost(w, c, ORIBI_LG_E_READ, errno, now);
         return;
     }
     if (n == 0) {
@@ -407,13 +463,12 @@ static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
             c->close_after = 1;
             conn_complete(w, c);
         } else {
-            /* Includes a kept-alive socket the server closed without saying
-             * so: the request was lost and is counted, not silently resent. */
-            conn_fail(w, c, ORIBI_LG_E_READ, now);
+            conn_lost(w, c, ORIBI_LG_E_READ, 0, now);
         }
         return;
     }
-    if (counting(w, now))
+    c->answered = 1;
+    if (counting(w, c->start))
         w->bytes_in += (uint64_t)n;
     switch (feed(w, c, w->rbuf, (size_t)n)) {
     case FEED_MORE:
@@ -422,7 +477,7 @@ static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
         conn_complete(w, c);
         break;
     case FEED_ERROR:
-        conn_fail(w, c, ORIBI_LG_E_PARSE, now);
+        conn_fail(w, c, ORIBI_LG_E_PARSE, 0, now);
         break;
     }
 }
@@ -433,11 +488,18 @@ static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, 
         int err = 0;
         socklen_t len = sizeof(err);
         if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
-            conn_fail(w, c, ORIBI_LG_E_CONNECT, now);
+            conn_fail(w, c, ORIBI_LG_E_CONNECT, err ? err : errno, now);
             return;
         }
         c->state = C_ACTIVE;
         conn_send(w, c, now);
+        return;
+    }
+    if (c->state == C_IDLE && c->fd >= 0) {
+        /* Open loop, between requests: the server closed the connection
+         * (its idle timeout) or sent what nobody asked for. Either way the
+         * socket is done; level-triggered, it would wake the loop forever. */
+        conn_close(c);
         return;
     }
     if (c->state != C_ACTIVE)
@@ -456,10 +518,10 @@ static void sweep(struct lg_worker *w, uint64_t now)
     for (unsigned i = 0; i < w->nconns; i++) {
         struct lg_conn *c = &w->conns[i];
         if ((c->state == C_CONNECTING || c->state == C_ACTIVE) && now - c->start >= w->lg->timeout_ns) {
-            conn_fail(w, c, ORIBI_LG_E_TIMEOUT, now);
+            conn_fail(w, c, ORIBI_LG_E_TIMEOUT, 0, now);
         } else if (c->state == C_BACKOFF && now >= c->wake) {
             c->state = C_IDLE;
-            conn_free(w, c);
+            conn_free(w, c, now);
         }
     }
 }
@@ -472,6 +534,15 @@ static void publish(struct lg_worker *w)
     struct lg_progress *p = &w->lg->progress[w->index];
     atomic_store_explicit(&p->done, w->requests, memory_order_relaxed);
     atomic_store_explicit(&p->failed, failed, memory_order_relaxed);
+}
+
+/* Whether a request of w's is in flight: connecting or awaiting its response. */
+static int in_flight(const struct lg_worker *w)
+{
+    for (unsigned i = 0; i < w->nconns; i++)
+        if (w->conns[i].state == C_CONNECTING || w->conns[i].state == C_ACTIVE)
+            return 1;
+    return 0;
 }
 
 /* Whether a request of w's is in flight or a connection is backing off. */
@@ -517,16 +588,18 @@ void *lg_worker_main(void *arg)
     struct oribi_lg *lg = w->lg;
     struct epoll_event ev[MAX_EVENTS];
 
-    for (unsigned i = w->nconns; i-- > 0;)
-        conn_free(w, &w->conns[i]); /* open loop: conns[0] on top */
     uint64_t now = lg_now_ns(), next_sweep = now + SWEEP_NS;
+    for (unsigned i = w->nconns; i-- > 0;)
+        conn_free(w, &w->conns[i], 0); /* open loop: conns[0] on top */
     for (;;) {
         run_ready(w);
         now = lg_now_ns();
         if (open_loop(w))
             schedule(w, now);
+        /* Past the deadline nothing new starts, but what is in flight is
+         * awaited (each within its timeout) and counted, as vegeta does. */
         if (atomic_load_explicit(&lg->stop, memory_order_relaxed) || w->live == 0 ||
-            (lg->deadline_ns && now >= lg->deadline_ns) || (w->exhausted && !busy(w)))
+            (lg->deadline_ns && now >= lg->deadline_ns && !in_flight(w)) || (w->exhausted && !busy(w)))
             break;
         if (now >= next_sweep) {
             sweep(w, now);
@@ -535,10 +608,12 @@ void *lg_worker_main(void *arg)
             continue;
         }
         uint64_t until = next_sweep;
-        if (lg->deadline_ns && lg->deadline_ns < until)
-            until = lg->deadline_ns;
-        if (open_loop(w) && w->idle && !w->exhausted && w->next_due < until)
-            until = w->next_due;
+        if (sending(w, now)) {
+            if (lg->deadline_ns && lg->deadline_ns < until)
+                until = lg->deadline_ns;
+            if (open_loop(w) && w->idle && !w->exhausted && w->next_due < until)
+                until = w->next_due;
+        }
         int k = wait_events(w, ev, now, until);
         now = lg_now_ns();
         for (int i = 0; i < k; i++)
@@ -546,6 +621,9 @@ void *lg_worker_main(void *arg)
                 conn_event(w, ev[i].data.ptr, ev[i].events, now);
     }
     w->end_ns = now;
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+        w->cpu_ns = (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec;
     publish(w);
     if (open_loop(w) && !w->exhausted) {
         /* Sends due before the end (the deadline, or a stop) never made. */

@@ -23,7 +23,8 @@ struct oribi_lg {
         const char *p;
         size_t len;
         int is_head;
-    } * reqs; /* into request */
+        int idempotent; /* may be sent again after a lost connection */
+    } * reqs;           /* into request */
     unsigned nreqs;
     uint64_t interval_ns; /* open loop: per thread between sends; 0: closed loop */
     uint64_t series_ns;   /* series interval; 0: no series */
@@ -70,11 +71,13 @@ struct lg_worker {
     struct lg_conn *ready; /* to (re)start from the loop, not from deep calls */
     char *rbuf;
     uint64_t end_ns, last_send_ns;
+    uint64_t cpu_ns;      /* this thread's CPU time over the run */
     uint64_t next_due;    /* open loop: intended time of the next send */
     struct lg_conn *idle; /* open loop: connections free to send, open ones on top */
     int exhausted;        /* open loop: the request count is used up */
-    uint64_t late, dropped;
+    uint64_t late, dropped, behind, sent, retried;
     uint64_t requests, errors[ORIBI_LG_E_COUNT], bytes_in, bytes_out;
+    uint64_t causes[ORIBI_LG_E_COUNT][ORIBI_LG_ERRNO_MAX];
     uint64_t status[600];
     struct oribi_hist *hist;
     struct lg_series series;

@@ -126,6 +126,18 @@ static VALUE result_hash(const struct oribi_lg_result *res)
         rb_hash_aset(errors, ID2SYM(rb_intern(error_names[k])), ULL2NUM(res->errors[k]));
     rb_hash_aset(h, ID2SYM(rb_intern("errors")), errors);
 
+    /* {kind => {errno => count}}, errno 0 for causes without one. */
+    VALUE causes = rb_hash_new();
+    for (int k = 0; k < ORIBI_LG_E_COUNT; k++) {
+        VALUE by = rb_hash_new();
+        for (int e = 0; e < ORIBI_LG_ERRNO_MAX; e++)
+            if (res->causes[k][e])
+                rb_hash_aset(by, INT2FIX(e), ULL2NUM(res->causes[k][e]));
+        if (RHASH_SIZE(by))
+            rb_hash_aset(causes, ID2SYM(rb_intern(error_names[k])), by);
+    }
+    rb_hash_aset(h, ID2SYM(rb_intern("causes")), causes);
+
     VALUE status = rb_hash_new();
     for (int s = 0; s < 600; s++)
         if (res->status[s])
@@ -136,6 +148,9 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(h, ID2SYM(rb_intern("bytes_out")), ULL2NUM(res->bytes_out));
     rb_hash_aset(h, ID2SYM(rb_intern("elapsed")), DBL2NUM(res->elapsed));
     rb_hash_aset(h, ID2SYM(rb_intern("attack")), DBL2NUM(res->attack));
+    rb_hash_aset(h, ID2SYM(rb_intern("sent")), ULL2NUM(res->sent));
+    rb_hash_aset(h, ID2SYM(rb_intern("retried")), ULL2NUM(res->retried));
+    rb_hash_aset(h, ID2SYM(rb_intern("busy")), DBL2NUM(res->busy));
 
     const struct oribi_hist *l = &res->latency;
     VALUE lat = rb_hash_new();
@@ -191,6 +206,8 @@ static VALUE run_body(VALUE p)
     if (r->open_loop) {
         rb_hash_aset(h, ID2SYM(rb_intern("late")), ULL2NUM(r->res->late));
         rb_hash_aset(h, ID2SYM(rb_intern("dropped")), ULL2NUM(r->res->dropped));
+        rb_hash_aset(h, ID2SYM(rb_intern("scheduled")), ULL2NUM(r->res->sent + r->res->dropped));
+        rb_hash_aset(h, ID2SYM(rb_intern("behind")), ULL2NUM(r->res->behind));
     }
     return h;
 }

@@ -28,6 +28,7 @@ module Oribi
       # could not start); 2: bad flags or URL.
       def run(argv)
         o = parse(argv.dup)
+        writable!(o[:plot]) if o[:plot]
         result = attack(o[:run])
         if o[:plot]
           File.write(o[:plot], Plot.html(result, interval: o[:run][:series_interval], title: "oribi bench #{o[:url]}"))
@@ -40,6 +41,14 @@ module Oribi
       rescue Loadgen::Error => e
         @err.puts "oribi bench: #{e.message.lines.first.chomp}"
         1
+      end
+
+      # A plot the run could not write would lose the run's results: find
+      # out before it starts, by creating the file.
+      def writable!(path)
+        File.open(path, "w") { nil }
+      rescue SystemCallError => e
+        raise UsageError, "cannot write #{path}: #{e.message.sub(/ @ .*/, '').sub(/ - .*/, '')}"
       end
 
       # Runs the load; a progress line when stderr is a terminal, and
@@ -103,7 +112,7 @@ module Oribi
           o.on("--timeout TIME", "per request, connect included (default 10s)") { |x| v[:timeout] = self.class.seconds(x) }
           o.on("--format FORMAT", %w[text json hist], "report: text (vegeta's), json or hist (default text)") { |x| v[:format] = x }
           o.on("--json", "same as --format json") { v[:format] = "json" }
-          o.on("--plot FILE", "also write FILE.html: latency over time and by percentile") { |x| v[:plot] = x }
+          o.on("--plot FILE", "also write FILE, an HTML page: latency over time and by percentile") { |x| v[:plot] = x }
           o.on("--warmup TIME", "run TIME first without counting it (needs -d)") { |x| v[:warmup] = self.class.seconds(x) }
         end
         parser.parse!(argv)

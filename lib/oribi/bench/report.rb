@@ -55,8 +55,8 @@ module Oribi
                         t[:total], t[:rate], t[:throughput])
         lines << "Duration      [total, attack, wait]             " \
                  "#{sec.(t[:elapsed])}, #{sec.(t[:attack])}, #{sec.(t[:wait])}"
-        lines << "Latencies     [min, mean, 50, 90, 95, 99, max]  " +
-                 %i[min mean p50 p90 p95 p99 max].map { |k| duration(us_ns(lat[k])) }.join(", ")
+        lines << "Latencies     [min, mean, 50, 90, 95, 99, 99.9, max]  " +
+                 %i[min mean p50 p90 p95 p99 p999 max].map { |k| duration(us_ns(lat[k])) }.join(", ")
         lines << format("Bytes In      [total, mean]                     %d, %.2f",
                         r[:bytes_in], t[:total].positive? ? r[:bytes_in].fdiv(t[:total]) : 0)
         lines << format("Bytes Out     [total, mean]                     %d, %.2f",
@@ -64,12 +64,52 @@ module Oribi
         lines << format("Success       [ratio]                           %.2f%%",
                         t[:total].positive? ? 100.0 * t[:ok] / t[:total] : 0)
         lines << "Status Codes  [code:count]                      " + status_codes(r, t).map { |c, n| "#{c}:#{n}" }.join("  ")
-        if r[:late]
-          lines << "Schedule      [late, dropped]                   #{r[:late]}, #{r[:dropped] || 0}"
-        end
+        lines.concat(schedule_lines(r, t)) if r[:late]
+        lines << "Retried       [count]                           #{r[:retried]}" if r[:retried]&.positive?
         lines << "Error Set:"
-        r[:errors].each { |kind, n| lines << "#{kind}: #{n}" if n.positive? }
+        lines.concat(error_set(r))
         lines.join("\n") << "\n"
+      end
+
+      # Open loop: what was due and what went out.
+      def schedule_lines(r, t)
+        sent = r[:sent] || t[:total]
+        scheduled = r[:scheduled] || (sent + (r[:dropped] || 0))
+        lines = ["Schedule      [scheduled, sent, late, dropped]  #{scheduled}, #{sent}, #{r[:late]}, #{r[:dropped] || 0}"]
+        lines << tool_limited(r, sent) if tool_limited?(r, sent)
+        lines
+      end
+
+      # A shortfall (dropped, or more than 1% late) is the tool's when a
+      # thread of it was on the CPU nearly all the run, or when most late
+      # sends had a connection free: then the run measured the generator
+      # (or a machine too busy to run it). A handful is scheduling noise.
+      def tool_limited?(r, sent)
+        behind = r[:behind] || 0
+        short = (r[:dropped] || 0).positive? || r[:late] * 100 > sent
+        short && ((r[:busy] || 0) >= 0.8 || (behind * 2 > r[:late] && behind >= 10))
+      end
+
+      def tool_limited(r, _sent)
+        format("Warning: the load generator was the limit (busiest thread %d%% on CPU, %d late sends " \
+               "with a connection free): these numbers measure it, not the server; " \
+               "add threads (-T), lower the rate or run it on another machine",
+               ((r[:busy] || 0) * 100).round, r[:behind] || 0)
+      end
+
+      # "connect: 5 (ECONNREFUSED 3, EMFILE 2)": the kind, then its errnos.
+      def error_set(r)
+        r[:errors].filter_map do |kind, n|
+          next unless n.positive?
+
+          causes = (r[:causes] || {})[kind]&.filter_map { |e, k| "#{errno_name(e)} #{k}" unless e.zero? }
+          causes&.any? ? "#{kind}: #{n} (#{causes.join(', ')})" : "#{kind}: #{n}"
+        end
+      end
+
+      def errno_name(e)
+        klass = SystemCallError.new(nil, e).class
+        klass == SystemCallError ? "errno #{e}" : klass.name.delete_prefix("Errno::")
       end
 
       # vegeta counts a request that never got a response as status 0.
@@ -98,10 +138,12 @@ module Oribi
           requests: t[:total], rate: t[:rate], throughput: t[:throughput],
           success: t[:total].positive? ? t[:ok].fdiv(t[:total]) : 0,
           status_codes: status_codes(r, t).transform_keys(&:to_s),
-          errors: r[:errors].select { |_, n| n.positive? }.map { |k, n| "#{k}: #{n}" },
+          errors: error_set(r),
           error_counts: r[:errors]
         }
+        h[:retried] = r[:retried] || 0
         h.merge!(late: r[:late], dropped: r[:dropped] || 0) if r[:late]
+        h.merge!(scheduled: r[:scheduled], sent: r[:sent], behind: r[:behind], busy: r[:busy]) if r[:scheduled]
         JSON.pretty_generate(h) << "\n"
       end
 

@@ -17,10 +17,14 @@ module Oribi
 
       module_function
 
-      # The URI of an http:// URL with a host, else nil.
+      # The URI of an http:// URL with a host, else nil. A port out of
+      # range raises: the engine would otherwise aim at it modulo 65536.
       def http_uri(url)
         uri = URI.parse(url)
-        uri if uri.is_a?(URI::HTTP) && uri.scheme == "http" && uri.host && !uri.host.empty?
+        return unless uri.is_a?(URI::HTTP) && uri.scheme == "http" && uri.host && !uri.host.empty?
+        raise UsageError, "bad port #{uri.port} in #{url} (1 to 65535)" unless (1..65_535).cover?(uri.port)
+
+        uri
       rescue URI::InvalidURIError
         nil
       end
