@@ -41,7 +41,7 @@ module Oribi
       return super unless sep
 
       params = make_params
-      return super unless native(qs, sep, params, true)
+      return super unless native(qs, sep, params, @param_depth_limit >= 2 ? 2 : 1)
 
       params.to_h
     end
@@ -51,7 +51,7 @@ module Oribi
       return super unless sep
 
       params = make_params
-      return super unless native(qs, sep, params, false)
+      return super unless native(qs, sep, params, 0)
 
       params.to_h
     end

@@ -11,7 +11,7 @@
 #include "ruby/oribi.h"
 #include "http/query.h"
 
-static ID id_normalize_params;
+static ID id_normalize_params, id_make_params;
 
 /* Arguments of one parse, shared by the per-pair helpers. */
 struct query_parse {
@@ -60,16 +60,87 @@ static void add_flat(VALUE params, VALUE k, VALUE v)
         rb_hash_aset(params, k, rb_assoc_new(cur, v));
 }
 
-/* A name without '[' is stored as is by _normalize_params (an empty one is
- * dropped); any other goes through Rack's own method. */
+/* name[0..start) as Rack's name[0, start] makes it: a UTF-8 String. */
+static VALUE slice(VALUE name, long start, long len)
+{
+    return rb_utf8_str_new(RSTRING_PTR(name) + start, len);
+}
+
+static void normalize_in_ruby(struct query_parse *q, VALUE k, VALUE v)
+{
+    rb_funcall(q->parser, id_normalize_params, 4, q->params, k, v, INT2FIX(0));
+}
+
+/* "k[]": params[k] ||= [], then << v. Another type is Rack's to report. */
+static void add_to_array(struct query_parse *q, VALUE name, long start, VALUE v)
+{
+    VALUE k = slice(name, 0, start);
+    VALUE cur = rb_hash_lookup(q->params, k);
+    if (!RTEST(cur)) {
+        cur = rb_ary_new();
+        rb_hash_aset(q->params, k, cur);
+    } else if (!rb_obj_is_kind_of(cur, rb_cArray)) {
+        normalize_in_ruby(q, name, v);
+        return;
+    }
+    rb_ary_push(cur, v);
+}
+
+/* "k[sub]": params[k] ||= make_params, then [sub] = v one level down. */
+static void add_to_hash(struct query_parse *q, VALUE name, long start, VALUE v)
+{
+    VALUE k = slice(name, 0, start);
+    VALUE cur = rb_hash_lookup(q->params, k);
+    if (!RTEST(cur)) {
+        cur = rb_funcall(q->parser, id_make_params, 0);
+        rb_hash_aset(q->params, k, cur);
+    } else if (!rb_obj_is_kind_of(cur, rb_obj_class(q->params))) {
+        normalize_in_ruby(q, name, v);
+        return;
+    }
+    rb_hash_aset(cur, slice(name, start + 1, RSTRING_LEN(name) - start - 2), v);
+}
+
+/* The bracket after the key is "[sub]" to its end, sub not empty and
+ * free of brackets: one level of hash, no nesting rule involved. */
+static int one_hash_level(const char *after, long alen)
+{
+    if (alen < 3 || after[alen - 1] != ']')
+        return 0;
+    for (long i = 1; i < alen - 1; i++)
+        if (after[i] == '[' || after[i] == ']')
+            return 0;
+    return 1;
+}
+
+/*
+ * _normalize_params(params, name, v, 0) for the names forms send most:
+ * "k", "k[]" and "k[sub]". A name without '[' is stored as is (an empty
+ * one dropped). The other two take the branches Rack's method takes for
+ * them when name is ASCII (char and byte offsets agree), does not start
+ * with '[' and the depth limit allows one level down (q->nested == 2).
+ * Every other name, and every type conflict, goes to Rack's own method.
+ */
 static void add_nested(struct query_parse *q, VALUE k, VALUE v)
 {
-    if (memchr(RSTRING_PTR(k), '[', (size_t)RSTRING_LEN(k)) == NULL) {
-        if (RSTRING_LEN(k) > 0)
+    const char *p = RSTRING_PTR(k);
+    long len = RSTRING_LEN(k);
+    const char *br = memchr(p, '[', (size_t)len);
+    if (br == NULL) {
+        if (len > 0)
             rb_hash_aset(q->params, k, v);
         return;
     }
-    rb_funcall(q->parser, id_normalize_params, 4, q->params, k, v, INT2FIX(0));
+    long start = br - p;
+    if (q->nested < 2 || start == 0 || !rb_enc_str_asciionly_p(k)) {
+        normalize_in_ruby(q, k, v);
+    } else if (len - start == 2 && br[1] == ']') {
+        add_to_array(q, k, start, v);
+    } else if (one_hash_level(br, len - start)) {
+        add_to_hash(q, k, start, v);
+    } else {
+        normalize_in_ruby(q, k, v);
+    }
 }
 
 static void add_pair(struct query_parse *q, const char *piece, size_t len)
@@ -115,7 +186,8 @@ static int byte_scannable(VALUE qs)
 
 /*
  * parse(parser, qs, sep, params, nested, bytesize_limit, params_limit):
- * fills params from qs and returns true, or returns false at once when qs
+ * fills params from qs (nested: 0 parse_query, 1 parse_nested_query,
+ * 2 the same with a depth limit of 2 or more) and returns true, or returns false at once when qs
  * is not a String this loop reads as Rack would (the caller then lets Rack
  * parse). The limits are Integers >= 1 (the caller checks).
  */
@@ -129,8 +201,8 @@ static VALUE query_parse(VALUE mod, VALUE parser, VALUE qs, VALUE sep, VALUE par
     /* A frozen copy: Ruby code run for a nested name cannot change the
      * bytes this loop is reading. */
     VALUE frozen = rb_str_new_frozen(qs);
-    struct query_parse q = {parser,       frozen,       params, RSTRING_PTR(frozen), (size_t)RSTRING_LEN(frozen),
-                            NUM2INT(sep), RTEST(nested)};
+    struct query_parse q = {parser,       frozen,         params, RSTRING_PTR(frozen), (size_t)RSTRING_LEN(frozen),
+                            NUM2INT(sep), NUM2INT(nested)};
     check_limits(&q, NUM2LONG(bytesize_limit), NUM2LONG(params_limit));
     size_t pos = 0;
     int more = 1;
@@ -147,6 +219,7 @@ static VALUE query_parse(VALUE mod, VALUE parser, VALUE qs, VALUE sep, VALUE par
 void Init_oribi_query_parser(VALUE mOribi)
 {
     id_normalize_params = rb_intern("_normalize_params");
+    id_make_params = rb_intern("make_params");
     VALUE m = rb_define_module_under(mOribi, "Query");
     rb_define_module_function(m, "parse", query_parse, 7);
 }
