@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "minitest/autorun"
+require "minitest/mock"
 require_relative "support/query_differential"
 
 # Oribi::QueryParser must be indistinguishable from Rack::QueryParser:
@@ -75,7 +76,19 @@ class QueryParserTest < Minitest::Test
     assert_instance_of Oribi::QueryParser, Rack::Utils.default_query_parser
     own = Class.new(Rack::QueryParser).make_default(5)
     Rack::Utils.default_query_parser = own
-    assert_same own, Oribi::QueryParser.install
+    _, err = capture_subprocess_io { assert_same own, Oribi::QueryParser.install }
+    assert_match(/fast_query_parser: off, the app installed its own/, err)
+  ensure
+    Rack::Utils.default_query_parser = saved
+  end
+
+  def test_install_leaves_a_rack_it_was_not_checked_against
+    saved = Rack::Utils.default_query_parser
+    Rack::Utils.default_query_parser = rack = Rack::QueryParser.make_default(32)
+    Rack.stub(:release, "3.1.9") do
+      _, err = capture_subprocess_io { assert_same rack, Oribi::QueryParser.install }
+      assert_match(/mirrors Rack 3.2 and this is Rack 3.1.9/, err)
+    end
   ensure
     Rack::Utils.default_query_parser = saved
   end

@@ -3,6 +3,7 @@
 require "rack"
 require "rack/query_parser"
 require "oribi/oribi"
+require "oribi/log"
 
 module Oribi
   # Rack::QueryParser with the pair loop in C (Oribi::Query.parse): the
@@ -14,13 +15,23 @@ module Oribi
   # scan) is left to Rack. Installed by the fast_query_parser option.
   class QueryParser < Rack::QueryParser
     SEPARATORS = { nil => 0, "&" => 0, ";" => 1, ";," => 2 }.freeze
+    # The Rack whose parser this one mirrors and is tested against; with
+    # another, install leaves Rack's parser in place.
+    RACK_RELEASE = /\A3\.2\./
 
     # Makes Rack's default parser (what Rack::Request uses) one of this
-    # class, with its limits. A parser of another class (an app's own) is
-    # left in place; returns the one in place.
+    # class, with its limits. A parser of another class (an app's own), or
+    # any under another Rack release, is left in place (the log says so);
+    # returns the one in place.
     def self.install
       current = Rack::Utils.default_query_parser
-      Rack::Utils.default_query_parser = from(current) if current.instance_of?(Rack::QueryParser)
+      if !RACK_RELEASE.match?(Rack.release)
+        Log.info("fast_query_parser: off, it mirrors Rack 3.2 and this is Rack #{Rack.release}")
+      elsif current.instance_of?(Rack::QueryParser)
+        Rack::Utils.default_query_parser = from(current)
+      elsif !current.is_a?(self)
+        Log.info("fast_query_parser: off, the app installed its own #{current.class}")
+      end
       Rack::Utils.default_query_parser
     end
 
