@@ -19,7 +19,10 @@ class QueryParserTest < Minitest::Test
     "a[][b]=1&a[][c]=2&a[][b]=3", "a[]=1&a[b]=2", "a[b]=1&a[]=2", "a=1&a[b]=2", "a[b]=1&a=2", "a[b]=1&a[b][c]=2",
     "a[", "a[=1", "a]=1", "[a]=1", "[]=1", "[=1", "a[]]=1", "a[b]c=1", "a[][]=1", "a[][][]=1", "a[b][c][d]=1",
     "a%5Bb%5D=1", "a[%FF]=1&a[%FF][x]=2", "a[][%FF]=1&a[][%FF]=2", "a[][b[c]]=1", "a[][b]c]=1",
-    "a;b=1", "a,b", "a=1;b=2&c=3", "x[y][z]=1&x[y][z][]=2", "x[][y][z]=1&x[][y][w]=2&x[][y][z]=3"
+    "a;b=1", "a,b", "a=1;b=2&c=3", "x[y][z]=1&x[y][z][]=2", "x[][y][z]=1&x[][y][w]=2&x[][y][z]=3",
+    # the names the C loop builds itself, against every earlier type
+    "a=1&a[]=2", "a&a[]=1", "a&a[b]=1", "a[]=1&a[]", "a[b]&a[b]=2", "a[b]=1&a[b]=2", "a[]=1&a=2&a[]=3",
+    "a[b][]=1&a[b]=2", "é[b]=1&é[]=2", "%C3%A9[b]=1", "a[é]=1", "a[b c]=1", "a+b[c+d]=1", "a%5B%5D=1&a[]=2"
   ].freeze
 
   def assert_like_rack(limits, method, qs, sep = nil)
