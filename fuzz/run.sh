@@ -1,28 +1,36 @@
 #!/bin/sh
-# Builds the libFuzzer target (ASan + UBSan) into fuzz/build/ and fuzzes for
-# SECONDS (default 60) from fuzz/seeds/ plus the corpus kept in
-# fuzz/corpus-run/. Exits non-zero when a crash is found; the input that
+# Builds a libFuzzer target (ASan + UBSan) into fuzz/build/ and fuzzes for
+# SECONDS (default 60) from its seeds plus the corpus it keeps.
+# TARGET=parser (default: fuzz/parser_fuzz.c, the request/response parser
+# and chunked decoder; seeds fuzz/seeds/, corpus fuzz/corpus-run/) or
+# TARGET=query (fuzz/query_fuzz.c, fast_query_parser's splitting and
+# decoding; seeds fuzz/seeds-query/, corpus fuzz/corpus-query/). Exits non-zero when a crash is found; the input that
 # crashed is left in fuzz/build/ (crash-*), ready to become a regression test.
 # JOBS=N runs N fuzzing processes in parallel. RUNS=N stops after N
 # executions instead (SECONDS then only caps the time; 0 = no cap).
-# Usage: fuzz/run.sh [SECONDS]
+# Usage: [TARGET=query] fuzz/run.sh [SECONDS]
 set -eu
 seconds=${1:-60}
 jobs=${JOBS:-1}
 root=$(cd "$(dirname "$0")/.." && pwd)
+target=${TARGET:-parser}
 build=$root/fuzz/build
-corpus=$root/fuzz/corpus-run
+case $target in
+parser) corpus=$root/fuzz/corpus-run seeds=$root/fuzz/seeds sources=$root/ext/oribi/http/chunked.c ;;
+query) corpus=$root/fuzz/corpus-query seeds=$root/fuzz/seeds-query sources=$root/ext/oribi/http/query.c ;;
+*) echo "TARGET must be parser or query" >&2; exit 2 ;;
+esac
 mkdir -p "$build" "$corpus"
 
 ${CLANG:-clang} -g -O1 -std=gnu11 -Wall -Wextra -Wno-unused-function \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root/ext/oribi" -o "$build/parser_fuzz" \
-    "$root/fuzz/parser_fuzz.c" "$root/ext/oribi/http/chunked.c"
+    -I"$root/ext/oribi" -o "$build/${target}_fuzz" \
+    "$root/fuzz/${target}_fuzz.c" $sources
 
 cd "$build"
 set -- -max_total_time="$seconds" -runs="${RUNS:--1}" -max_len=8192 -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$build/" "$corpus" "$root/fuzz/seeds"
+    -artifact_prefix="$build/" "$corpus" "$seeds"
 if [ "$jobs" -gt 1 ]; then
-    exec ./parser_fuzz -jobs="$jobs" -workers="$jobs" "$@"
+    exec "./${target}_fuzz" -jobs="$jobs" -workers="$jobs" "$@"
 fi
-exec ./parser_fuzz "$@"
+exec "./${target}_fuzz" "$@"

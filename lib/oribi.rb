@@ -26,4 +26,5 @@ module Oribi
   autoload :Ctl, "oribi/ctl"
   autoload :Mold, "oribi/mold"
   autoload :Refork, "oribi/refork"
+  autoload :QueryParser, "oribi/query_parser"
 end

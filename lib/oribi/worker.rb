@@ -64,6 +64,8 @@ module Oribi
       @server.write_pid_file if @standalone
       start_soft_timeout if @soft
       @config.hook(:after_worker_boot, @server, @index)
+      # After the hook: a depth limit the app set there is carried over.
+      QueryParser.install if @config[:fast_query_parser]
       title
       @ready&.write("#{@index} #{Process.pid}\n")
       @ready&.close unless @link # a mold forks workers that report on it

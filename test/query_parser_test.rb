@@ -1,0 +1,150 @@
+# frozen_string_literal: true
+
+require "minitest/autorun"
+require "minitest/mock"
+require_relative "support/query_differential"
+
+# Oribi::QueryParser must be indistinguishable from Rack::QueryParser:
+# every input below, and thousands of seeded random ones, go through both
+# and the results (classes, bytes, encodings) or errors (class, message)
+# must be the same.
+class QueryParserTest < Minitest::Test
+  D = QueryDifferential
+  DEFAULT = D::Limits.new(32, 4_194_304, 4096)
+
+  CASES = [
+    "", "a", "a=", "=", "=a", "==", "a=b=c", "a=1&a=2", "a&a=1", "a=1&a", "&", "&&a=1&&", "& a=1&  b=2",
+    "a =1", " a=1", "a+b=c+d", "a%20b=%41%42", "%2B=%2b", "a=%", "a=%4", "a=%zz", "%=1", "a=%%41", "a=%2541",
+    "a=%E9", "a=%C3%A9", "é=ü", "a=\xFF", "a=%FF&b=\xFF", "a[]=1&a[]=2", "a[b]=1&a[c]=2", "a[b][]=1&a[b][]=2",
+    "a[][b]=1&a[][c]=2&a[][b]=3", "a[]=1&a[b]=2", "a[b]=1&a[]=2", "a=1&a[b]=2", "a[b]=1&a=2", "a[b]=1&a[b][c]=2",
+    "a[", "a[=1", "a]=1", "[a]=1", "[]=1", "[=1", "a[]]=1", "a[b]c=1", "a[][]=1", "a[][][]=1", "a[b][c][d]=1",
+    "a%5Bb%5D=1", "a[%FF]=1&a[%FF][x]=2", "a[][%FF]=1&a[][%FF]=2", "a[][b[c]]=1", "a[][b]c]=1",
+    "a;b=1", "a,b", "a=1;b=2&c=3", "x[y][z]=1&x[y][z][]=2", "x[][y][z]=1&x[][y][w]=2&x[][y][z]=3",
+    # the names the C loop builds itself, against every earlier type
+    "a=1&a[]=2", "a&a[]=1", "a&a[b]=1", "a[]=1&a[]", "a[b]&a[b]=2", "a[b]=1&a[b]=2", "a[]=1&a=2&a[]=3",
+    "a[b][]=1&a[b]=2", "é[b]=1&é[]=2", "%C3%A9[b]=1", "a[é]=1", "a[b c]=1", "a+b[c+d]=1", "a%5B%5D=1&a[]=2"
+  ].freeze
+
+  def assert_like_rack(limits, method, qs, sep = nil)
+    diff = D.compare(limits, method, qs, sep)
+    assert_nil diff, -> { "differs from Rack:\n#{diff.pretty_inspect}" }
+  end
+
+  def test_hand_written_cases_nested_and_flat_every_separator_and_encoding
+    CASES.each do |qs|
+      [Encoding::UTF_8, Encoding::BINARY, Encoding::US_ASCII].each do |enc|
+        [nil, "&", ";", ";,"].each do |sep|
+          assert_like_rack(DEFAULT, :parse_nested_query, qs.dup.force_encoding(enc), sep)
+          assert_like_rack(DEFAULT, :parse_query, qs.dup.force_encoding(enc), sep)
+        end
+      end
+    end
+  end
+
+  def test_limits_give_rack_errors_and_messages
+    assert_raises_like_rack(D::Limits.new(32, 5, 4096), "a=1234")
+    assert_raises_like_rack(D::Limits.new(32, 4096, 2), "a=1&b=2&c=3&d")
+    assert_raises_like_rack(D::Limits.new(2, 4096, 4096), "a[b][c]=1")
+    assert_raises_like_rack(D::Limits.new(32, 4096, 4096), "a=1&a[b]=2")
+    assert_raises_like_rack(D::Limits.new(32, 4096, 4096), "a=%")
+    assert_raises_like_rack(D::Limits.new(32, 4096, 4096), "a=1&b=\xFF".dup.force_encoding("UTF-8"))
+  end
+
+  def assert_raises_like_rack(limits, qs)
+    rack, oribi = D.parsers(limits)
+    expected = assert_raises(Rack::BadRequest) { rack.parse_nested_query(qs) }
+    actual = assert_raises(expected.class) { oribi.parse_nested_query(qs) }
+    assert_equal [expected.message, expected.message.encoding], [actual.message, actual.message.encoding]
+  end
+
+  def test_the_c_loop_runs_for_the_requests_it_is_meant_for
+    calls = 0
+    counting = Module.new { define_method(:parse) { |*a| calls += 1 and super(*a) } }
+    Oribi::Query.singleton_class.prepend(counting)
+    parser = D.parsers(DEFAULT).last
+    assert_equal({ "a" => { "b" => ["1"] } }, parser.parse_nested_query("a[b][]=1", "&"))
+    assert_equal({ "q" => "x y" }, parser.parse_query("q=x+y"))
+    assert_equal 2, calls
+  ensure
+    counting&.send(:remove_method, :parse)
+  end
+
+  def test_install_keeps_rack_limits_and_leaves_an_apps_own_parser
+    saved = Rack::Utils.default_query_parser
+    Rack::Utils.default_query_parser = Rack::QueryParser.new(Rack::QueryParser::Params, 7, bytesize_limit: 99)
+    installed = Oribi::QueryParser.install
+    assert_instance_of Oribi::QueryParser, Rack::Utils.default_query_parser
+    assert_equal [7, 99], [installed.param_depth_limit, installed.bytesize_limit]
+    Rack::Utils.param_depth_limit = 3
+    assert_instance_of Oribi::QueryParser, Rack::Utils.default_query_parser
+    own = Class.new(Rack::QueryParser).make_default(5)
+    Rack::Utils.default_query_parser = own
+    _, err = capture_subprocess_io { assert_same own, Oribi::QueryParser.install }
+    assert_match(/fast_query_parser: off, the app installed its own/, err)
+  ensure
+    Rack::Utils.default_query_parser = saved
+  end
+
+  def test_install_leaves_a_rack_it_was_not_checked_against
+    saved = Rack::Utils.default_query_parser
+    Rack::Utils.default_query_parser = rack = Rack::QueryParser.make_default(32)
+    Rack.stub(:release, "3.1.9") do
+      _, err = capture_subprocess_io { assert_same rack, Oribi::QueryParser.install }
+      assert_match(/mirrors Rack 3.2 and this is Rack 3.1.9/, err)
+    end
+  ensure
+    Rack::Utils.default_query_parser = saved
+  end
+
+  def test_seeded_random_inputs_agree
+    seed = Integer(ENV.fetch("QUERY_SEED", 19))
+    mismatches = D.run(seed, 8000)
+    assert_empty mismatches.first(3), "seed #{seed}: #{mismatches.size} of 8000 differ"
+  end
+
+  # Lengths grow tenfold; a quadratic step would make the 100x input take
+  # far more than 100x the time of the small one.
+  def test_time_grows_linearly_with_input
+    parser = D.parsers(D::Limits.new(32, 2**24, 2**20)).last
+    small, big = [100, 10_000].map { |n| Array.new(n) { |i| "k#{i}[x]=%41+#{i}" }.join("&") }
+    t_small = elapsed { 20.times { parser.parse_nested_query(small) } } / 20
+    t_big = elapsed { parser.parse_nested_query(big) }
+    assert_operator t_big, :<, t_small * 100 * 8, "100x the input took #{(t_big / t_small).round}x the time"
+  end
+
+  def elapsed
+    t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    yield
+    Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+  end
+end
+
+require_relative "test_helper"
+
+# Through a real server: with fast_query_parser the worker's
+# Rack::Request parses with Oribi::QueryParser, to Rack's results.
+class QueryParserServerTest < Minitest::Test
+  include HTTPClient
+
+  QUERY = "a[b][]=1&a[b][]=2&c=%41+b&d"
+  FORM = "user[name]=Ann&user[tags][]=x&q=%E9"
+
+  def params_over(*args)
+    srv = ServerProcess.new("params.ru", *args, workers: 1)
+    form = { "Content-Type" => "application/x-www-form-urlencoded" }
+    [request(srv.tcp, "/?#{QUERY}", method: "POST", headers: form, body: FORM).body,
+     request(srv.tcp, "/?a=%zz").body]
+  ensure
+    srv&.stop
+  end
+
+  def test_the_option_installs_the_c_parser_with_rack_results
+    rack = Rack::QueryParser.make_default(32)
+    expected = "#{rack.parse_nested_query(QUERY).inspect}\n#{rack.parse_nested_query(FORM).inspect}"
+    ok, bad = params_over("--fast-query-parser")
+    assert_equal "Oribi::QueryParser 32\n#{expected}", ok
+    assert_equal "Oribi::QueryParser 32\nRack::QueryParser::InvalidParameterError: invalid %-encoding (%zz)", bad
+    ok, = params_over
+    assert_equal "Rack::QueryParser 32\n#{expected}", ok
+  end
+end
