@@ -1,0 +1,55 @@
+# frozen_string_literal: true
+
+require "fileutils"
+require "socket"
+require "timeout"
+require "tmpdir"
+
+# A real proxy (nginx, haproxy) a test starts in front of Oribi: clients on
+# 127.0.0.1:PORT, its files in a tmpdir of its own, run in the foreground
+# in its own process group, stopped with TERM then KILL. A subclass writes
+# its config and says how to start it (the block given to super).
+class ProxyProcess
+  attr_reader :port, :dir
+
+  # The block gets the tmpdir and returns the command line.
+  def initialize(name)
+    @name = name
+    @dir = Dir.mktmpdir("oribi-#{name}")
+    @port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    @log = File.join(@dir, "#{name}.out")
+    @pid = Process.spawn(*yield(@dir), %i[out err] => @log, pgroup: true)
+    ready = wait_until(timeout: 10) do
+      TCPSocket.new("127.0.0.1", @port).close || true
+    rescue Errno::ECONNREFUSED
+      false
+    end
+    raise "#{name} did not start:\n#{log}" unless ready
+  end
+
+  # What it printed, and the files it logs to.
+  def log = log_files.select { |f| File.exist?(f) }.map { |f| File.read(f) }.join
+  def tcp = TCPSocket.new("127.0.0.1", @port)
+
+  def stop
+    begin
+      Process.kill(:TERM, @pid)
+      Timeout.timeout(10) { Process.wait(@pid) }
+    rescue Timeout::Error
+      Process.kill(:KILL, -@pid)
+      Process.wait(@pid)
+    rescue Errno::ESRCH, Errno::ECHILD
+      nil
+    end
+    begin
+      Process.kill(:KILL, -@pid) # its workers, should any be left
+    rescue Errno::ESRCH, Errno::EPERM
+      nil
+    end
+    FileUtils.rm_rf(@dir)
+  end
+
+  private
+
+  def log_files = [@log]
+end
