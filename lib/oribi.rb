@@ -27,4 +27,5 @@ module Oribi
   autoload :Mold, "oribi/mold"
   autoload :Refork, "oribi/refork"
   autoload :QueryParser, "oribi/query_parser"
+  autoload :Privileges, "oribi/privileges"
 end

@@ -185,6 +185,23 @@ class CLITest < Minitest::Test
     srv&.stop
   end
 
+  # user: the app runs unprivileged in the workers; the master, which
+  # binds and forks, keeps what it started with (as Unicorn's).
+  def test_workers_run_as_the_given_user
+    skip "needs root to change user" unless Process.uid.zero?
+    nobody = Etc.getpwnam("nobody")
+    srv = ServerProcess.new(File.join(APPS, "env.ru"), "--user", "nobody", workers: 1)
+    assert_equal 200, HTTPClient.request(srv.tcp, "/").status
+    assert wait_until { srv.worker_pids.size == 1 }
+    uid = ->(pid) { File.read("/proc/#{pid}/status")[/^Uid:\s+(\d+)/, 1].to_i }
+    gid = ->(pid) { File.read("/proc/#{pid}/status")[/^Gid:\s+(\d+)/, 1].to_i }
+    worker = srv.worker_pids.first
+    assert_equal [nobody.uid, nobody.gid], [uid.call(worker), gid.call(worker)]
+    assert_equal 0, uid.call(srv.pid)
+  ensure
+    srv&.stop
+  end
+
   def test_term_lets_the_request_in_flight_finish
     srv = ServerProcess.new("slow.ru", tcp: false)
     s = srv.unix

@@ -79,6 +79,14 @@ class ConfigTest < Minitest::Test
     assert_match(/min_requests \(20\) is above max_requests \(10\)/, e.message)
   end
 
+  def test_user_needs_workers
+    e = assert_raises(Oribi::Config::Error) { Oribi::Config.load(user: "nobody", workers: 0) }
+    assert_match(/user nobody is for workers/, e.message)
+    assert_equal "nobody", Oribi::Config.load(user: "nobody", workers: 1)[:user]
+    e = assert_raises(Oribi::Config::Error) { Oribi::Privileges.parse("no-such-user-here") }
+    assert_match(/no such user/, e.message)
+  end
+
   def test_syntax_error
     with_file("workers 2\nbind 'x\n") do |path|
       e = assert_raises(Oribi::Config::Error) { Oribi::Config.load(config_file: path) }

@@ -69,6 +69,9 @@ module Oribi
     # Checks across options, and the defaults taken from the environment.
     def check!
       OPTIONS.each_key { |k| self[k] }
+      if self[:user] && self[:workers].zero?
+        raise Error, "user #{self[:user]} is for workers: it needs workers 1 or more"
+      end
       if self[:min_requests].positive? && self[:max_requests] < self[:min_requests]
         raise Error, "min_requests (#{self[:min_requests]}) is above max_requests (#{self[:max_requests]})"
       end

@@ -236,6 +236,7 @@ module Oribi
       opt(:stdout_path,        ["--stdout FILE"],             PATH,    unset("inherited"),                  nil,                 "append stdout to FILE, reopened on USR1"),
       opt(:stderr_path,        ["--stderr FILE"],             PATH,    unset("inherited"),                  nil,                 "append stderr to FILE, reopened on USR1"),
       opt(:pid_file,           ["--pid FILE"],                PATH,    nil,                                 nil,                 "write the server's pid to FILE"),
+      opt(:user,               ["--user USER[:GROUP]"],       OPT_STR, unset("the master's"),               nil,                 "workers run as this user (and group), the master as it was started"),
       opt(:restart_file,       ["--restart-file FILE"],       PATH,    nil,                                 nil,                 "restart with the app's new code when FILE is touched"),
       opt(:control,            ["--control URI"],             OPT_STR, unset("off"),                        CONTROL_URI,         "stats, readyz, restart at unix:///PATH or tcp://HOST:PORT"),
       opt(:control_token,      ["--control-token TOKEN"],     OPT_STR, env("ORIBI_CONTROL_TOKEN", nil),     nil,                 "token the control endpoint requires; needed for TCP"),

@@ -97,6 +97,7 @@ module Oribi
     # become the next mold when promoted (GENERATION), exit without at_exit.
     def self.run_forked(server, app, index:, ready:, scoreboard:, row:, link:, generation:)
       yield
+      Privileges.drop(server.config[:user]) if server.config[:user]
       Process.setproctitle("oribi worker[#{index}] booting")
       server.config.hook(:after_fork, server, index)
       app ||= server.load_app
