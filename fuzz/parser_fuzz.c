@@ -35,13 +35,7 @@
 
 #include <stdio.h>
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 #define MAX_PIECES 16
 #define HEADER_CAP 64

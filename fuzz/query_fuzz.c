@@ -22,13 +22,7 @@
 
 #include "http/query.h"
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 static int sep_byte(int sep, unsigned char c)
 {

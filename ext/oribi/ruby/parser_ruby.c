@@ -18,6 +18,16 @@ static VALUE bytes(const char *p, size_t n)
     return rb_str_new(p, (long)n);
 }
 
+/* [[name, value], ...] of a parsed head. */
+static VALUE header_pairs(const struct oribi_header *headers, size_t n)
+{
+    VALUE pairs = rb_ary_new_capa((long)n);
+    for (size_t i = 0; i < n; i++)
+        rb_ary_push(pairs, rb_assoc_new(bytes(headers[i].name, headers[i].name_len),
+                                        bytes(headers[i].value, headers[i].value_len)));
+    return pairs;
+}
+
 static size_t limit_arg(VALUE v, size_t dflt)
 {
     return NIL_P(v) ? dflt : NUM2SIZET(v);
@@ -28,7 +38,7 @@ static size_t limit_arg(VALUE v, size_t dflt)
 static VALUE parser_parse(int argc, VALUE *argv, VALUE self)
 {
     static ID kw_ids[3];
-    VALUE str, last, opts, kw[3] = {Qundef, Qundef, Qundef}, h, hs, tmp = 0;
+    VALUE str, last, opts, kw[3] = {Qundef, Qundef, Qundef}, h, tmp = 0;
     struct oribi_limits lim;
     struct oribi_request req;
     struct oribi_header *headers;
@@ -78,11 +88,7 @@ static VALUE parser_parse(int argc, VALUE *argv, VALUE self)
         rb_hash_aset(h, sym("target"), bytes(req.target, req.target_len));
         rb_hash_aset(h, sym("path"), bytes(req.path, req.path_len));
         rb_hash_aset(h, sym("minor_version"), INT2NUM(req.minor_version));
-        hs = rb_ary_new_capa((long)req.num_headers);
-        for (size_t i = 0; i < req.num_headers; i++)
-            rb_ary_push(hs, rb_assoc_new(bytes(headers[i].name, headers[i].name_len),
-                                         bytes(headers[i].value, headers[i].value_len)));
-        rb_hash_aset(h, sym("headers"), hs);
+        rb_hash_aset(h, sym("headers"), header_pairs(headers, req.num_headers));
         rb_hash_aset(h, sym("host"), req.host ? bytes(req.host, req.host_len) : Qnil);
         rb_hash_aset(h, sym("content_length"), req.content_length < 0 ? Qnil : LL2NUM(req.content_length));
         rb_hash_aset(h, sym("chunked"), req.chunked ? Qtrue : Qfalse);
@@ -117,7 +123,7 @@ static VALUE framing_sym(int framing)
 static VALUE parser_parse_response(int argc, VALUE *argv, VALUE self)
 {
     static ID kw_head;
-    VALUE str, opts, head = Qfalse, h = rb_hash_new(), hs;
+    VALUE str, opts, head = Qfalse, h = rb_hash_new();
     struct oribi_header headers[ORIBI_DEFAULT_MAX_HEADERS];
     struct oribi_response_head res;
     int r;
@@ -144,11 +150,7 @@ static VALUE parser_parse_response(int argc, VALUE *argv, VALUE self)
         rb_hash_aset(h, sym("status"), INT2NUM(res.status));
         rb_hash_aset(h, sym("reason"), bytes(res.reason, res.reason_len));
         rb_hash_aset(h, sym("minor_version"), INT2NUM(res.minor_version));
-        hs = rb_ary_new_capa((long)res.num_headers);
-        for (size_t i = 0; i < res.num_headers; i++)
-            rb_ary_push(hs, rb_assoc_new(bytes(headers[i].name, headers[i].name_len),
-                                         bytes(headers[i].value, headers[i].value_len)));
-        rb_hash_aset(h, sym("headers"), hs);
+        rb_hash_aset(h, sym("headers"), header_pairs(headers, res.num_headers));
         rb_hash_aset(h, sym("content_length"), res.content_length < 0 ? Qnil : LL2NUM(res.content_length));
         rb_hash_aset(h, sym("framing"), framing_sym(res.framing));
         rb_hash_aset(h, sym("keepalive"), res.keepalive ? Qtrue : Qfalse);
