@@ -566,9 +566,21 @@ static int has_room(struct oribi_loop *loop)
     return loop->nconns < loop->opt.max_connections || shed_candidate(loop);
 }
 
+/* How many the tally counted since its last log line, when one is due now
+ * (the first at once, then at most every every_ms), else 0. */
+static uint64_t tally_due(struct oribi_tally *t, int64_t now, int64_t every_ms)
+{
+    if (t->count == t->told || (t->told && now - t->told_at < every_ms))
+        return 0;
+    uint64_t n = t->count - t->told;
+    t->told = t->count;
+    t->told_at = now;
+    return n;
+}
+
 /* A new connection took the place of the oldest that was not sending a
  * request: said in the log at once, then at most every SHED_LOG_MS with
- * the count since, so that a flood cannot flood the log too. */
+ * the count since. */
 static void shed_one(struct oribi_loop *loop)
 {
     struct oribi_conn *c = shed_candidate(loop);
@@ -577,14 +589,12 @@ static void shed_one(struct oribi_loop *loop)
     /* An event for it may still be in this epoll batch and reach the
      * conn that reuses its struct: at worst one read that finds nothing. */
     conn_close(loop, c);
-    loop->shed++;
-    if (loop->shed_logged && loop->now - loop->shed_logged_at < SHED_LOG_MS)
-        return;
-    oribi_log("max_connections (%u) reached: closed %llu idle or incomplete connection(s) to take new ones%s",
-              loop->opt.max_connections, (unsigned long long)(loop->shed - loop->shed_logged),
-              loop->shed_logged ? " since the last such line" : "");
-    loop->shed_logged = loop->shed;
-    loop->shed_logged_at = loop->now;
+    loop->shed.count++;
+    int first = loop->shed.told == 0;
+    uint64_t n = tally_due(&loop->shed, loop->now, SHED_LOG_MS);
+    if (n)
+        oribi_log("max_connections (%u) reached: closed %llu idle or incomplete connection(s) to take new ones%s",
+                  loop->opt.max_connections, (unsigned long long)n, first ? "" : " since the last such line");
 }
 
 /* Accepting again, unless something still says no: a pause, every app
@@ -845,15 +855,12 @@ static void shed_backlog(struct oribi_loop *loop)
             dropped++;
         }
     }
-    /* One line a second at most, counting the clients dropped since the last. */
-    loop->dropped_unlogged += dropped;
-    if (loop->dropped_unlogged && loop->now - loop->dropped_logged_ms >= 1000) {
-        oribi_log(
-            "write backlog %zu bytes over max_write_backlog %zu: dropped %u client(s) that read nothing for %d ms",
-            before, loop->budget.cap, loop->dropped_unlogged, SHED_STALL_MS);
-        loop->dropped_logged_ms = loop->now;
-        loop->dropped_unlogged = 0;
-    }
+    loop->dropped.count += dropped;
+    uint64_t n = tally_due(&loop->dropped, loop->now, 1000);
+    if (n)
+        oribi_log("write backlog %zu bytes over max_write_backlog %zu: dropped %llu client(s) that read nothing for "
+                  "%d ms",
+                  before, loop->budget.cap, (unsigned long long)n, SHED_STALL_MS);
 }
 
 static void expire_timers(struct oribi_loop *loop)

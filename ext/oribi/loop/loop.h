@@ -52,6 +52,14 @@ struct oribi_pending {
     uint32_t gen;
 };
 
+/* A count the log reports as it grows, at most every so often, so that a
+ * flood of events cannot flood the log too. */
+struct oribi_tally {
+    uint64_t count;
+    uint64_t told;   /* of which a log line told already */
+    int64_t told_at; /* when (ms) */
+};
+
 struct oribi_loop {
     int epfd;
     int wakefd; /* eventfd: interrupts epoll_wait from any thread */
@@ -88,13 +96,10 @@ struct oribi_loop {
     uint64_t requests;                /* requests handed to the app */
     uint64_t rejected;                /* requests answered with an error by the loop */
     unsigned nidle;                   /* conns waiting for a next request (on the idle timer) */
-    uint64_t shed;                    /* conns closed to make room for new ones (max_connections) */
-    uint64_t shed_logged;             /* of which the log told already */
-    int64_t shed_logged_at;           /* when it last did (ms) */
+    struct oribi_tally shed;          /* conns closed to make room for new ones (max_connections) */
     struct oribi_score *score;        /* where the conn counts are published, or NULL */
     struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog) */
-    int64_t dropped_logged_ms;        /* the last "dropped clients" line, at most one a second */
-    unsigned dropped_unlogged;        /* clients that read nothing dropped since that line */
+    struct oribi_tally dropped;       /* clients dropped for reading nothing (max_write_backlog) */
 };
 
 enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };
