@@ -20,22 +20,29 @@ class ServerProcess
 
   # spawn: extra Process.spawn options, e.g. rlimit_nofile: 64
   def initialize(app, *args, workers: 0, tcp: true, unix: true, env: {}, sock: nil, port: nil, spawn: {})
-    @dir = Dir.mktmpdir("oribi-test")
-    @sock = sock || File.join(@dir, "s.sock")
-    @log_path = File.join(@dir, "log")
-    @port = port || free_port if tcp
     @unix = unix
-    binds = []
-    binds += ["-b", "tcp://127.0.0.1:#{@port}"] if tcp
-    binds += ["-b", "unix://#{@sock}"] if unix
     app = File.join(APPS, app) unless app.start_with?("/", "./") # ./: relative to spawn's chdir
-    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), *(["-w", workers.to_s] if workers), *binds, *args, app]
-    @pid = Process.spawn(env, *cmd, %i[out err] => @log_path, pgroup: true, **spawn)
-    begin
-      wait_ready
-    rescue StandardError
-      stop(:KILL) # a server that never got ready must not outlive the test
-      raise
+    # A free port may be taken by another test process before the server
+    # binds it (tests run in parallel): then again, on another.
+    3.times do |attempt|
+      @dir = Dir.mktmpdir("oribi-test")
+      @sock = sock || File.join(@dir, "s.sock")
+      @log_path = File.join(@dir, "log")
+      @port = port || free_port if tcp
+      binds = []
+      binds += ["-b", "tcp://127.0.0.1:#{@port}"] if tcp
+      binds += ["-b", "unix://#{@sock}"] if unix
+      cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), *(["-w", workers.to_s] if workers), *binds, *args, app]
+      @pid = Process.spawn(env, *cmd, %i[out err] => @log_path, pgroup: true, **spawn)
+      begin
+        wait_ready
+        return
+      rescue StandardError
+        stop(:KILL) # a server that never got ready must not outlive the test
+        raise unless tcp && port.nil? && attempt < 2 && log.include?("tcp://127.0.0.1:#{@port}: Address already in use")
+
+        @status = @final_log = nil
+      end
     end
   end
 
