@@ -36,7 +36,7 @@ class ServerProcess
       @pid = Process.spawn(env, *cmd, %i[out err] => @log_path, pgroup: true, **spawn)
       begin
         wait_ready
-        return
+        break
       rescue StandardError
         stop(:KILL) # a server that never got ready must not outlive the test
         raise unless tcp && port.nil? && attempt < 2 && log.include?("tcp://127.0.0.1:#{@port}: Address already in use")
