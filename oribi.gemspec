@@ -11,7 +11,7 @@ Gem::Specification.new do |s|
   s.authors = ["Oribi developers"]
   s.license = "MIT"
   s.required_ruby_version = ">= 3.1"
-  s.files = Dir["lib/**/*.rb", "ext/{oribi,oribi_bench}/**/*.{c,h,rb}", "exe/*", "*.md", "docs/*.md", "LICENSE"]
+  s.files = Dir["lib/**/*.rb", "lib/oribi/report/uplot/*", "ext/{oribi,oribi_bench}/**/*.{c,h,rb}", "exe/*", "*.md", "docs/*.md", "LICENSE"]
   s.bindir = "exe"
   s.executables = ["oribi"]
   s.extensions = ["ext/oribi/extconf.rb", "ext/oribi_bench/extconf.rb"]
