@@ -98,7 +98,8 @@ module NonReaders
     rescue Errno::EPERM
       nil # as many clients as the limit allows
     end
-    puts "| server | RSS growth, #{clients} non-readers of 1 MiB | then a GET / | a GET / beside a non-reader of a 16 MiB file | … of a 32 MiB each body |"
+    puts "| server | RSS growth, #{clients} non-readers of 1 MiB | then a GET / " \
+         "| GET / beside a non-reader of a 16 MiB file | … of a 32 MiB each body |"
     puts "|---|---|---|---|---|"
     Dir.mktmpdir do |dir|
       servers.each do |server|
