@@ -3,7 +3,7 @@
 require "etc"
 require "ipaddr"
 require "optparse"
-require "oribi/oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::MAX_THREADS
+require "oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::MAX_THREADS
 
 module Oribi
   # Every server option, written once: its name (the config file's method,
