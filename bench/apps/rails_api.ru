@@ -9,7 +9,11 @@ require "action_controller/railtie"
 class BenchRailsApp < Rails::Application
   config.load_defaults 7.2
   config.api_only = true
+  # what a generated config/environments/production.rb says
   config.eager_load = true
+  config.enable_reloading = false
+  config.consider_all_requests_local = false
+  config.public_file_server.enabled = false
   config.logger = Logger.new(nil)
   config.log_level = :fatal
   config.secret_key_base = "0" * 64
