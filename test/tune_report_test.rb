@@ -14,6 +14,7 @@ class TuneReportTest < Minitest::Test
 
   def result(workers, threads, throughput, rss_mib, status: :ok)
     { workers: workers, threads: threads, status: status, rate: throughput && throughput * 1.02, throughput: throughput,
+      interval: throughput && [throughput * 0.9995, throughput * 1.0505], busy: { others: 0.03, steal: 0.0 },
       latency: { p50: 0.01, p95: 0.02, p99: 0.03 }, cpu: 0.5,
       memory: { master_rss: 20 * MIB, master_pss: 15 * MIB, worker_rss: (rss_mib - 20) * MIB / workers,
                 worker_pss: 10 * MIB, total_rss: rss_mib * MIB, total_pss: (rss_mib - 10) * MIB },
@@ -97,8 +98,8 @@ class TuneReportTest < Minitest::Test
   def test_table_and_summary
     text = Oribi::Tune::Report.text(run_doc(limit: 100 * MIB))
     lines = text.lines
-    assert_match(/\A\s*workers\s+threads\s+max rate\s+throughput\s+p50\s+p95\s+p99\s+CPU\s+RSS\/worker\s+PSS\/worker\s+total RSS\s+note\n/, lines[0])
-    assert_match(/^\s+2\s+4\s+408\/s\s+400\.0\/s\s+10\.0ms\s+20\.0ms\s+30\.0ms\s+50%\s+22\.0MiB\s+10\.0MiB\s+64\.0MiB\s+best; recommended$/, text)
+    assert_match(/\A\s*workers\s+threads\s+max rate\s+95% interval\s+throughput\s+p50\s+p95\s+p99\s+CPU\s+others\s+RSS\/worker\s+PSS\/worker\s+total RSS\s+note\n/, lines[0])
+    assert_match(/^\s+2\s+4\s+408\/s\s+400–420\s+400\.0\/s\s+10\.0ms\s+20\.0ms\s+30\.0ms\s+50%\s+3%\s+22\.0MiB\s+10\.0MiB\s+64\.0MiB\s+best; recommended$/, text)
     assert_match(/^\s+4\s+4 .*130\.0MiB\s+over memory limit$/, text)
     assert_match(/^\s+4\s+8 .*skipped: projected over memory limit; 150\.0MiB > 100\.0MiB$/, text)
     assert_match(/^\s+1\s+8 .*no rate within SLO$/, text)
@@ -109,14 +110,18 @@ class TuneReportTest < Minitest::Test
 
   def test_json_document
     d = JSON.parse(Oribi::Tune::Report.json(run_doc(limit: 100 * MIB)))
-    assert_equal %w[slo path duration_s tolerance memory_limit_bytes settings recommendation], d.keys
+    assert_equal %w[slo path duration_s tolerance memory_limit_bytes settings contradictions recommendation], d.keys
     s = d["settings"][1]
-    assert_equal %w[workers threads status note max_rate throughput latency_ms cpu_percent memory_bytes steps], s.keys
+    assert_equal %w[workers threads status note max_rate rate_interval capacity throughput latency_ms cpu_percent
+                    others_cpu_percent steal_percent busy remeasured memory_bytes steps], s.keys
+    assert_equal [[399.8, 420.2], 3.0, false], [s["rate_interval"], s["others_cpu_percent"], s["busy"]]
     assert_equal [2, 4, "ok", 400.0, 30.0, 50.0], [s["workers"], s["threads"], s["status"], s["throughput"], s["latency_ms"]["p99"], s["cpu_percent"]]
     assert_equal %w[master_rss master_pss worker_rss worker_pss total_rss total_pss], s["memory_bytes"].keys
-    assert_equal [{ "rate" => 100.0, "throughput" => 99.0, "p99_ms" => 30.0, "pass" => true, "why" => nil },
-                  { "rate" => 200.0, "throughput" => 120.0, "p99_ms" => 900.0, "pass" => false, "why" => "p99 900.0ms > 200.0ms" }], s["steps"]
+    assert_equal [{ "rate" => 100.0, "throughput" => 99.0, "p99_ms" => 30.0, "pass" => true, "why" => nil, "others_percent" => nil },
+                  { "rate" => 200.0, "throughput" => 120.0, "p99_ms" => 900.0, "pass" => false, "why" => "p99 900.0ms > 200.0ms",
+                    "others_percent" => nil }], s["steps"]
     assert_equal({ "workers" => 2, "threads" => 4, "max_rate" => 408.0, "throughput" => 400.0 }, d["recommendation"]["cheapest"])
+    assert_equal ["high", []], d["recommendation"].values_at("confidence", "reasons")
     assert_equal "over memory limit", d["settings"][2]["status"]
     assert_equal "skipped: projected over memory limit", d["settings"][3]["status"]
   end
@@ -161,9 +166,9 @@ class TuneReportTest < Minitest::Test
 
   def test_estimate_and_progress_line
     cli = Oribi::Tune::CLI.new(StringIO.new, StringIO.new)
-    assert_equal "oribi tune: 4 settings × (boot, 0.5s warm-up, 0.5s estimate, ≤ 5 probes of 1s): about 43 s",
+    assert_equal "oribi tune: 4 settings × (boot, 0.5s warm-up, 3 × 0.5s capacity, ≤ 5 probes of 1s): about 47 s",
                  cli.estimate(parse("-w", "1..2", "-t", "1,4", "--quick", app))
-    assert_match(/: about 8 min\z/, cli.estimate(parse("-w", "1..2", app)))
+    assert_match(/: about 9 min\z/, cli.estimate(parse("-w", "1..2", app)))
     assert_equal "[2/4] 1w×4t  probe 3/5  412/s  last p99 23.1ms",
                  Oribi::Tune::Progress.line("1w×4t", 2, 4, "probe 3/5", rate: 412.3, last_p99: 0.0231)
   end

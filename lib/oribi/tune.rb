@@ -9,6 +9,7 @@ Oribi::Extension.require!("oribi_bench")
 require "oribi/bench"
 require "oribi/tune/slo"
 require "oribi/tune/search"
+require "oribi/tune/noise"
 require "oribi/tune/resources"
 require "oribi/tune/server"
 require "oribi/tune/recommend"
@@ -28,7 +29,7 @@ module Oribi
       def self.run(argv, out: $stdout, err: $stderr) = new(out, err).run(argv)
 
       DEFAULTS = { threads: [1, 2, 4, 8, 16], slo: "p99=200ms", path: "/", duration: 5.0, warmup: 2.0,
-                   steps: 8, tolerance: 0.05, environment: "production", boot_timeout: 60.0 }.freeze
+                   steps: 8, tolerance: 0.05, repeat: 3, environment: "production", boot_timeout: 60.0 }.freeze
       QUICK = { duration: 1.0, warmup: 0.5, steps: 5, tolerance: 0.1 }.freeze
       BOOT = 2.0 # seconds a boot and a stop take, for the estimate
 
@@ -64,7 +65,7 @@ module Oribi
                      "       oribi tune [options] --url URL | --unix PATH   (a running server: the rate search only)\n\n" \
                      "Starts the app for each workers × threads setting, finds the highest rate meeting the SLO\n" \
                      "(bisection), and recommends a setting. The total time is estimated when it starts\n" \
-                     "(defaults: #{Etc.nprocessors} × 5 settings of about 50 s each, #{minutes(Etc.nprocessors * 5 * 50)}). See docs/TUNE.md.\n\n"
+                     "(defaults: #{Etc.nprocessors} × 5 settings of about 55 s each, #{minutes(Etc.nprocessors * 5 * 55)}). See docs/TUNE.md.\n\n"
           o.on("-w", "--workers LIST",
                "worker counts: 1..4 or 1,2,4 (default 1..CPUs = 1..#{Etc.nprocessors})") { |x| v[:workers] = self.class.list(x) }
           o.on("-t", "--threads LIST", "threads per worker: 1..4 or 1,2,4 (default 1,2,4,8,16)") { |x| v[:threads] = self.class.list(x) }
@@ -76,6 +77,8 @@ module Oribi
                "discarded run after each boot, then as long again for the capacity estimate (default 2s)") do |x|
             given << :warmup && v[:warmup] = Bench::CLI.seconds(x)
           end
+          o.on("--repeat N", Integer,
+               "closed-loop capacity runs per setting, for its spread (default 3)") { |x| v[:repeat] = x }
           o.on("--steps N", Integer, "probes per setting at most (default 8)") { |x| given << :steps && v[:steps] = x }
           o.on("--tolerance PCT", Float,
                "stop bisecting when the bracket is this narrow, % (default 5)") { |x| given << :tolerance && v[:tolerance] = x / 100 }
@@ -127,6 +130,7 @@ module Oribi
         raise UsageError, "--duration must be positive" unless v[:duration].positive?
         raise UsageError, "--warmup must be positive" unless v[:warmup].positive?
         raise UsageError, "--steps must be at least 2" unless v[:steps] >= 2
+        raise UsageError, "--repeat must be at least 2 (a spread needs two runs)" unless v[:repeat] >= 2
         raise UsageError, "--tolerance must be between 0 and 100" unless v[:tolerance].positive? && v[:tolerance] < 1
         raise UsageError, "--path must start with /" unless v[:path].start_with?("/")
         raise UsageError, "--threads at most 1024" if v[:threads].max > 1024
@@ -141,13 +145,13 @@ module Oribi
         o[:workers].product(o[:threads]).map { |w, t| { workers: w, threads: t } }
       end
 
-      # Boot, warm-up, estimate, every probe, and a second to settle after
-      # each failed probe (about half of them).
+      # Boot, warm-up, the capacity runs, every probe, and a second to
+      # settle after each failed probe (about half of them).
       def estimate(o)
         n = settings(o).size
-        each = (o[:url] || o[:unix] ? 0 : BOOT) + 2 * o[:warmup] + 0.3 + o[:steps] * (o[:duration] + 0.5)
-        format("oribi tune: %d setting%s × (boot, %gs warm-up, %gs estimate, ≤ %d probes of %gs): about %s",
-               n, n == 1 ? "" : "s", o[:warmup], o[:warmup], o[:steps], o[:duration], minutes(n * each))
+        each = (o[:url] || o[:unix] ? 0 : BOOT) + (1 + o[:repeat]) * o[:warmup] + 0.3 + o[:steps] * (o[:duration] + 0.5)
+        format("oribi tune: %d setting%s × (boot, %gs warm-up, %d × %gs capacity, ≤ %d probes of %gs): about %s",
+               n, n == 1 ? "" : "s", o[:warmup], o[:repeat], o[:warmup], o[:steps], o[:duration], minutes(n * each))
       end
 
       def minutes(s) = s < 90 ? "#{s.round} s" : "#{(s / 60.0).round} min"
@@ -162,7 +166,7 @@ module Oribi
           results << (@stop ? s.merge(status: :interrupted) : setting(o, s, i + 1, list.size, results))
         end
         { slo: o[:slo], path: o[:path], duration: o[:duration], tolerance: o[:tolerance], memory_limit: o[:memory_limit],
-          results: results }
+          results: results, contradictions: remeasure(o, results) }
       ensure
         old&.each { |sig, handler| trap(sig, handler || "DEFAULT") }
         @progress&.finish
@@ -187,8 +191,8 @@ module Oribi
 
       # One setting: boot (unless external), warm up, estimate, search,
       # measure memory, stop.
-      def setting(o, s, index, total, results)
-        lbl = label(s)
+      def setting(o, s, index, total, results, again: false)
+        lbl = again ? "#{label(s)} again" : label(s)
         if o[:memory_limit] && s[:workers] && (p = Recommend.projected_rss(results, s[:workers], s[:threads])) && p > o[:memory_limit]
           return s.merge(status: :projected, note: "#{Report.size(p)} > #{Report.size(o[:memory_limit])}")
         end
@@ -199,24 +203,24 @@ module Oribi
         target = server ? { unix_path: server.sock } : target(o)
         pids = server ? server.pids : []
         first_response(o, target)
-        show(lbl, index, total, "warm-up + capacity estimate")
+        start = Noise.snapshot(pids) unless pids.empty?
         concurrency = [(s[:workers] || 1) * (s[:threads] || 1) * 2, 4].max
-        est = load(o, target, connections: concurrency, duration: o[:warmup], warmup: o[:warmup])
-        capacity = Bench::Report.totals(est)[:throughput]
+        capacity = capacity(o, target, concurrency, ->(what) { show(lbl, index, total, what) })
         idle = idle_latency(o, target)
         last = nil
-        search = Search.new(tolerance: o[:tolerance], max_steps: o[:steps], confirm_below: capacity, measure: lambda { |rate, step|
+        search = Search.new(tolerance: o[:tolerance], max_steps: o[:steps], confirm_below: capacity[:mean], measure: lambda { |rate, step|
           show(lbl, index, total, "probe #{step}/#{o[:steps]}", rate: rate, last_p99: last&.dig(:latency, :p99))
           settle(o, target, idle) if last && !last[:pass]
           last = probe(o, target, pids, rate, concurrency)
         })
-        found = search.run(capacity.positive? ? capacity : 1.0)
-        result = s.merge(steps: found.steps, capacity: capacity)
+        found = search.run(capacity[:mean].positive? ? capacity[:mean] : 1.0)
+        result = s.merge(steps: found.steps, capacity: capacity, busy: start && Noise.others(start, Noise.snapshot(pids)))
         if @stop
           result.merge!(status: :interrupted)
         elsif found.passed?
           smp = found.sample
-          result.merge!(status: :ok, rate: found.rate, throughput: smp[:throughput], latency: smp[:latency], cpu: smp[:cpu])
+          result.merge!(status: :ok, rate: found.rate, interval: Noise.rate_interval(found.rate, found.bracket[1], capacity),
+                        throughput: smp[:throughput], latency: smp[:latency], cpu: smp[:cpu])
         else
           result.merge!(status: :slo, note: explain(found.steps.last&.dig(:why), o))
         end
@@ -230,6 +234,37 @@ module Oribi
       end
 
       def show(*args, **kw) = @progress&.update(*args, **kw)
+
+      # Results that contradict others are measured once more, the lower of
+      # each pair (noise only slows a run down), after the rest: later, so
+      # a passing burst of load on the machine has a chance to be over. The
+      # better of the two runs stands (results is updated in place); the
+      # contradictions left are returned.
+      def remeasure(o, results)
+        suspects = Noise.contradictions(results).map { |c| c[:low] }.uniq(&:object_id)
+        suspects.each_with_index do |r, i|
+          break if @stop
+
+          again = setting(o, r.slice(:workers, :threads), i + 1, suspects.size, results, again: true)
+          first = r[:rate]
+          r.replace(again) if (again[:rate] || 0) > (first || 0) || r[:status] != :ok && again[:status] == :ok
+          r[:remeasured] = [first, again[:rate]]
+        end
+        Noise.contradictions(results)
+      end
+
+      # The closed loop at twice the setting's concurrency: one discarded
+      # warm-up, then --repeat runs, each --warmup long: the capacity as
+      # { mean:, half: (95% interval), n:, runs: [req/s] }.
+      def capacity(o, target, concurrency, show)
+        show.("warm-up")
+        load(o, target, connections: concurrency, duration: o[:warmup])
+        runs = (1..o[:repeat]).map do |i|
+          show.("capacity #{i}/#{o[:repeat]}")
+          Bench::Report.totals(load(o, target, connections: concurrency, duration: o[:warmup]))[:throughput]
+        end
+        Noise.interval(runs).merge(runs: runs)
+      end
 
       def target(o)
         return { unix_path: o[:unix] } if o[:unix]
@@ -301,6 +336,7 @@ module Oribi
       def probe(o, target, pids, rate, concurrency)
         t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
         cpu0 = Resources.cpu_seconds(pids)
+        before = Noise.snapshot(pids) unless pids.empty?
         conns = [(2 * rate * o[:slo].longest).ceil + concurrency + 8, 1000].min
         r = load(o, target, rate: rate, connections: conns, requests: [(rate * o[:duration]).round, 1].max)
         wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
@@ -309,7 +345,8 @@ module Oribi
         sample = { rate: rate, requests: t[:total], ok: t[:ok], errors: r[:errors], statuses: r[:status],
                    elapsed: t[:elapsed], attack: t[:attack],
                    throughput: t[:throughput], latency: lat,
-                   cpu: pids.empty? ? nil : (Resources.cpu_seconds(pids) - cpu0) / wall }
+                   cpu: pids.empty? ? nil : (Resources.cpu_seconds(pids) - cpu0) / wall,
+                   busy: before && Noise.others(before, Noise.snapshot(pids)) }
         return sample.merge(pass: false, why: "interrupted", stop: true) if @stop
 
         why = o[:slo].violation(sample)
