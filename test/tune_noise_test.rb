@@ -3,6 +3,7 @@
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "minitest/autorun"
 require "oribi/tune"
+require "stringio"
 
 # How far `oribi tune` trusts its numbers, without a server: intervals from
 # repeated runs, a busy machine read from /proc/stat snapshots, results
@@ -114,5 +115,50 @@ class TuneNoiseTest < Minitest::Test
     left = Noise.contradictions(rs)
     assert_equal :low, confidence(rs, contradictions: left)[:level] # not about the recommended setting
     assert_equal :none, confidence(rs, contradictions: [{ low: rs[0], high: rs[2], why: "x" }])[:level]
+  end
+
+  # A sweep whose settings are canned: 1×8 comes out at 49/s the first
+  # time (a neighbour took the CPU) and 180/s when measured again.
+  class CannedCLI < Oribi::Tune::CLI
+    attr_reader :calls
+
+    def initialize(rates)
+      super(StringIO.new, StringIO.new)
+      @rates = rates
+      @calls = []
+    end
+
+    private
+
+    def setting(_o, s, _index, _total, _results, again: false)
+      @calls << [s[:workers], s[:threads], again]
+      rate = @rates[[s[:workers], s[:threads]]].shift
+      s.merge(status: rate ? :ok : :slo, rate: rate, interval: rate && [rate * 0.95, rate * 1.05], busy: { others: 0.0, steal: 0.0 })
+    end
+  end
+
+  def tune_canned(rates)
+    cli = CannedCLI.new(rates)
+    o = cli.parse(["-w", "1", "-t", "1,4,8", File.expand_path("apps/io_bound.ru", __dir__)])
+    [cli.tune(o), cli.calls]
+  end
+
+  def test_a_contradiction_is_measured_again_and_the_better_run_stands
+    run, calls = tune_canned({ [1, 1] => [27], [1, 4] => [190], [1, 8] => [49, 180] })
+    assert_equal [[1, 1, false], [1, 4, false], [1, 8, false], [1, 8, true]], calls # again, after the rest
+    r = run[:results].last
+    assert_equal [180, [49, 180]], [r[:rate], r[:remeasured]]
+    assert_empty run[:contradictions]
+    assert_includes Oribi::Tune::Report.text(run), "measured again: 49/s, then 180/s"
+  end
+
+  def test_a_contradiction_left_is_reported_with_no_clear_winner
+    run, = tune_canned({ [1, 1] => [27], [1, 4] => [190], [1, 8] => [49, 40] })
+    r = run[:results].last
+    assert_equal [49, [49, 40]], [r[:rate], r[:remeasured]] # the better of the two
+    assert_equal ["1w×8t 49/s with more threads than 1w×4t at 190/s"], run[:contradictions].map { |c| c[:why] }
+    text = Oribi::Tune::Report.text(run)
+    assert_includes text, "No clear winner: measured twice, still contradictory: 1w×8t 49/s with more threads than 1w×4t at 190/s"
+    refute_includes text, "Run it with"
   end
 end

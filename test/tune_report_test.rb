@@ -5,6 +5,7 @@ require "minitest/autorun"
 require "stringio"
 require "json"
 require "oribi/tune"
+require_relative "support/headless_chromium"
 
 # `oribi tune` without a server: the recommendation, the SLO, the table,
 # JSON and HTML renderings, and the command line.
@@ -110,7 +111,7 @@ class TuneReportTest < Minitest::Test
 
   def test_json_document
     d = JSON.parse(Oribi::Tune::Report.json(run_doc(limit: 100 * MIB)))
-    assert_equal %w[slo path duration_s tolerance memory_limit_bytes settings contradictions recommendation], d.keys
+    assert_equal %w[slo path cpus duration_s tolerance memory_limit_bytes settings contradictions recommendation], d.keys
     s = d["settings"][1]
     assert_equal %w[workers threads status note max_rate rate_interval capacity throughput latency_ms cpu_percent
                     others_cpu_percent steal_percent busy remeasured memory_bytes steps], s.keys
@@ -128,14 +129,31 @@ class TuneReportTest < Minitest::Test
 
   def test_html_has_the_plots_and_fetches_nothing
     html = Oribi::Tune::Plot.html(run_doc(limit: 100 * MIB), title: "t <x>")
-    %w[throughput p99 rss].each { |id| assert_includes html, %(<canvas id="#{id}") }
-    assert_includes html, "function logScale" # the helpers shared with oribi bench --plot
-    assert_includes html, "function linScale"
+    %w[rate p99 cpu rss].each { |id| assert_includes html, %(<div class="chart" id="#{id}">) }
+    assert_includes html, "uPlot" # inline, from lib/oribi/report/uplot
     assert_includes html, "t &lt;x&gt;"
     assert_includes html, "Run it with: oribi -w 2 -t 4"
-    refute_match(/<script[^>]+src=|<link|https?:/, html)
+    refute_match(/<script[^>]+src=|<link|(?:src|href)=["']?https?:|url\(["']?https?:/, html)
     data = JSON.parse(html[/const D = (.*);$/, 1])
     assert_equal 5, data["settings"].size
+  end
+
+  # The page as a reader opens it: every chart drawn (the marker the
+  # script sets once each has drawn), nothing on the console, a screenshot.
+  def test_html_draws_in_a_browser
+    skip "no chromium on PATH" unless HeadlessChromium.available?
+
+    Dir.mktmpdir("oribi-tune-html") do |dir|
+      run = run_doc(limit: 100 * MIB).merge(cpus: 2)
+      run[:results] << result(1, 4, 180, 42).merge(interval: [150.0, 200.0]) << result(2, 1, 150, 60)
+      File.write(html = File.join(dir, "tune.html"), Oribi::Tune::Plot.html(run, title: "oribi tune test"))
+      page = HeadlessChromium.render(html, png = File.join(dir, "tune.png"), height: 2000)
+      assert_operator File.size(png), :>, 10_000
+      assert_match(/<body[^>]* data-charts-drawn="yes"/, page.dom)
+      assert_equal 4, page.dom.scan('class="uplot').size, page.dom[0, 2000]
+      assert_empty page.console
+      FileUtils.cp(png, ENV["TUNE_PNG"]) if ENV["TUNE_PNG"] # to look at it
+    end
   end
 
   def parse(*argv) = Oribi::Tune::CLI.new(StringIO.new, StringIO.new).parse(argv)

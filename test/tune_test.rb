@@ -167,4 +167,39 @@ class TuneTest < Minitest::Test
   ensure
     server&.stop
   end
+
+  # --targets: the load is the file's mix (a GET with a header, a POST with
+  # a body), on the server tune started. The app answers 404 to anything
+  # else, so a run of GET / would fail every probe.
+  def test_targets_mix_endpoints_bodies_and_headers
+    Dir.mktmpdir("oribi-tune-targets") do |dir|
+      File.write(app = File.join(dir, "shop.ru"), <<~RUBY)
+        run lambda { |env|
+          ok = case [env["REQUEST_METHOD"], env["PATH_INFO"]]
+               when ["GET", "/items"] then env["HTTP_X_KEY"] == "k1"
+               when ["POST", "/orders"] then env["rack.input"].read == "item=7"
+               end
+          File.write(ENV.fetch("SHOP_LOG"), "\#{env["REQUEST_METHOD"]} \#{env["PATH_INFO"]}\n", mode: "a") if ok
+          [ok ? 200 : 404, { "content-type" => "text/plain" }, ["ok\n"]]
+        }
+      RUBY
+      File.write(File.join(dir, "order.txt"), "item=7")
+      File.write(targets = File.join(dir, "targets"), <<~TXT)
+        # two endpoints of the shop
+        GET http://shop.test/items
+        X-Key: k1
+
+        POST http://shop.test/orders
+        Content-Type: application/x-www-form-urlencoded
+        @order.txt
+      TXT
+      log = File.join(dir, "log")
+      cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "-w", "1", "-t", "2", "--targets", targets, app]
+      out, err, status = Timeout.timeout(60) { Open3.capture3({ "SHOP_LOG" => log }, *cmd) }
+      assert_equal 0, status.exitstatus, "#{out}\n#{err}"
+      seen = File.readlines(log, chomp: true).tally
+      assert_equal ["GET /items", "POST /orders"], seen.keys.sort
+      assert_in_delta seen["GET /items"], seen["POST /orders"], seen.values.sum / 100 + 2 # sent in turn
+    end
+  end
 end

@@ -47,7 +47,7 @@ module Oribi
         write(o, run)
         @out.write(Report.text(run))
         Report.recommendation(run) ? 0 : 1
-      rescue OptionParser::ParseError, UsageError, SLO::Error, URI::Error => e
+      rescue OptionParser::ParseError, UsageError, Bench::UsageError, SLO::Error, URI::Error => e
         @err.puts "oribi tune: #{e.message.lines.first.chomp}"
         2
       rescue Loadgen::Error, SystemCallError => e
@@ -72,6 +72,9 @@ module Oribi
           o.on("--slo SLO", "latency objective, p50|p90|p95|p99|p99.9=TIME, comma-joined (default p99=200ms)") { |x| v[:slo] = x }
           o.on("--path PATH", "request path, with query (default /)") { |x| v[:path] = x }
           o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| (v[:headers] ||= []) << x }
+          o.on("--targets FILE", "requests from FILE, sent in turn (oribi bench's format: a mix of endpoints, bodies, headers)") do |x|
+            v[:targets] = x
+          end
           o.on("-d", "--duration TIME", "each probe at one rate (default 5s)") { |x| given << :duration && v[:duration] = Bench::CLI.seconds(x) }
           o.on("--warmup TIME",
                "discarded run after each boot, then as long again for the capacity estimate (default 2s)") do |x|
@@ -103,6 +106,7 @@ module Oribi
 
         check(v)
         v[:slo] = SLO.parse(v[:slo])
+        v[:target_list] = Bench::Targets.load(v[:targets]) if v[:targets]
         v
       end
 
@@ -166,7 +170,7 @@ module Oribi
           results << (@stop ? s.merge(status: :interrupted) : setting(o, s, i + 1, list.size, results))
         end
         { slo: o[:slo], path: o[:path], duration: o[:duration], tolerance: o[:tolerance], memory_limit: o[:memory_limit],
-          results: results, contradictions: remeasure(o, results) }
+          results: results, contradictions: remeasure(o, results), cpus: Etc.nprocessors }
       ensure
         old&.each { |sig, handler| trap(sig, handler || "DEFAULT") }
         @progress&.finish
@@ -276,10 +280,14 @@ module Oribi
         { host: uri.host.delete_prefix("[").delete_suffix("]"), port: uri.port, authority: "#{uri.host}:#{uri.port}" }
       end
 
+      # The raw requests: the --targets in turn, else GET --path; -H on
+      # every one. A target's own host names its Host header only: the
+      # load goes where tune aims it.
       def request(o, target)
-        head = +"GET #{o[:path]} HTTP/1.1\r\nHost: #{target[:authority] || 'localhost'}\r\nUser-Agent: oribi-tune\r\n"
-        (o[:headers] || []).each { |h| head << "#{h}\r\n" }
-        (head << "\r\n").b
+        list = o[:target_list] || [Bench::Targets::Target.new(method: "GET", uri: URI("http://#{target[:authority] || 'localhost'}#{o[:path]}"),
+                                                              headers: [], body: nil)]
+        reqs = list.map { |t| Bench::Targets.request(t, headers: o[:headers] || [], agent: "oribi-tune") }
+        reqs.size == 1 ? reqs[0] : reqs
       end
 
       # One Loadgen run: closed loop with connections:, or open loop at rate:
@@ -357,7 +365,7 @@ module Oribi
       def explain(why, o)
         return why unless why&.match?(/\Aevery answer was 4\d\d\z/)
 
-        "#{why} for GET #{o[:path]}: pass --path"
+        "#{why} for #{o[:targets] ? "the requests of #{o[:targets]}" : "GET #{o[:path]}"}: pass --path or --targets"
       end
 
       # RSS and PSS of the master, and per worker (mean), and in total.

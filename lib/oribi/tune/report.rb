@@ -105,7 +105,36 @@ module Oribi
         out
       end
 
-      def text(run) = table(run) + "\n" + summary(run)
+      def text(run) = table(run) + "\n" + why(run) + summary(run)
+
+      # What the numbers say, per worker count: the rate, p99 and CPU as
+      # threads grow, and whether the CPU it may use (one core per worker:
+      # the GVL; the machine's CPUs) was the limit; then memory per worker.
+      def why(run)
+        ok = run[:results].select { |r| r[:rate] && r[:workers] }
+        return "" if ok.empty?
+
+        out = +"Why, at the highest rate within the SLO:\n"
+        ok.group_by { |r| r[:workers] }.sort.each do |w, rs|
+          steps = rs.sort_by { |r| r[:threads] }.map do |r|
+            format("%dt %.0f/s (p99 %s, CPU %s)", r[:threads], r[:rate], ms(r.dig(:latency, :p99)), r[:cpu] ? format("%.0f%%", r[:cpu] * 100) : "-")
+          end
+          out << "  #{w} worker#{'s' unless w == 1}: #{steps.join(' → ')}#{limit(w, rs, run[:cpus])}\n"
+        end
+        m = ok.filter_map { |r| r[:memory] }.max_by { |x| x[:worker_rss] }
+        out << "  memory: each worker #{size(m[:worker_rss])} RSS (#{size(m[:worker_pss])} PSS), the master #{size(m[:master_rss])}\n" if m
+        out << "\n"
+      end
+
+      # "; CPU-bound: ..." when the most CPU a worker count used is near
+      # what it can use: one core per worker (the GVL), the machine's CPUs.
+      def limit(workers, rs, cpus)
+        top = rs.filter_map { |r| r[:cpu] }.max or return ""
+        cores = cpus ? [workers, cpus].min : workers
+        return "" unless top >= 0.8 * cores
+
+        workers < (cpus || workers) ? "; at #{cores} core#{'s' unless cores == 1} (the GVL: one per worker)" : "; at the machine's #{cores} CPUs"
+      end
 
       def round(x, digits = 3) = x&.round(digits)
 
@@ -114,7 +143,7 @@ module Oribi
         conf = confidence(run, rec)
         pick = ->(r) { r && { workers: r[:workers], threads: r[:threads], max_rate: round(r[:rate], 1), throughput: round(r[:throughput], 1) } }
         {
-          slo: run[:slo].to_s, path: run[:path], duration_s: run[:duration], tolerance: run[:tolerance],
+          slo: run[:slo].to_s, path: run[:path], cpus: run[:cpus], duration_s: run[:duration], tolerance: run[:tolerance],
           memory_limit_bytes: run[:memory_limit],
           settings: run[:results].map do |r|
             {
