@@ -5,6 +5,7 @@ require "json"
 require "open3"
 require "pty"
 require "oribi/tune/resources"
+require "framework_process"
 
 # `oribi tune` end to end: real servers (started by tune on unix sockets)
 # for an IO-bound app (50 ms sleep) and a CPU-bound app (3 ms of CPU), a
@@ -201,5 +202,40 @@ class TuneTest < Minitest::Test
       assert_equal ["GET /items", "POST /orders"], seen.keys.sort
       assert_in_delta seen["GET /items"], seen["POST /orders"], seen.values.sum / 100 + 2 # sent in turn
     end
+  end
+
+  # --apply: the user's command restarts the server with each setting
+  # ({workers} and {threads} replaced), tune probes --url after it.
+  def test_apply_runs_the_users_command_per_setting
+    Dir.mktmpdir("oribi-tune-apply") do |dir|
+      port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+      pid = File.join(dir, "pid")
+      exe = [RbConfig.ruby, File.join(ROOT, "exe/oribi")].join(" ")
+      restart = "if [ -f #{pid} ]; then kill $(cat #{pid}); while kill -0 $(cat #{pid}) 2>/dev/null; do sleep 0.05; done; fi; " \
+                "echo {workers}x{threads} >> #{dir}/applied; " \
+                "#{exe} -w {workers} -t {threads} --pid #{pid} -b tcp://127.0.0.1:#{port} #{File.join(APPS, 'io_bound.ru')} > #{dir}/log 2>&1 &"
+      cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "-w", "1..2", "-t", "2", "--slo", "p99=500ms",
+             "--apply", restart, "--url", "http://127.0.0.1:#{port}/", "--json", File.join(dir, "tune.json")]
+      out, err, status = Timeout.timeout(120) { Open3.capture3(*cmd) }
+      assert_equal 0, status.exitstatus, "#{out}\n#{err}"
+      assert_equal %w[1x2 2x2], File.readlines(File.join(dir, "applied"), chomp: true).first(2)
+      settings = JSON.parse(File.read(File.join(dir, "tune.json")), symbolize_names: true)[:settings]
+      assert_equal [[1, 2, "ok"], [2, 2, "ok"]], settings.map { |s| s.values_at(:workers, :threads, :status) }
+      assert_operator settings[1][:max_rate], :>, settings[0][:max_rate] * 1.3, out # 2 workers: twice the threads asleep
+      assert_match(/^Run it with: .*-w 2 -t 2 --pid /, out)
+    ensure
+      Process.kill(:TERM, File.read(pid).to_i) if pid && File.exist?(pid)
+    end
+  end
+
+  # --server puma: the same sweep on Puma, with the command to run it.
+  def test_server_puma
+    FrameworkProcess.require_gem(self, "puma")
+    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--server", "puma", "-w", "1", "-t", "1,4",
+           "--slo", "p99=500ms", File.join(APPS, "io_bound.ru")]
+    out, err, status = Timeout.timeout(90) { Open3.capture3(*cmd) }
+    assert_equal 0, status.exitstatus, "#{out}\n#{err}"
+    assert_match(/^Run it with: puma -w 1 -t 4:4$/, out)
+    assert_match(/^\s+1\s+4\s+\d+\/s .*\d+\.\dMiB/, out) # memory measured on Puma's worker too
   end
 end

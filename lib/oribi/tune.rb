@@ -58,7 +58,9 @@ module Oribi
       def parse(argv)
         v = DEFAULTS.dup
         v[:workers] = (1..Etc.nprocessors).to_a
+        v[:server] = "oribi"
         quick = false
+        argv_threads = false
         given = []
         parser = OptionParser.new do |o|
           o.banner = "Usage: oribi tune [options] RACKUP_FILE\n" \
@@ -68,7 +70,10 @@ module Oribi
                      "(defaults: #{Etc.nprocessors} × 5 settings of about 55 s each, #{minutes(Etc.nprocessors * 5 * 55)}). See docs/TUNE.md.\n\n"
           o.on("-w", "--workers LIST",
                "worker counts: 1..4 or 1,2,4 (default 1..CPUs = 1..#{Etc.nprocessors})") { |x| v[:workers] = self.class.list(x) }
-          o.on("-t", "--threads LIST", "threads per worker: 1..4 or 1,2,4 (default 1,2,4,8,16)") { |x| v[:threads] = self.class.list(x) }
+          o.on("-t", "--threads LIST", "threads per worker: 1..4 or 1,2,4 (default 1,2,4,8,16)") do |x|
+            v[:threads] = self.class.list(x)
+            argv_threads = true
+          end
           o.on("--slo SLO", "latency objective, p50|p90|p95|p99|p99.9=TIME, comma-joined (default p99=200ms)") { |x| v[:slo] = x }
           o.on("--path PATH", "request path, with query (default /)") { |x| v[:path] = x }
           o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| (v[:headers] ||= []) << x }
@@ -89,7 +94,11 @@ module Oribi
           o.on("--memory-limit SIZE",
                "exclude settings whose RSS (master + workers) exceeds SIZE: 512M, 2G") { |x| v[:memory_limit] = self.class.size(x) }
           o.on("-E", "--env ENV", "RACK_ENV of the servers started (default production)") { |x| v[:environment] = x }
-          o.on("--url URL", "tune against a server already running at URL (no sweep)") { |x| v[:url] = x }
+          o.on("--server NAME", Server::KINDS, "the server to start per setting: oribi, puma, unicorn (threads 1) (default oribi)") do |x|
+            v[:server] = x
+          end
+          o.on("--apply CMD", "per setting, run CMD ({workers}, {threads} replaced), then probe --url or --unix") { |x| v[:apply] = x }
+          o.on("--url URL", "tune against a server already running at URL (no sweep unless --apply)") { |x| v[:url] = x }
           o.on("--unix PATH", "tune against a server already running on unix socket PATH (no sweep)") { |x| v[:unix] = x }
           o.on("--json FILE", "write the results as JSON") { |x| v[:json] = x }
           o.on("--html FILE", "write the HTML report (table and plots)") { |x| v[:html] = x }
@@ -100,6 +109,10 @@ module Oribi
         external = v[:url] || v[:unix]
         raise UsageError, "one RACKUP_FILE expected (oribi tune --help)" unless argv.size == (external ? 0 : 1)
         raise UsageError, "--url or --unix, not both" if v[:url] && v[:unix]
+        raise UsageError, "--apply needs --url or --unix (where to probe)" if v[:apply] && !external
+        raise UsageError, "--server starts the app: give a RACKUP_FILE, not --url or --unix" if external && v[:server] != "oribi"
+
+        v[:threads] = [1] if v[:server] == "unicorn" && !argv_threads
 
         v[:rackup] = argv[0]
         raise UsageError, "no such file: #{v[:rackup]}" if v[:rackup] && !File.file?(v[:rackup])
@@ -138,13 +151,14 @@ module Oribi
         raise UsageError, "--tolerance must be between 0 and 100" unless v[:tolerance].positive? && v[:tolerance] < 1
         raise UsageError, "--path must start with /" unless v[:path].start_with?("/")
         raise UsageError, "--threads at most 1024" if v[:threads].max > 1024
+        raise UsageError, "unicorn runs one thread per worker: -t 1" if v[:server] == "unicorn" && v[:threads] != [1]
         (v[:headers] || []).each do |h|
           raise UsageError, "bad header #{h.inspect} (NAME: VALUE)" unless h.match?(Bench::Targets::HEADER)
         end
       end
 
       def settings(o)
-        return [{ workers: nil, threads: nil }] if o[:url] || o[:unix]
+        return [{ workers: nil, threads: nil }] if (o[:url] || o[:unix]) && !o[:apply]
 
         o[:workers].product(o[:threads]).map { |w, t| { workers: w, threads: t } }
       end
@@ -170,7 +184,8 @@ module Oribi
           results << (@stop ? s.merge(status: :interrupted) : setting(o, s, i + 1, list.size, results))
         end
         { slo: o[:slo], path: o[:path], duration: o[:duration], tolerance: o[:tolerance], memory_limit: o[:memory_limit],
-          results: results, contradictions: remeasure(o, results), cpus: Etc.nprocessors }
+          results: results, contradictions: remeasure(o, results), cpus: Etc.nprocessors,
+          run_with: o[:apply] || (Server::RUN_WITH[o[:server]] unless o[:url] || o[:unix]) }
       ensure
         old&.each { |sig, handler| trap(sig, handler || "DEFAULT") }
         @progress&.finish
@@ -187,7 +202,7 @@ module Oribi
         File.write(o[:html], Plot.html(run, title: title(o))) if o[:html]
       end
 
-      def title(o) = "oribi tune #{o[:rackup] || o[:url] || o[:unix]} (#{o[:slo]})"
+      def title(o) = "oribi tune #{o[:rackup] || o[:url] || o[:unix]}#{" on #{o[:server]}" unless o[:server] == 'oribi'} (#{o[:slo]})"
 
       private
 
@@ -201,9 +216,13 @@ module Oribi
           return s.merge(status: :projected, note: "#{Report.size(p)} > #{Report.size(o[:memory_limit])}")
         end
 
-        show(lbl, index, total, "booting")
-        server = Server.new(o[:rackup], workers: s[:workers], threads: s[:threads], environment: o[:environment],
-                                        boot_timeout: o[:boot_timeout]) if s[:workers]
+        show(lbl, index, total, o[:apply] ? "--apply" : "booting")
+        if o[:apply]
+          Server.apply(o[:apply], workers: s[:workers], threads: s[:threads], timeout: o[:boot_timeout])
+        elsif s[:workers]
+          server = Server.new(o[:rackup], workers: s[:workers], threads: s[:threads], environment: o[:environment],
+                                          kind: o[:server], boot_timeout: o[:boot_timeout])
+        end
         target = server ? { unix_path: server.sock } : target(o)
         pids = server ? server.pids : []
         first_response(o, target)

@@ -65,7 +65,7 @@ module Oribi
           steal = busy.map { |r| r[:busy][:steal] }.max
           doubts << [busy.any?(&keyed) ? 2 : 1,
                      format("the machine was busy during %d of %d settings (other processes used up to %.0f%% of the CPUs%s)",
-                            busy.size, results.size, worst * 100, steal.positive? ? format(", steal %.0f%%", steal * 100) : "")]
+                            busy.size, results.size, worst * 100, steal >= 0.005 ? format(", steal %.0f%%", steal * 100) : "")]
         end
         contradictions.each do |c|
           doubts << [keyed.(c[:low]) || keyed.(c[:high]) ? 3 : 2, "measured twice, still contradictory: #{c[:why]}"]

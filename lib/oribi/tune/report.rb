@@ -2,6 +2,7 @@
 
 require "json"
 require "oribi/tune/recommend"
+require "oribi/tune/server"
 
 module Oribi
   module Tune
@@ -101,7 +102,7 @@ module Oribi
           return out
         end
         out << "Confidence: #{conf[:level]}#{": #{conf[:reasons].join('; ')}" unless conf[:reasons].empty?}.\n"
-        out << "Run it with: oribi -w #{c[:workers]} -t #{c[:threads]}\n" if c[:workers]
+        out << "Run it with: #{Server.fill(run[:run_with] || Server::RUN_WITH['oribi'], c[:workers], c[:threads])}\n" if c[:workers]
         out
       end
 
