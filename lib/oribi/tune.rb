@@ -119,7 +119,11 @@ module Oribi
 
         check(v)
         v[:slo] = SLO.parse(v[:slo])
-        v[:target_list] = Bench::Targets.load(v[:targets]) if v[:targets]
+        if v[:targets]
+          raise UsageError, "no such file: #{v[:targets]}" unless File.file?(v[:targets])
+
+          v[:target_list] = Bench::Targets.load(v[:targets])
+        end
         v
       end
 
