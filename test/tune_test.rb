@@ -68,7 +68,7 @@ class TuneTest < Minitest::Test
       assert_equal m[:total_rss] > m[:master_rss] + (s[:workers] - 1) * m[:worker_rss], true
       assert_operator s[:cpu_percent], :>=, 0 # an app asleep uses next to none
     end
-    %w[throughput p99 rss].each { |id| assert_includes run[:html], %(<canvas id="#{id}") }
+    %w[rate p99 cpu rss].each { |id| assert_includes run[:html], %(<div class="chart" id="#{id}">) }
   end
 
   # Not dependent on threads: an IO-bound app gains from concurrency, so

@@ -17,7 +17,7 @@ module Oribi
       module_function
 
       CHARTS = { "rate" => "Highest rate within the SLO, with its 95% interval",
-                 "p99" => "p99 latency at that rate (log scale)",
+                 "p99" => "p99 latency at that rate (log scale when it spans a decade)",
                  "cpu" => "Server CPU at that rate (100% = one core)",
                  "rss" => "Memory: RSS per worker (solid) and in total (dashed)" }.freeze
 
@@ -32,7 +32,7 @@ module Oribi
           #{Oribi::Report::ChartLibrary.head}
           <style>
           body { font: 14px system-ui, sans-serif; margin: 2em; color: #222; }
-          pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 11px; }
+          pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 11px; white-space: pre-wrap; }
           .chart { margin: 0.5em 0 2em; } .empty { color: #888; font-style: italic; }
           </style></head><body>
           <h1>#{esc.(title)}</h1>
@@ -109,14 +109,16 @@ module Oribi
           const ys = data.slice(1).flat().filter(v => v != null).concat(opts.extra || []);
           const hooks = { draw: [...(opts.draw || []), drawn] };
           const log2 = THREADS.length > 1;
+          // log y only when the values span a decade: else its ticks fall on odd values
+          const logY = opts.log && Math.max(...ys) > 10 * Math.min(...ys);
           pending++;
           new uPlot({
             width: 900, height: 320, legend: { live: false },
             scales: { x: { time: false, distr: log2 ? 3 : 1, log: 2, range: (u, a, b) => log2 ? [a / 1.4, b * 1.4] : [a - 1, b + 1] },
-                      y: opts.log ? { distr: 3, range: (u, a, b) => [Math.min(...ys) / 1.5, Math.max(...ys) * 1.5] }
+                      y: logY ? { distr: 3, range: (u, a, b) => [Math.min(...ys) / 1.5, Math.max(...ys) * 1.5] }
                                   : { range: (u, a, b) => [0, Math.max(...ys) * 1.1] } },
             axes: [
-              { ...AXIS, label: "threads per worker", values: (u, splits) => splits.map(v => THREADS.includes(v) ? String(v) : ""), splits: () => THREADS },
+              { ...AXIS, size: 40, label: "threads per worker", values: (u, splits) => splits.map(v => THREADS.includes(v) ? String(v) : ""), splits: () => THREADS },
               { ...AXIS, label: opts.label, values: (u, splits) => splits.map(v => v == null ? "" : fmt(v) + opts.unit) },
             ],
             series: series, hooks: hooks,
