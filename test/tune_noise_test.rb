@@ -149,7 +149,10 @@ class TuneNoiseTest < Minitest::Test
     r = run[:results].last
     assert_equal [180, [49, 180]], [r[:rate], r[:remeasured]]
     assert_empty run[:contradictions]
-    assert_includes Oribi::Tune::Report.text(run), "measured again: 49/s, then 180/s"
+    text = Oribi::Tune::Report.text(run)
+    assert_includes text, "measured again: 49/s, then 180/s"
+    # one setting's own two runs disagree: the machine is not quite to be trusted
+    assert_includes text, "Confidence: medium: 1w×8t gave 49/s, then 180/s when measured again; "
   end
 
   def test_a_contradiction_left_is_reported_with_no_clear_winner

@@ -49,6 +49,8 @@ module Oribi
       #   during the best or the recommended one: low;
       # - a contradiction left after measuring again: low; involving the
       #   best or the recommended setting: none (the numbers cannot all be true);
+      # - a setting measured again at more than twice (or half) its first
+      #   rate: medium; the best or the recommended one: low;
       # - slower settings (outside the window) whose interval reaches the
       #   best's: medium; half of the settings with a rate or more: none;
       # - the recommended rate's interval wider than ±WIDE: medium.
@@ -69,6 +71,14 @@ module Oribi
         end
         contradictions.each do |c|
           doubts << [keyed.(c[:low]) || keyed.(c[:high]) ? 3 : 2, "measured twice, still contradictory: #{c[:why]}"]
+        end
+        results.each do |r|
+          next unless r[:remeasured]
+
+          a, b = r[:remeasured].map(&:to_f)
+          next unless [a, b].max > Noise::DROP * [a, b].min
+
+          doubts << [keyed.(r) ? 2 : 1, format("%s gave %.0f/s, then %.0f/s when measured again", Noise.name(r), a, b)]
         end
         doubts.concat(overlap_doubts(results, rec, tolerance))
         { level: LEVELS[doubts.map(&:first).max || 0], reasons: doubts.map(&:last) }
