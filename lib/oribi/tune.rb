@@ -64,7 +64,8 @@ module Oribi
         given = []
         parser = OptionParser.new do |o|
           o.banner = "Usage: oribi tune [options] RACKUP_FILE\n" \
-                     "       oribi tune [options] --url URL | --unix PATH   (a running server: the rate search only)\n\n" \
+                     "       oribi tune [options] --url URL | --unix PATH   (a running server: the rate search only)\n" \
+                     "       oribi tune [options] --apply CMD --url URL | --unix PATH   (CMD applies each setting)\n\n" \
                      "Starts the app for each workers × threads setting, finds the highest rate meeting the SLO\n" \
                      "(bisection), and recommends a setting. The total time is estimated when it starts\n" \
                      "(defaults: #{Etc.nprocessors} × 5 settings of about 55 s each, #{minutes(Etc.nprocessors * 5 * 55)}). See docs/TUNE.md.\n\n"
@@ -77,12 +78,12 @@ module Oribi
           o.on("--slo SLO", "latency objective, p50|p90|p95|p99|p99.9=TIME, comma-joined (default p99=200ms)") { |x| v[:slo] = x }
           o.on("--path PATH", "request path, with query (default /)") { |x| v[:path] = x }
           o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| (v[:headers] ||= []) << x }
-          o.on("--targets FILE", "requests from FILE, sent in turn (oribi bench's format: a mix of endpoints, bodies, headers)") do |x|
+          o.on("--targets FILE", "requests from FILE in turn, instead of GET --path (oribi bench's format: endpoints, bodies, headers)") do |x|
             v[:targets] = x
           end
           o.on("-d", "--duration TIME", "each probe at one rate (default 5s)") { |x| given << :duration && v[:duration] = Bench::CLI.seconds(x) }
           o.on("--warmup TIME",
-               "discarded run after each boot, then as long again for the capacity estimate (default 2s)") do |x|
+               "discarded run after each boot, and the length of each capacity run (default 2s)") do |x|
             given << :warmup && v[:warmup] = Bench::CLI.seconds(x)
           end
           o.on("--repeat N", Integer,
@@ -99,7 +100,7 @@ module Oribi
           end
           o.on("--apply CMD", "per setting, run CMD ({workers}, {threads} replaced), then probe --url or --unix") { |x| v[:apply] = x }
           o.on("--url URL", "tune against a server already running at URL (no sweep unless --apply)") { |x| v[:url] = x }
-          o.on("--unix PATH", "tune against a server already running on unix socket PATH (no sweep)") { |x| v[:unix] = x }
+          o.on("--unix PATH", "tune against a server already running on unix socket PATH (no sweep unless --apply)") { |x| v[:unix] = x }
           o.on("--json FILE", "write the results as JSON") { |x| v[:json] = x }
           o.on("--html FILE", "write the HTML report (table and plots)") { |x| v[:html] = x }
           o.on("-o", "--output DIR", "write DIR/tune.txt, DIR/tune.json and DIR/tune.html") { |x| v[:output] = x }
