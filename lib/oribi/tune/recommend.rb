@@ -78,7 +78,8 @@ module Oribi
           a, b = r[:remeasured].map(&:to_f)
           next unless [a, b].max > Noise::DROP * [a, b].min
 
-          doubts << [keyed.(r) ? 2 : 1, format("%s gave %.0f/s, then %.0f/s when measured again", Noise.name(r), a, b)]
+          rates = r[:remeasured].map { |x| x ? format("%.0f/s", x) : "no rate" }
+          doubts << [keyed.(r) ? 2 : 1, "#{Noise.name(r)} gave #{rates[0]}, then #{rates[1]} when measured again"]
         end
         doubts.concat(overlap_doubts(results, rec, tolerance))
         { level: LEVELS[doubts.map(&:first).max || 0], reasons: doubts.map(&:last) }
