@@ -23,7 +23,7 @@ require "rbconfig"
 class TestRunner
   # inherit_test: start_server takes a generation as booted after 1 s, and
   # a HUP every generation must outlast, which a busy machine stretches.
-  ALONE = %w[fairness_test.rb soak_test.rb tune_test.rb bench_open_loop_test.rb slow_clients_test.rb
+  ALONE = %w[fairness_test.rb soak_test.rb tune_test.rb tune_scenario_test.rb bench_open_loop_test.rb slow_clients_test.rb
              inherit_test.rb].freeze
   TIMES = File.expand_path("../tmp/test-times", __dir__)
   SUMMARY = /(\d+) runs, (\d+) assertions, (\d+) failures, (\d+) errors, (\d+) skips/

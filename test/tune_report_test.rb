@@ -5,6 +5,7 @@ require "minitest/autorun"
 require "stringio"
 require "json"
 require "oribi/tune"
+require_relative "support/headless_chromium"
 
 # `oribi tune` without a server: the recommendation, the SLO, the table,
 # JSON and HTML renderings, and the command line.
@@ -14,6 +15,7 @@ class TuneReportTest < Minitest::Test
 
   def result(workers, threads, throughput, rss_mib, status: :ok)
     { workers: workers, threads: threads, status: status, rate: throughput && throughput * 1.02, throughput: throughput,
+      interval: throughput && [throughput * 0.9995, throughput * 1.0505], busy: { others: 0.03, steal: 0.0 },
       latency: { p50: 0.01, p95: 0.02, p99: 0.03 }, cpu: 0.5,
       memory: { master_rss: 20 * MIB, master_pss: 15 * MIB, worker_rss: (rss_mib - 20) * MIB / workers,
                 worker_pss: 10 * MIB, total_rss: rss_mib * MIB, total_pss: (rss_mib - 10) * MIB },
@@ -97,8 +99,8 @@ class TuneReportTest < Minitest::Test
   def test_table_and_summary
     text = Oribi::Tune::Report.text(run_doc(limit: 100 * MIB))
     lines = text.lines
-    assert_match(/\A\s*workers\s+threads\s+max rate\s+throughput\s+p50\s+p95\s+p99\s+CPU\s+RSS\/worker\s+PSS\/worker\s+total RSS\s+note\n/, lines[0])
-    assert_match(/^\s+2\s+4\s+408\/s\s+400\.0\/s\s+10\.0ms\s+20\.0ms\s+30\.0ms\s+50%\s+22\.0MiB\s+10\.0MiB\s+64\.0MiB\s+best; recommended$/, text)
+    assert_match(/\A\s*workers\s+threads\s+max rate\s+95% interval\s+throughput\s+p50\s+p95\s+p99\s+CPU\s+others\s+RSS\/worker\s+PSS\/worker\s+total RSS\s+note\n/, lines[0])
+    assert_match(/^\s+2\s+4\s+408\/s\s+400–420\s+400\.0\/s\s+10\.0ms\s+20\.0ms\s+30\.0ms\s+50%\s+3%\s+22\.0MiB\s+10\.0MiB\s+64\.0MiB\s+best; recommended$/, text)
     assert_match(/^\s+4\s+4 .*130\.0MiB\s+over memory limit$/, text)
     assert_match(/^\s+4\s+8 .*skipped: projected over memory limit; 150\.0MiB > 100\.0MiB$/, text)
     assert_match(/^\s+1\s+8 .*no rate within SLO$/, text)
@@ -109,28 +111,49 @@ class TuneReportTest < Minitest::Test
 
   def test_json_document
     d = JSON.parse(Oribi::Tune::Report.json(run_doc(limit: 100 * MIB)))
-    assert_equal %w[slo path duration_s tolerance memory_limit_bytes settings recommendation], d.keys
+    assert_equal %w[slo path cpus duration_s tolerance memory_limit_bytes settings contradictions recommendation], d.keys
     s = d["settings"][1]
-    assert_equal %w[workers threads status note max_rate throughput latency_ms cpu_percent memory_bytes steps], s.keys
+    assert_equal %w[workers threads status note max_rate rate_interval capacity throughput latency_ms cpu_percent
+                    others_cpu_percent steal_percent busy remeasured memory_bytes steps], s.keys
+    assert_equal [[399.8, 420.2], 3.0, false], [s["rate_interval"], s["others_cpu_percent"], s["busy"]]
     assert_equal [2, 4, "ok", 400.0, 30.0, 50.0], [s["workers"], s["threads"], s["status"], s["throughput"], s["latency_ms"]["p99"], s["cpu_percent"]]
     assert_equal %w[master_rss master_pss worker_rss worker_pss total_rss total_pss], s["memory_bytes"].keys
-    assert_equal [{ "rate" => 100.0, "throughput" => 99.0, "p99_ms" => 30.0, "pass" => true, "why" => nil },
-                  { "rate" => 200.0, "throughput" => 120.0, "p99_ms" => 900.0, "pass" => false, "why" => "p99 900.0ms > 200.0ms" }], s["steps"]
+    assert_equal [{ "rate" => 100.0, "throughput" => 99.0, "p99_ms" => 30.0, "pass" => true, "why" => nil, "others_percent" => nil },
+                  { "rate" => 200.0, "throughput" => 120.0, "p99_ms" => 900.0, "pass" => false, "why" => "p99 900.0ms > 200.0ms",
+                    "others_percent" => nil }], s["steps"]
     assert_equal({ "workers" => 2, "threads" => 4, "max_rate" => 408.0, "throughput" => 400.0 }, d["recommendation"]["cheapest"])
+    assert_equal ["high", []], d["recommendation"].values_at("confidence", "reasons")
     assert_equal "over memory limit", d["settings"][2]["status"]
     assert_equal "skipped: projected over memory limit", d["settings"][3]["status"]
   end
 
   def test_html_has_the_plots_and_fetches_nothing
     html = Oribi::Tune::Plot.html(run_doc(limit: 100 * MIB), title: "t <x>")
-    %w[throughput p99 rss].each { |id| assert_includes html, %(<canvas id="#{id}") }
-    assert_includes html, "function logScale" # the helpers shared with oribi bench --plot
-    assert_includes html, "function linScale"
+    %w[rate p99 cpu rss].each { |id| assert_includes html, %(<div class="chart" id="#{id}">) }
+    assert_includes html, "uPlot" # inline, from lib/oribi/report/uplot
     assert_includes html, "t &lt;x&gt;"
     assert_includes html, "Run it with: oribi -w 2 -t 4"
-    refute_match(/<script[^>]+src=|<link|https?:/, html)
+    refute_match(/<script[^>]+src=|<link|(?:src|href)=["']?https?:|url\(["']?https?:/, html)
     data = JSON.parse(html[/const D = (.*);$/, 1])
     assert_equal 5, data["settings"].size
+  end
+
+  # The page as a reader opens it: every chart drawn (the marker the
+  # script sets once each has drawn), nothing on the console, a screenshot.
+  def test_html_draws_in_a_browser
+    skip "no chromium on PATH" unless HeadlessChromium.available?
+
+    Dir.mktmpdir("oribi-tune-html") do |dir|
+      run = run_doc(limit: 100 * MIB).merge(cpus: 2)
+      run[:results] << result(1, 4, 180, 42).merge(interval: [150.0, 200.0]) << result(2, 1, 150, 60)
+      File.write(html = File.join(dir, "tune.html"), Oribi::Tune::Plot.html(run, title: "oribi tune test"))
+      page = HeadlessChromium.render(html, png = File.join(dir, "tune.png"), height: 2000)
+      assert_operator File.size(png), :>, 10_000
+      assert_match(/<body[^>]* data-charts-drawn="yes"/, page.dom)
+      assert_equal 4, page.dom.scan('class="uplot').size, page.dom[0, 2000]
+      assert_empty page.console
+      FileUtils.cp(png, ENV["TUNE_PNG"]) if ENV["TUNE_PNG"] # to look at it
+    end
   end
 
   def parse(*argv) = Oribi::Tune::CLI.new(StringIO.new, StringIO.new).parse(argv)
@@ -146,11 +169,29 @@ class TuneReportTest < Minitest::Test
     assert_equal [(1..Etc.nprocessors).to_a, [1, 2, 4, 8, 16], 5.0, 8, "/"], d.values_at(:workers, :threads, :duration, :steps, :path)
     assert_equal 512 * 1024 * 1024, Oribi::Tune::CLI.size("512M")
     assert_equal 1000, Oribi::Tune::CLI.size("1000")
+    u = parse("--server", "unicorn", app)
+    assert_equal [["unicorn"], [1]], [[u[:server]], u[:threads]] # one thread per worker unless -t says otherwise
+    a = parse("--apply", "deploy {workers} {threads}", "--url", "http://127.0.0.1:3000/", "-w", "1..2", "-t", "4")
+    cli = Oribi::Tune::CLI.new(StringIO.new, StringIO.new)
+    assert_equal [[1, 4], [2, 4]], cli.settings(a).map { |s| s.values_at(:workers, :threads) } # a sweep, unlike --url alone
+    assert_equal [[nil, nil]], cli.settings(parse("--url", "http://127.0.0.1:3000/")).map { |s| s.values_at(:workers, :threads) }
+    assert_equal "deploy 2 8", Oribi::Tune::Server.fill(a[:apply], 2, 8)
+  end
+
+  # Every long option of `oribi tune --help` is in docs/TUNE.md's table, with its default.
+  def test_every_option_is_documented
+    flags = File.read(File.expand_path("../lib/oribi/tune.rb", __dir__)).scan(/o\.on\((?:"-\w", )?"(--[\w-]+)/).flatten
+    doc = File.read(File.expand_path("../docs/TUNE.md", __dir__))
+    rows = doc.lines.grep(/\A\| `/)
+    assert_operator flags.size, :>=, 20
+    flags.each { |f| assert rows.any? { |r| r.include?(f) }, "#{f} is not in docs/TUNE.md's options table" }
   end
 
   def test_bad_flags_give_one_line_and_exit_2
     [[], %w[-w 0 x.ru], %w[-t 1..x], %w[--slo p99], %w[--memory-limit lots], %w[--steps 1], ["--url", "http://x/", app],
-     %w[--url http://x/ --unix /x], %w[/nonexistent.ru], %w[--path x], %w[--bogus]].each do |argv|
+     %w[--url http://x/ --unix /x], %w[/nonexistent.ru], %w[--path x], %w[--bogus], ["--repeat", "1", app], ["--apply", "true", app],
+     %w[--server puma --url http://x/], ["--server", "unicorn", "-t", "4", app], ["--server", "nginx", app],
+     ["--targets", "/nonexistent", app], ["--targets", __FILE__, app]].each do |argv|
       out = StringIO.new
       err = StringIO.new
       assert_equal 2, Oribi::Tune::CLI.run(argv, out: out, err: err), argv.inspect
@@ -161,9 +202,9 @@ class TuneReportTest < Minitest::Test
 
   def test_estimate_and_progress_line
     cli = Oribi::Tune::CLI.new(StringIO.new, StringIO.new)
-    assert_equal "oribi tune: 4 settings × (boot, 0.5s warm-up, 0.5s estimate, ≤ 5 probes of 1s): about 43 s",
+    assert_equal "oribi tune: 4 settings × (boot, 0.5s warm-up, 3 × 0.5s capacity, ≤ 5 probes of 1s): about 47 s",
                  cli.estimate(parse("-w", "1..2", "-t", "1,4", "--quick", app))
-    assert_match(/: about 8 min\z/, cli.estimate(parse("-w", "1..2", app)))
+    assert_match(/: about 9 min\z/, cli.estimate(parse("-w", "1..2", app)))
     assert_equal "[2/4] 1w×4t  probe 3/5  412/s  last p99 23.1ms",
                  Oribi::Tune::Progress.line("1w×4t", 2, 4, "probe 3/5", rate: 412.3, last_p99: 0.0231)
   end

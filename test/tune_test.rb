@@ -5,6 +5,7 @@ require "json"
 require "open3"
 require "pty"
 require "oribi/tune/resources"
+require "framework_process"
 
 # `oribi tune` end to end: real servers (started by tune on unix sockets)
 # for an IO-bound app (50 ms sleep) and a CPU-bound app (3 ms of CPU), a
@@ -67,7 +68,7 @@ class TuneTest < Minitest::Test
       assert_equal m[:total_rss] > m[:master_rss] + (s[:workers] - 1) * m[:worker_rss], true
       assert_operator s[:cpu_percent], :>=, 0 # an app asleep uses next to none
     end
-    %w[throughput p99 rss].each { |id| assert_includes run[:html], %(<canvas id="#{id}") }
+    %w[rate p99 cpu rss].each { |id| assert_includes run[:html], %(<div class="chart" id="#{id}">) }
   end
 
   # Not dependent on threads: an IO-bound app gains from concurrency, so
@@ -161,10 +162,81 @@ class TuneTest < Minitest::Test
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--unix", server.sock]
     out, err, status = Timeout.timeout(60) { Open3.capture3(*cmd) }
     assert_equal 0, status.exitstatus, err
-    assert_match(/^\s+-\s+-\s+\d+\/s\s+[\d.]+\/s\s+[\d.]+ms .* best; recommended$/, out)
+    assert_match(/^\s+-\s+-\s+\d+\/s\s+\d+–\d+\s+[\d.]+\/s\s+[\d.]+ms .* best; recommended$/, out)
+    assert_match(/^Confidence: \w+/, out) # no busy check: tune knows none of the server's processes
     assert_match(/^Recommended \(least memory within 10% of the best\): the server, \d+ req\/s/, out)
     refute_includes out, "Run it with"
   ensure
     server&.stop
+  end
+
+  # --targets: the load is the file's mix (a GET with a header, a POST with
+  # a body), on the server tune started. The app answers 404 to anything
+  # else, so a run of GET / would fail every probe.
+  def test_targets_mix_endpoints_bodies_and_headers
+    Dir.mktmpdir("oribi-tune-targets") do |dir|
+      File.write(app = File.join(dir, "shop.ru"), <<~RUBY)
+        run lambda { |env|
+          ok = case [env["REQUEST_METHOD"], env["PATH_INFO"]]
+               when ["GET", "/items"] then env["HTTP_X_KEY"] == "k1"
+               when ["POST", "/orders"] then env["rack.input"].read == "item=7"
+               end
+          File.write(ENV.fetch("SHOP_LOG"), "\#{env["REQUEST_METHOD"]} \#{env["PATH_INFO"]}\n", mode: "a") if ok
+          [ok ? 200 : 404, { "content-type" => "text/plain" }, ["ok\n"]]
+        }
+      RUBY
+      File.write(File.join(dir, "order.txt"), "item=7")
+      File.write(targets = File.join(dir, "targets"), <<~TXT)
+        # two endpoints of the shop
+        GET http://shop.test/items
+        X-Key: k1
+
+        POST http://shop.test/orders
+        Content-Type: application/x-www-form-urlencoded
+        @order.txt
+      TXT
+      log = File.join(dir, "log")
+      cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "-w", "1", "-t", "2", "--targets", targets, app]
+      out, err, status = Timeout.timeout(60) { Open3.capture3({ "SHOP_LOG" => log }, *cmd) }
+      assert_equal 0, status.exitstatus, "#{out}\n#{err}"
+      seen = File.readlines(log, chomp: true).tally
+      assert_equal ["GET /items", "POST /orders"], seen.keys.sort
+      assert_in_delta seen["GET /items"], seen["POST /orders"], seen.values.sum / 100 + 2 # sent in turn
+    end
+  end
+
+  # --apply: the user's command restarts the server with each setting
+  # ({workers} and {threads} replaced), tune probes --url after it.
+  def test_apply_runs_the_users_command_per_setting
+    Dir.mktmpdir("oribi-tune-apply") do |dir|
+      port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+      pid = File.join(dir, "pid")
+      exe = [RbConfig.ruby, File.join(ROOT, "exe/oribi")].join(" ")
+      restart = "if [ -f #{pid} ]; then kill $(cat #{pid}); while kill -0 $(cat #{pid}) 2>/dev/null; do sleep 0.05; done; fi; " \
+                "echo {workers}x{threads} >> #{dir}/applied; " \
+                "#{exe} -w {workers} -t {threads} --pid #{pid} -b tcp://127.0.0.1:#{port} #{File.join(APPS, 'io_bound.ru')} > #{dir}/log 2>&1 &"
+      cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "-w", "1..2", "-t", "2", "--slo", "p99=500ms",
+             "--apply", restart, "--url", "http://127.0.0.1:#{port}/", "--json", File.join(dir, "tune.json")]
+      out, err, status = Timeout.timeout(120) { Open3.capture3(*cmd) }
+      assert_equal 0, status.exitstatus, "#{out}\n#{err}"
+      assert_equal %w[1x2 2x2], File.readlines(File.join(dir, "applied"), chomp: true).first(2)
+      settings = JSON.parse(File.read(File.join(dir, "tune.json")), symbolize_names: true)[:settings]
+      assert_equal [[1, 2, "ok"], [2, 2, "ok"]], settings.map { |s| s.values_at(:workers, :threads, :status) }
+      assert_operator settings[1][:max_rate], :>, settings[0][:max_rate] * 1.3, out # 2 workers: twice the threads asleep
+      assert_match(/^Run it with: .*-w 2 -t 2 --pid /, out)
+    ensure
+      Process.kill(:TERM, File.read(pid).to_i) if pid && File.exist?(pid)
+    end
+  end
+
+  # --server puma: the same sweep on Puma, with the command to run it.
+  def test_server_puma
+    FrameworkProcess.require_gem(self, "puma")
+    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--server", "puma", "-w", "1", "-t", "1,4",
+           "--slo", "p99=500ms", File.join(APPS, "io_bound.ru")]
+    out, err, status = Timeout.timeout(90) { Open3.capture3(*cmd) }
+    assert_equal 0, status.exitstatus, "#{out}\n#{err}"
+    assert_match(/^Run it with: puma -w 1 -t 4:4$/, out)
+    assert_match(/^\s+1\s+4\s+\d+\/s .*\d+\.\dMiB/, out) # memory measured on Puma's worker too
   end
 end

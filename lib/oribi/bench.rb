@@ -156,7 +156,7 @@ module Oribi
           raise UsageError, "targets must share one host and port (or use --unix-socket)"
         end
 
-        reqs = targets.map { |t| request(t, v) }
+        reqs = targets.map { |t| Targets.request(t, headers: v[:headers], keepalive: v[:keepalive]) }
         run = { request: reqs.size == 1 ? reqs[0] : reqs, threads: v[:threads],
                 connections: v[:connections], keepalive: v[:keepalive], timeout: v[:timeout],
                 duration: v[:duration], requests: v[:requests], rate: v[:rate],
@@ -168,24 +168,6 @@ module Oribi
           run[:port] = uri.port
         end
         run.compact
-      end
-
-      # The raw request, built here so the C side stays byte-blind. -H
-      # headers go on every request, before a target's own.
-      def request(t, v)
-        headers = v[:headers] + t.headers
-        names = headers.map { |h| h.split(":", 2)[0].downcase }
-        authority = t.uri.port == 80 ? t.uri.host : "#{t.uri.host}:#{t.uri.port}"
-        head = +"#{t.method} #{t.uri.request_uri} HTTP/1.1\r\n"
-        head << "Host: #{authority}\r\n" unless names.include?("host")
-        head << "User-Agent: oribi-bench\r\n" unless names.include?("user-agent")
-        headers.each { |h| head << "#{h}\r\n" }
-        head << "Connection: close\r\n" unless v[:keepalive]
-        head << "Content-Length: #{t.body.bytesize}\r\n" if t.body && !names.include?("content-length")
-        head << "\r\n"
-        head = head.b
-        head << t.body.b if t.body
-        head
       end
     end
   end

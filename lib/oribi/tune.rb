@@ -9,6 +9,7 @@ Oribi::Extension.require!("oribi_bench")
 require "oribi/bench"
 require "oribi/tune/slo"
 require "oribi/tune/search"
+require "oribi/tune/noise"
 require "oribi/tune/resources"
 require "oribi/tune/server"
 require "oribi/tune/recommend"
@@ -28,7 +29,7 @@ module Oribi
       def self.run(argv, out: $stdout, err: $stderr) = new(out, err).run(argv)
 
       DEFAULTS = { threads: [1, 2, 4, 8, 16], slo: "p99=200ms", path: "/", duration: 5.0, warmup: 2.0,
-                   steps: 8, tolerance: 0.05, environment: "production", boot_timeout: 60.0 }.freeze
+                   steps: 8, tolerance: 0.05, repeat: 3, environment: "production", boot_timeout: 60.0 }.freeze
       QUICK = { duration: 1.0, warmup: 0.5, steps: 5, tolerance: 0.1 }.freeze
       BOOT = 2.0 # seconds a boot and a stop take, for the estimate
 
@@ -46,7 +47,7 @@ module Oribi
         write(o, run)
         @out.write(Report.text(run))
         Report.recommendation(run) ? 0 : 1
-      rescue OptionParser::ParseError, UsageError, SLO::Error, URI::Error => e
+      rescue OptionParser::ParseError, UsageError, Bench::UsageError, SLO::Error, URI::Error => e
         @err.puts "oribi tune: #{e.message.lines.first.chomp}"
         2
       rescue Loadgen::Error, SystemCallError => e
@@ -57,25 +58,36 @@ module Oribi
       def parse(argv)
         v = DEFAULTS.dup
         v[:workers] = (1..Etc.nprocessors).to_a
+        v[:server] = "oribi"
         quick = false
+        argv_threads = false
         given = []
         parser = OptionParser.new do |o|
           o.banner = "Usage: oribi tune [options] RACKUP_FILE\n" \
-                     "       oribi tune [options] --url URL | --unix PATH   (a running server: the rate search only)\n\n" \
+                     "       oribi tune [options] --url URL | --unix PATH   (a running server: the rate search only)\n" \
+                     "       oribi tune [options] --apply CMD --url URL | --unix PATH   (CMD applies each setting)\n\n" \
                      "Starts the app for each workers × threads setting, finds the highest rate meeting the SLO\n" \
                      "(bisection), and recommends a setting. The total time is estimated when it starts\n" \
-                     "(defaults: #{Etc.nprocessors} × 5 settings of about 50 s each, #{minutes(Etc.nprocessors * 5 * 50)}). See docs/TUNE.md.\n\n"
+                     "(defaults: #{Etc.nprocessors} × 5 settings of about 55 s each, #{minutes(Etc.nprocessors * 5 * 55)}). See docs/TUNE.md.\n\n"
           o.on("-w", "--workers LIST",
                "worker counts: 1..4 or 1,2,4 (default 1..CPUs = 1..#{Etc.nprocessors})") { |x| v[:workers] = self.class.list(x) }
-          o.on("-t", "--threads LIST", "threads per worker: 1..4 or 1,2,4 (default 1,2,4,8,16)") { |x| v[:threads] = self.class.list(x) }
+          o.on("-t", "--threads LIST", "threads per worker: 1..4 or 1,2,4 (default 1,2,4,8,16)") do |x|
+            v[:threads] = self.class.list(x)
+            argv_threads = true
+          end
           o.on("--slo SLO", "latency objective, p50|p90|p95|p99|p99.9=TIME, comma-joined (default p99=200ms)") { |x| v[:slo] = x }
           o.on("--path PATH", "request path, with query (default /)") { |x| v[:path] = x }
           o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| (v[:headers] ||= []) << x }
+          o.on("--targets FILE", "requests from FILE in turn, instead of GET --path (oribi bench's format: endpoints, bodies, headers)") do |x|
+            v[:targets] = x
+          end
           o.on("-d", "--duration TIME", "each probe at one rate (default 5s)") { |x| given << :duration && v[:duration] = Bench::CLI.seconds(x) }
           o.on("--warmup TIME",
-               "discarded run after each boot, then as long again for the capacity estimate (default 2s)") do |x|
+               "discarded run after each boot, and the length of each capacity run (default 2s)") do |x|
             given << :warmup && v[:warmup] = Bench::CLI.seconds(x)
           end
+          o.on("--repeat N", Integer,
+               "closed-loop capacity runs per setting, for its spread (default 3)") { |x| v[:repeat] = x }
           o.on("--steps N", Integer, "probes per setting at most (default 8)") { |x| given << :steps && v[:steps] = x }
           o.on("--tolerance PCT", Float,
                "stop bisecting when the bracket is this narrow, % (default 5)") { |x| given << :tolerance && v[:tolerance] = x / 100 }
@@ -83,8 +95,12 @@ module Oribi
           o.on("--memory-limit SIZE",
                "exclude settings whose RSS (master + workers) exceeds SIZE: 512M, 2G") { |x| v[:memory_limit] = self.class.size(x) }
           o.on("-E", "--env ENV", "RACK_ENV of the servers started (default production)") { |x| v[:environment] = x }
-          o.on("--url URL", "tune against a server already running at URL (no sweep)") { |x| v[:url] = x }
-          o.on("--unix PATH", "tune against a server already running on unix socket PATH (no sweep)") { |x| v[:unix] = x }
+          o.on("--server NAME", Server::KINDS, "the server to start per setting: oribi, puma, unicorn (threads 1) (default oribi)") do |x|
+            v[:server] = x
+          end
+          o.on("--apply CMD", "per setting, run CMD ({workers}, {threads} replaced), then probe --url or --unix") { |x| v[:apply] = x }
+          o.on("--url URL", "tune against a server already running at URL (no sweep unless --apply)") { |x| v[:url] = x }
+          o.on("--unix PATH", "tune against a server already running on unix socket PATH (no sweep unless --apply)") { |x| v[:unix] = x }
           o.on("--json FILE", "write the results as JSON") { |x| v[:json] = x }
           o.on("--html FILE", "write the HTML report (table and plots)") { |x| v[:html] = x }
           o.on("-o", "--output DIR", "write DIR/tune.txt, DIR/tune.json and DIR/tune.html") { |x| v[:output] = x }
@@ -94,12 +110,21 @@ module Oribi
         external = v[:url] || v[:unix]
         raise UsageError, "one RACKUP_FILE expected (oribi tune --help)" unless argv.size == (external ? 0 : 1)
         raise UsageError, "--url or --unix, not both" if v[:url] && v[:unix]
+        raise UsageError, "--apply needs --url or --unix (where to probe)" if v[:apply] && !external
+        raise UsageError, "--server starts the app: give a RACKUP_FILE, not --url or --unix" if external && v[:server] != "oribi"
+
+        v[:threads] = [1] if v[:server] == "unicorn" && !argv_threads
 
         v[:rackup] = argv[0]
         raise UsageError, "no such file: #{v[:rackup]}" if v[:rackup] && !File.file?(v[:rackup])
 
         check(v)
         v[:slo] = SLO.parse(v[:slo])
+        if v[:targets]
+          raise UsageError, "no such file: #{v[:targets]}" unless File.file?(v[:targets])
+
+          v[:target_list] = Bench::Targets.load(v[:targets])
+        end
         v
       end
 
@@ -127,27 +152,29 @@ module Oribi
         raise UsageError, "--duration must be positive" unless v[:duration].positive?
         raise UsageError, "--warmup must be positive" unless v[:warmup].positive?
         raise UsageError, "--steps must be at least 2" unless v[:steps] >= 2
+        raise UsageError, "--repeat must be at least 2 (a spread needs two runs)" unless v[:repeat] >= 2
         raise UsageError, "--tolerance must be between 0 and 100" unless v[:tolerance].positive? && v[:tolerance] < 1
         raise UsageError, "--path must start with /" unless v[:path].start_with?("/")
         raise UsageError, "--threads at most 1024" if v[:threads].max > 1024
+        raise UsageError, "unicorn runs one thread per worker: -t 1" if v[:server] == "unicorn" && v[:threads] != [1]
         (v[:headers] || []).each do |h|
           raise UsageError, "bad header #{h.inspect} (NAME: VALUE)" unless h.match?(Bench::Targets::HEADER)
         end
       end
 
       def settings(o)
-        return [{ workers: nil, threads: nil }] if o[:url] || o[:unix]
+        return [{ workers: nil, threads: nil }] if (o[:url] || o[:unix]) && !o[:apply]
 
         o[:workers].product(o[:threads]).map { |w, t| { workers: w, threads: t } }
       end
 
-      # Boot, warm-up, estimate, every probe, and a second to settle after
-      # each failed probe (about half of them).
+      # Boot, warm-up, the capacity runs, every probe, and a second to
+      # settle after each failed probe (about half of them).
       def estimate(o)
         n = settings(o).size
-        each = (o[:url] || o[:unix] ? 0 : BOOT) + 2 * o[:warmup] + 0.3 + o[:steps] * (o[:duration] + 0.5)
-        format("oribi tune: %d setting%s × (boot, %gs warm-up, %gs estimate, ≤ %d probes of %gs): about %s",
-               n, n == 1 ? "" : "s", o[:warmup], o[:warmup], o[:steps], o[:duration], minutes(n * each))
+        each = (o[:url] || o[:unix] ? 0 : BOOT) + (1 + o[:repeat]) * o[:warmup] + 0.3 + o[:steps] * (o[:duration] + 0.5)
+        format("oribi tune: %d setting%s × (boot, %gs warm-up, %d × %gs capacity, ≤ %d probes of %gs): about %s",
+               n, n == 1 ? "" : "s", o[:warmup], o[:repeat], o[:warmup], o[:steps], o[:duration], minutes(n * each))
       end
 
       def minutes(s) = s < 90 ? "#{s.round} s" : "#{(s / 60.0).round} min"
@@ -162,7 +189,8 @@ module Oribi
           results << (@stop ? s.merge(status: :interrupted) : setting(o, s, i + 1, list.size, results))
         end
         { slo: o[:slo], path: o[:path], duration: o[:duration], tolerance: o[:tolerance], memory_limit: o[:memory_limit],
-          results: results }
+          results: results, contradictions: remeasure(o, results), cpus: Etc.nprocessors,
+          run_with: o[:apply] || (Server::RUN_WITH[o[:server]] unless o[:url] || o[:unix]) }
       ensure
         old&.each { |sig, handler| trap(sig, handler || "DEFAULT") }
         @progress&.finish
@@ -179,7 +207,7 @@ module Oribi
         File.write(o[:html], Plot.html(run, title: title(o))) if o[:html]
       end
 
-      def title(o) = "oribi tune #{o[:rackup] || o[:url] || o[:unix]} (#{o[:slo]})"
+      def title(o) = "oribi tune #{o[:rackup] || o[:url] || o[:unix]}#{" on #{o[:server]}" unless o[:server] == 'oribi'} (#{o[:slo]})"
 
       private
 
@@ -187,36 +215,40 @@ module Oribi
 
       # One setting: boot (unless external), warm up, estimate, search,
       # measure memory, stop.
-      def setting(o, s, index, total, results)
-        lbl = label(s)
+      def setting(o, s, index, total, results, again: false)
+        lbl = again ? "#{label(s)} again" : label(s)
         if o[:memory_limit] && s[:workers] && (p = Recommend.projected_rss(results, s[:workers], s[:threads])) && p > o[:memory_limit]
           return s.merge(status: :projected, note: "#{Report.size(p)} > #{Report.size(o[:memory_limit])}")
         end
 
-        show(lbl, index, total, "booting")
-        server = Server.new(o[:rackup], workers: s[:workers], threads: s[:threads], environment: o[:environment],
-                                        boot_timeout: o[:boot_timeout]) if s[:workers]
+        show(lbl, index, total, o[:apply] ? "--apply" : "booting")
+        if o[:apply]
+          Server.apply(o[:apply], workers: s[:workers], threads: s[:threads], timeout: o[:boot_timeout])
+        elsif s[:workers]
+          server = Server.new(o[:rackup], workers: s[:workers], threads: s[:threads], environment: o[:environment],
+                                          kind: o[:server], boot_timeout: o[:boot_timeout])
+        end
         target = server ? { unix_path: server.sock } : target(o)
         pids = server ? server.pids : []
         first_response(o, target)
-        show(lbl, index, total, "warm-up + capacity estimate")
+        start = Noise.snapshot(pids) unless pids.empty?
         concurrency = [(s[:workers] || 1) * (s[:threads] || 1) * 2, 4].max
-        est = load(o, target, connections: concurrency, duration: o[:warmup], warmup: o[:warmup])
-        capacity = Bench::Report.totals(est)[:throughput]
+        capacity = capacity(o, target, concurrency, ->(what) { show(lbl, index, total, what) })
         idle = idle_latency(o, target)
         last = nil
-        search = Search.new(tolerance: o[:tolerance], max_steps: o[:steps], confirm_below: capacity, measure: lambda { |rate, step|
+        search = Search.new(tolerance: o[:tolerance], max_steps: o[:steps], confirm_below: capacity[:mean], measure: lambda { |rate, step|
           show(lbl, index, total, "probe #{step}/#{o[:steps]}", rate: rate, last_p99: last&.dig(:latency, :p99))
           settle(o, target, idle) if last && !last[:pass]
           last = probe(o, target, pids, rate, concurrency)
         })
-        found = search.run(capacity.positive? ? capacity : 1.0)
-        result = s.merge(steps: found.steps, capacity: capacity)
+        found = search.run(capacity[:mean].positive? ? capacity[:mean] : 1.0)
+        result = s.merge(steps: found.steps, capacity: capacity, busy: start && Noise.others(start, Noise.snapshot(pids)))
         if @stop
           result.merge!(status: :interrupted)
         elsif found.passed?
           smp = found.sample
-          result.merge!(status: :ok, rate: found.rate, throughput: smp[:throughput], latency: smp[:latency], cpu: smp[:cpu])
+          result.merge!(status: :ok, rate: found.rate, interval: Noise.rate_interval(found.rate, found.bracket[1], capacity),
+                        throughput: smp[:throughput], latency: smp[:latency], cpu: smp[:cpu])
         else
           result.merge!(status: :slo, note: explain(found.steps.last&.dig(:why), o))
         end
@@ -231,6 +263,37 @@ module Oribi
 
       def show(*args, **kw) = @progress&.update(*args, **kw)
 
+      # Results that contradict others are measured once more, the lower of
+      # each pair (noise only slows a run down), after the rest: later, so
+      # a passing burst of load on the machine has a chance to be over. The
+      # better of the two runs stands (results is updated in place); the
+      # contradictions left are returned.
+      def remeasure(o, results)
+        suspects = Noise.contradictions(results).map { |c| c[:low] }.uniq(&:object_id)
+        suspects.each_with_index do |r, i|
+          break if @stop
+
+          again = setting(o, r.slice(:workers, :threads), i + 1, suspects.size, results, again: true)
+          first = r[:rate]
+          r.replace(again) if (again[:rate] || 0) > (first || 0) || r[:status] != :ok && again[:status] == :ok
+          r[:remeasured] = [first, again[:rate]]
+        end
+        Noise.contradictions(results)
+      end
+
+      # The closed loop at twice the setting's concurrency: one discarded
+      # warm-up, then --repeat runs, each --warmup long: the capacity as
+      # { mean:, half: (95% interval), n:, runs: [req/s] }.
+      def capacity(o, target, concurrency, show)
+        show.("warm-up")
+        load(o, target, connections: concurrency, duration: o[:warmup])
+        runs = (1..o[:repeat]).map do |i|
+          show.("capacity #{i}/#{o[:repeat]}")
+          Bench::Report.totals(load(o, target, connections: concurrency, duration: o[:warmup]))[:throughput]
+        end
+        Noise.interval(runs).merge(runs: runs)
+      end
+
       def target(o)
         return { unix_path: o[:unix] } if o[:unix]
 
@@ -241,10 +304,14 @@ module Oribi
         { host: uri.host.delete_prefix("[").delete_suffix("]"), port: uri.port, authority: "#{uri.host}:#{uri.port}" }
       end
 
+      # The raw requests: the --targets in turn, else GET --path; -H on
+      # every one. A target's own host names its Host header only: the
+      # load goes where tune aims it.
       def request(o, target)
-        head = +"GET #{o[:path]} HTTP/1.1\r\nHost: #{target[:authority] || 'localhost'}\r\nUser-Agent: oribi-tune\r\n"
-        (o[:headers] || []).each { |h| head << "#{h}\r\n" }
-        (head << "\r\n").b
+        list = o[:target_list] || [Bench::Targets::Target.new(method: "GET", uri: URI("http://#{target[:authority] || 'localhost'}#{o[:path]}"),
+                                                              headers: [], body: nil)]
+        reqs = list.map { |t| Bench::Targets.request(t, headers: o[:headers] || [], agent: "oribi-tune") }
+        reqs.size == 1 ? reqs[0] : reqs
       end
 
       # One Loadgen run: closed loop with connections:, or open loop at rate:
@@ -301,6 +368,7 @@ module Oribi
       def probe(o, target, pids, rate, concurrency)
         t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
         cpu0 = Resources.cpu_seconds(pids)
+        before = Noise.snapshot(pids) unless pids.empty?
         conns = [(2 * rate * o[:slo].longest).ceil + concurrency + 8, 1000].min
         r = load(o, target, rate: rate, connections: conns, requests: [(rate * o[:duration]).round, 1].max)
         wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
@@ -309,7 +377,8 @@ module Oribi
         sample = { rate: rate, requests: t[:total], ok: t[:ok], errors: r[:errors], statuses: r[:status],
                    elapsed: t[:elapsed], attack: t[:attack],
                    throughput: t[:throughput], latency: lat,
-                   cpu: pids.empty? ? nil : (Resources.cpu_seconds(pids) - cpu0) / wall }
+                   cpu: pids.empty? ? nil : (Resources.cpu_seconds(pids) - cpu0) / wall,
+                   busy: before && Noise.others(before, Noise.snapshot(pids)) }
         return sample.merge(pass: false, why: "interrupted", stop: true) if @stop
 
         why = o[:slo].violation(sample)
@@ -320,7 +389,7 @@ module Oribi
       def explain(why, o)
         return why unless why&.match?(/\Aevery answer was 4\d\d\z/)
 
-        "#{why} for GET #{o[:path]}: pass --path"
+        "#{why} for #{o[:targets] ? "the requests of #{o[:targets]}" : "GET #{o[:path]}"}: pass --path or --targets"
       end
 
       # RSS and PSS of the master, and per worker (mean), and in total.

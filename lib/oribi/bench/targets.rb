@@ -29,6 +29,24 @@ module Oribi
         nil
       end
 
+      # The raw request, built here so the C side stays byte-blind.
+      # headers (-H) go on every request, before a target's own.
+      def request(t, headers: [], keepalive: true, agent: "oribi-bench")
+        headers += t.headers
+        names = headers.map { |h| h.split(":", 2)[0].downcase }
+        authority = t.uri.port == 80 ? t.uri.host : "#{t.uri.host}:#{t.uri.port}"
+        head = +"#{t.method} #{t.uri.request_uri} HTTP/1.1\r\n"
+        head << "Host: #{authority}\r\n" unless names.include?("host")
+        head << "User-Agent: #{agent}\r\n" unless names.include?("user-agent")
+        headers.each { |h| head << "#{h}\r\n" }
+        head << "Connection: close\r\n" unless keepalive
+        head << "Content-Length: #{t.body.bytesize}\r\n" if t.body && !names.include?("content-length")
+        head << "\r\n"
+        head = head.b
+        head << t.body.b if t.body
+        head
+      end
+
       def load(path)
         parse(File.read(path), File.dirname(path), path)
       end

@@ -1,43 +1,45 @@
 # frozen_string_literal: true
 
 require "json"
-require "oribi/bench/plot"
+require "oribi/report/chart_library"
 require "oribi/tune/report"
 
 module Oribi
   module Tune
-    # The HTML report: one self-contained page (drawing code inline, the
-    # helpers shared with `oribi bench --plot`) with the table, the
-    # recommendation, throughput and p99 against threads (one line per
-    # worker count) and RSS per setting.
+    # The HTML report: one self-contained page (uPlot inline, no network)
+    # with the text report, then four charts against threads per worker,
+    # one line per worker count: the highest rate within the SLO with its
+    # 95% interval as error bars, the p99 at that rate (and the SLO), the
+    # server's CPU at that rate (and the machine's CPUs), and the RSS per
+    # worker and in total (and --memory-limit). When every chart has drawn,
+    # the script sets data-charts-drawn on <body> (what a test waits for).
     module Plot
       module_function
 
+      CHARTS = { "rate" => "Highest rate within the SLO, with its 95% interval",
+                 "p99" => "p99 latency at that rate (log scale when it spans a decade)",
+                 "cpu" => "Server CPU at that rate (100% = one core)",
+                 "rss" => "Memory: RSS per worker (solid) and in total (dashed)" }.freeze
+
       def html(run, title: "oribi tune")
-        json = JSON.generate(Report.document(run)).gsub("</", "<\\/")
+        doc = Report.document(run).merge(slo_p99_ms: run[:slo].limits[:p99]&.*(1000))
+        json = JSON.generate(doc).gsub("</", "<\\/")
         esc = ->(s) { s.gsub("&", "&amp;").gsub("<", "&lt;").gsub(">", "&gt;") }
+        charts = CHARTS.map { |id, heading| %(<h2>#{esc.(heading)}</h2>\n<div class="chart" id="#{id}"></div>) }
         <<~HTML
           <!DOCTYPE html>
           <html lang="en"><head><meta charset="utf-8"><title>#{esc.(title)}</title>
+          #{Oribi::Report::ChartLibrary.head}
           <style>
           body { font: 14px system-ui, sans-serif; margin: 2em; color: #222; }
-          canvas { border: 1px solid #ddd; display: block; margin: 0.5em 0 2em; }
-          pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
-          .key span { margin-right: 1.5em; } .key b { display: inline-block; width: 1em; height: 3px; vertical-align: middle; margin-right: 0.3em; }
+          pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 11px; white-space: pre-wrap; }
+          .chart { margin: 0.5em 0 2em; } .empty { color: #888; font-style: italic; }
           </style></head><body>
           <h1>#{esc.(title)}</h1>
           <pre>#{esc.(Report.text(run))}</pre>
-          <h2>Highest rate within the SLO vs threads</h2>
-          <div class="key" id="key-throughput"></div>
-          <canvas id="throughput" width="1000" height="360"></canvas>
-          <h2>p99 at that rate vs threads (log scale)</h2>
-          <div class="key" id="key-p99"></div>
-          <canvas id="p99" width="1000" height="360"></canvas>
-          <h2>RSS per setting (dark: master, light: workers; dashed: --memory-limit)</h2>
-          <canvas id="rss" width="1000" height="360"></canvas>
+          #{charts.join("\n")}
           <script>
           const D = #{json};
-          #{Bench::Plot::HELPERS}
           #{SCRIPT}
           </script></body></html>
         HTML
@@ -48,45 +50,98 @@ module Oribi
         const S = D.settings.filter(s => s.workers != null);
         const THREADS = [...new Set(S.map(s => s.threads))].sort((a, b) => a - b);
         const WORKERS = [...new Set(S.map(s => s.workers))].sort((a, b) => a - b);
-        const M = { l: 70, r: 20, t: 10, b: 30 };
         const MIB = 1048576;
-        function mib(v) { return v >= 1024 ? (v / 1024).toPrecision(3) + "GiB" : Math.round(v) + "MiB"; }
-        function byThreads(id, value, scale, label) {
-          const c = document.getElementById(id), ctx = c.getContext("2d"), W = c.width, H = c.height;
-          const vals = S.map(value).filter(v => v != null);
-          if (!vals.length) { ctx.fillText("no setting met the SLO", W / 2, H / 2); return; }
-          const y = scale(vals, M.t, H - M.b);
-          const x = t => M.l + (THREADS.indexOf(t) + 0.5) / THREADS.length * (W - M.l - M.r);
-          frame(ctx, W, H, M, y, THREADS.map(t => [x(t), t + " thr"]), label);
-          WORKERS.forEach((w, i) => {
-            const pts = THREADS.map(t => S.find(s => s.workers === w && s.threads === t)).map(s => [x(s ? s.threads : 0), s && value(s) != null ? y(value(s)) : null]);
-            line(ctx, pts, PALETTE[i % PALETTE.length]);
-            ctx.fillStyle = PALETTE[i % PALETTE.length];
-            pts.forEach(([px, py]) => { if (py != null) { ctx.beginPath(); ctx.arc(px, py, 3, 0, 7); ctx.fill(); } });
-          });
-          document.getElementById("key-" + id).innerHTML = WORKERS.map((w, i) => `<span><b style="background:${PALETTE[i % PALETTE.length]}"></b>${w} worker${w === 1 ? "" : "s"}</span>`).join("");
+        const at = (w, t) => S.find(s => s.workers === w && s.threads === t);
+        const fmt = v => v == null ? "-" : v === 0 ? "0" : v >= 10 ? Math.round(v).toString() : v.toPrecision(2);
+        const AXIS = { font: "13px system-ui, sans-serif", labelFont: "bold 13px system-ui, sans-serif", size: 72, labelSize: 22 };
+        let pending = 0;
+        function drawn() { if (--pending === 0) document.body.setAttribute("data-charts-drawn", "yes"); }
+        function empty(id, why) {
+          const el = document.getElementById(id);
+          el.className += " empty"; el.textContent = why;
         }
-        byThreads("throughput", s => s.max_rate, (v, a, b) => linScale(Math.max(...v), a, b), v => Math.round(v) + "/s");
-        byThreads("p99", s => s.max_rate == null ? null : s.latency_ms.p99 * 1000, (v, a, b) => logScale(Math.min(...v), Math.max(...v), a, b));
-        (function rssChart() {
-          const c = document.getElementById("rss"), ctx = c.getContext("2d"), W = c.width, H = c.height;
-          const R = S.filter(s => s.memory_bytes);
-          if (!R.length) { ctx.fillText("no memory measured", W / 2, H / 2); return; }
-          const y = linScale(Math.max(...R.map(s => s.memory_bytes.total_rss), D.memory_limit_bytes || 0) / MIB, M.t, H - M.b);
-          const bw = (W - M.l - M.r) / R.length, x = i => M.l + (i + 0.5) * bw;
-          frame(ctx, W, H, M, y, R.map((s, i) => [x(i) - 10, s.workers + "w×" + s.threads + "t"]), mib);
-          R.forEach((s, i) => {
-            const m = s.memory_bytes, top = y(m.total_rss / MIB), mid = y(m.master_rss / MIB);
-            ctx.fillStyle = "#aec7e8"; ctx.fillRect(x(i) - bw * 0.3, top, bw * 0.6, mid - top);
-            ctx.fillStyle = "#1f77b4"; ctx.fillRect(x(i) - bw * 0.3, mid, bw * 0.6, H - M.b - mid);
-            ctx.fillStyle = "#222"; ctx.fillText(mib(m.total_rss / MIB), x(i) - 20, top - 4);
+        // Vertical bars from lo to hi at each point, capped, in the series' colour.
+        function errorBars(bounds) {
+          return u => {
+            const ctx = u.ctx, cap = 5 * devicePixelRatio;
+            ctx.save(); ctx.lineWidth = 1.5 * devicePixelRatio;
+            bounds.forEach((b, k) => {
+              if (!u.series[k + 1].show) return;
+              ctx.strokeStyle = PALETTE[k % PALETTE.length];
+              u.data[0].forEach((x, i) => {
+                if (b[i] == null) return;
+                const px = u.valToPos(x, "x", true), y1 = u.valToPos(b[i][0], "y", true), y2 = u.valToPos(b[i][1], "y", true);
+                ctx.beginPath();
+                ctx.moveTo(px, y1); ctx.lineTo(px, y2);
+                ctx.moveTo(px - cap, y1); ctx.lineTo(px + cap, y1);
+                ctx.moveTo(px - cap, y2); ctx.lineTo(px + cap, y2);
+                ctx.stroke();
+              });
+            });
+            ctx.restore();
+          };
+        }
+        // A horizontal dashed line at y, labelled.
+        function rule(y, label) {
+          return u => {
+            if (y == null) return;
+            const ctx = u.ctx, py = u.valToPos(y, "y", true);
+            if (py < u.bbox.top || py > u.bbox.top + u.bbox.height) return;
+            ctx.save(); ctx.strokeStyle = "#888"; ctx.setLineDash([6, 4]); ctx.lineWidth = devicePixelRatio;
+            ctx.beginPath(); ctx.moveTo(u.bbox.left, py); ctx.lineTo(u.bbox.left + u.bbox.width, py); ctx.stroke();
+            ctx.fillStyle = "#555"; ctx.font = 12 * devicePixelRatio + "px system-ui, sans-serif"; ctx.textAlign = "right";
+            ctx.fillText(label, u.bbox.left + u.bbox.width - 6 * devicePixelRatio, py - 4 * devicePixelRatio);
+            ctx.restore();
+          };
+        }
+        // One chart against threads: a line per worker count (and extra
+        // series, e.g. dashed totals), y from value(setting).
+        function chart(id, opts) {
+          const series = [{ label: "threads" }], data = [THREADS];
+          const lines = opts.lines || WORKERS.map((w, k) => ({ w: w, k: k, value: opts.value, label: w + (w === 1 ? " worker" : " workers") }));
+          lines.forEach(l => {
+            const ys = THREADS.map(t => { const s = at(l.w, t); return s ? l.value(s) : null; });
+            data.push(ys);
+            series.push({ label: l.label, stroke: PALETTE[l.k % PALETTE.length], width: 2, dash: l.dash, spanGaps: false,
+                          points: { show: true, size: 7 }, value: (u, v) => v == null ? "-" : fmt(v) + opts.unit });
           });
-          if (D.memory_limit_bytes) {
-            const py = y(D.memory_limit_bytes / MIB);
-            ctx.strokeStyle = "#d62728"; ctx.setLineDash([6, 4]); ctx.beginPath(); ctx.moveTo(M.l, py); ctx.lineTo(W - M.r, py); ctx.stroke(); ctx.setLineDash([]);
-            ctx.fillStyle = "#d62728"; ctx.fillText("memory limit " + mib(D.memory_limit_bytes / MIB), W - M.r - 160, py - 4);
-          }
-        })();
+          if (!data.slice(1).some(ys => ys.some(v => v != null))) return empty(id, opts.none);
+          const ys = data.slice(1).flat().filter(v => v != null).concat(opts.extra || []);
+          const hooks = { draw: [...(opts.draw || []), drawn] };
+          const log2 = THREADS.length > 1;
+          // log y only when the values span a decade: else its ticks fall on odd values
+          const logY = opts.log && Math.max(...ys) > 10 * Math.min(...ys);
+          pending++;
+          new uPlot({
+            width: 900, height: 320, legend: { live: false },
+            scales: { x: { time: false, distr: log2 ? 3 : 1, log: 2, range: (u, a, b) => log2 ? [a / 1.4, b * 1.4] : [a - 1, b + 1] },
+                      y: logY ? { distr: 3, range: (u, a, b) => [Math.min(...ys) / 1.5, Math.max(...ys) * 1.5] }
+                                  : { range: (u, a, b) => [0, Math.max(...ys) * 1.1] } },
+            axes: [
+              { ...AXIS, size: 40, label: "threads per worker", values: (u, splits) => splits.map(v => THREADS.includes(v) ? String(v) : ""), splits: () => THREADS },
+              { ...AXIS, label: opts.label, values: (u, splits) => splits.map(v => v == null ? "" : fmt(v) + opts.unit) },
+            ],
+            series: series, hooks: hooks,
+          }, data, document.getElementById(id));
+        }
+        if (!S.length) {
+          ["rate", "p99", "cpu", "rss"].forEach(id => empty(id, "no settings started by tune (a running server: see the table)"));
+          document.body.setAttribute("data-charts-drawn", "yes");
+        } else {
+          chart("rate", { label: "requests per second", unit: "/s", value: s => s.max_rate, none: "no setting met the SLO",
+                          extra: S.map(s => s.rate_interval ? s.rate_interval[1] : null).filter(v => v != null),
+                          draw: [errorBars(WORKERS.map(w => THREADS.map(t => { const s = at(w, t); return s && s.max_rate != null && s.rate_interval; })))] });
+          chart("p99", { label: "p99 latency", unit: "ms", log: true, value: s => s.max_rate == null ? null : s.latency_ms.p99,
+                         none: "no setting met the SLO", extra: D.slo_p99_ms ? [D.slo_p99_ms] : [], draw: [rule(D.slo_p99_ms, "SLO p99 " + D.slo_p99_ms + "ms")] });
+          chart("cpu", { label: "server CPU", unit: "%", value: s => s.max_rate == null ? null : s.cpu_percent, none: "no CPU measured",
+                         extra: D.cpus ? [D.cpus * 100] : [], draw: [rule(D.cpus && D.cpus * 100, D.cpus + " CPUs: " + D.cpus * 100 + "%")] });
+          const rss = WORKERS.flatMap((w, k) => [
+            { w: w, k: k, value: s => s.memory_bytes && s.memory_bytes.worker_rss / MIB, label: w + (w === 1 ? " worker" : " workers") + ": per worker" },
+            { w: w, k: k, dash: [6, 4], value: s => s.memory_bytes && s.memory_bytes.total_rss / MIB, label: "total" }]);
+          chart("rss", { label: "RSS", unit: "MiB", lines: rss, none: "no memory measured",
+                         extra: D.memory_limit_bytes ? [D.memory_limit_bytes / MIB] : [],
+                         draw: [rule(D.memory_limit_bytes && D.memory_limit_bytes / MIB, "--memory-limit")] });
+        }
       JS
     end
   end

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "oribi/tune/noise"
+
 module Oribi
   module Tune
     # Which setting to run, from the measured ones: the best throughput
@@ -38,6 +40,68 @@ module Oribi
       def rss(r) = r.dig(:memory, :total_rss) || 0
 
       def concurrency(r) = (r[:workers] || 1) * (r[:threads] || 1)
+
+      LEVELS = %i[high medium low none].freeze # :none: no clear winner
+
+      # How sure the recommendation is, and why not more: { level:, reasons: }.
+      # Each doubt raises the level to at most its own weight:
+      # - the machine was busy (others' CPU, steal) during some settings: medium;
+      #   during the best or the recommended one: low;
+      # - a contradiction left after measuring again: low; involving the
+      #   best or the recommended setting: none (the numbers cannot all be true);
+      # - a setting measured again at more than twice (or half) its first
+      #   rate: medium; the best or the recommended one: low;
+      # - slower settings (outside the window) whose interval reaches the
+      #   best's: medium; half of the settings with a rate or more: none;
+      # - the recommended rate's interval wider than ±WIDE: medium.
+      # results carry :interval ([lo, hi], req/s) and :busy ({ others:, steal: }).
+      def confidence(results, rec, contradictions: [], tolerance: 0)
+        return nil unless rec
+
+        doubts = []
+        key = [rec[:best], rec[:cheapest]]
+        keyed = ->(r) { key.any? { |k| k.equal?(r) } }
+        busy = results.select { |r| Noise.busy?(r[:busy]) }
+        unless busy.empty?
+          worst = busy.map { |r| r[:busy][:others] }.max
+          steal = busy.map { |r| r[:busy][:steal] }.max
+          doubts << [busy.any?(&keyed) ? 2 : 1,
+                     format("the machine was busy during %d of %d settings (other processes used up to %.0f%% of the CPUs%s)",
+                            busy.size, results.size, worst * 100, steal >= 0.005 ? format(", steal %.0f%%", steal * 100) : "")]
+        end
+        contradictions.each do |c|
+          doubts << [keyed.(c[:low]) || keyed.(c[:high]) ? 3 : 2, "measured twice, still contradictory: #{c[:why]}"]
+        end
+        results.each do |r|
+          next unless r[:remeasured]
+
+          a, b = r[:remeasured].map(&:to_f)
+          next unless [a, b].max > Noise::DROP * [a, b].min
+
+          rates = r[:remeasured].map { |x| x ? format("%.0f/s", x) : "no rate" }
+          doubts << [keyed.(r) ? 2 : 1, "#{Noise.name(r)} gave #{rates[0]}, then #{rates[1]} when measured again"]
+        end
+        doubts.concat(overlap_doubts(results, rec, tolerance))
+        { level: LEVELS[doubts.map(&:first).max || 0], reasons: doubts.map(&:last) }
+      end
+
+      WIDE = 0.25
+
+      def overlap_doubts(results, rec, tolerance)
+        best = rec[:best]
+        floor = (best[:interval] || [best[:rate]]).first
+        ok = results.select { |r| r[:rate] }
+        rivals = ok.select { |r| r[:interval] && r[:rate] < (1 - [WITHIN, tolerance].max) * best[:rate] && r[:interval].last >= floor }
+        doubts = []
+        unless rivals.empty?
+          doubts << [rivals.size * 2 >= ok.size ? 3 : 1,
+                     "#{rivals.map { |r| Noise.name(r) }.join(', ')} cannot be told from the best (their intervals reach it)"]
+        end
+        lo, hi = rec[:cheapest][:interval]
+        rel = lo && hi.positive? ? (hi - lo).fdiv(hi + lo) : 0
+        doubts << [1, format("the recommended rate is known to ±%.0f%% only", rel * 100)] if rel > WIDE
+        doubts
+      end
 
       # What `workers` workers of `threads` threads would hold, from a
       # measured setting with the same threads (the one with the most

@@ -2,6 +2,7 @@
 
 Rails.application.routes.draw do
   get "/hello", to: "hello#show"
+  get "/upstream", to: "hello#upstream"
   post "/echo", to: "hello#echo"
   get "/live", to: "live#events"
 end

@@ -5,6 +5,16 @@ class HelloController < ActionController::Base
     render plain: "Rails #{Rails.version} on Oribi: multiprocess=#{request.env['rack.multiprocess']}"
   end
 
+  # A typical action for `oribi tune`: waits 100 ms on an upstream call
+  # (sleep stands in for the database), then renders for 5 ms of CPU.
+  def upstream
+    sleep 0.1
+    deadline = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + 0.005
+    n = 0
+    n += 1 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < deadline
+    render plain: "upstream #{n}"
+  end
+
   # Form parameters come from rack.input as Oribi filled it.
   def echo
     render plain: params[:msg]
