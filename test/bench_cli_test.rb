@@ -103,7 +103,7 @@ class BenchCLITest < Minitest::Test
       out = File.join(dir, "p.html")
       rc, = bench("-d", "300ms", "-c", "1", "-T", "1", "--plot", out, "http://127.0.0.1:#{port}/")
       assert_equal 1, rc
-      assert_match(/<canvas id="time"/, File.read(out))
+      assert_match(/<div class="chart" id="latency">/, File.read(out))
       assert_equal 0.1, parse("-d", "3s", "--plot", out, "http://x/")[:run][:series_interval]
       assert_equal 2.0, parse("-d", "10m", "--plot", out, "http://x/")[:run][:series_interval]
     end
