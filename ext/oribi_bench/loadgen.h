@@ -35,6 +35,13 @@ enum oribi_lg_error {
  * parse) or an errno beyond. */
 #define ORIBI_LG_ERRNO_MAX 160
 
+/* Open loop in stages: from `from` to `to` requests per second, linearly,
+ * over `seconds` (from == to: a constant rate). */
+struct oribi_lg_stage {
+    double from, to, seconds;
+};
+#define ORIBI_LG_STAGES_MAX 1000
+
 struct oribi_lg_config {
     const char *host;      /* name or IPv4/IPv6 literal ("::1" or "[::1]") */
     const char *port;      /* with host */
@@ -45,16 +52,19 @@ struct oribi_lg_config {
                                    ending there (nrequests, ascending), sent in
                                    turn; NULL: request is one request */
     unsigned nrequests;
-    unsigned threads;         /* lowered to connections when larger */
-    unsigned connections;     /* total, spread evenly over threads */
-    double duration;          /* seconds; 0 = no time limit */
-    uint64_t requests;        /* attempts (completed + failed); 0 = no count limit */
-    int keepalive;            /* 0: close after every response */
-    double timeout;           /* seconds per request, connect included */
-    double rate;              /* > 0: open loop, requests/s over all threads */
-    double series_interval;   /* > 0: record latency over time in intervals this long */
-    double warmup;            /* seconds at the start whose results are not counted */
-    unsigned max_connections; /* open loop: connections at most, total (0: 1000) */
+    unsigned threads;                    /* lowered to connections when larger */
+    unsigned connections;                /* total, spread evenly over threads */
+    double duration;                     /* seconds; 0 = no time limit */
+    uint64_t requests;                   /* attempts (completed + failed); 0 = no count limit */
+    int keepalive;                       /* 0: close after every response */
+    double timeout;                      /* seconds per request, connect included */
+    double rate;                         /* > 0: open loop, requests/s over all threads */
+    double series_interval;              /* > 0: record latency over time in intervals this long */
+    double warmup;                       /* seconds at the start whose results are not counted */
+    unsigned max_connections;            /* open loop: connections at most, total (0: 1000) */
+    const struct oribi_lg_stage *stages; /* open loop in stages (rate: their highest,
+                                            duration: their sum), copied; NULL: none */
+    unsigned nstages;
 };
 
 /* One interval of the latency-over-time series (loadgen_series.c). */

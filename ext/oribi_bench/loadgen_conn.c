@@ -295,7 +295,7 @@ static void schedule(struct lg_worker *w, uint64_t now)
         w->idle = c->next_ready;
         c->queued = 0;
         uint64_t due = w->next_due;
-        w->next_due += lg->interval_ns;
+        w->next_due = lg_next_due(lg, w->next_due);
         if (now - due > LATE_NS && counting(w, now)) {
             w->late++;
             /* A connection was free in time: the sender itself was slow. */
@@ -582,6 +582,22 @@ static int wait_events(struct lg_worker *w, struct epoll_event *ev, uint64_t now
     return epoll_wait(w->ep, ev, MAX_EVENTS, (int)(ns / 1000000));
 }
 
+/* Sends of a thread's schedule from `due` on and before `end`, leaving out
+ * the warm-up's (not counted). */
+static uint64_t unsent(const struct oribi_lg *lg, uint64_t due, uint64_t end)
+{
+    if (lg->stages == NULL) {
+        uint64_t step = lg->interval_ns;
+        if (due < lg->count_from_ns)
+            due += (lg->count_from_ns - due + step - 1) / step * step;
+        return due < end ? (end - due - 1) / step + 1 : 0;
+    }
+    uint64_t n = 0;
+    for (; due < end; due = lg_next_due(lg, due))
+        n += due >= lg->count_from_ns;
+    return n;
+}
+
 void *lg_worker_main(void *arg)
 {
     struct lg_worker *w = arg;
@@ -628,10 +644,7 @@ void *lg_worker_main(void *arg)
     if (open_loop(w) && !w->exhausted) {
         /* Sends due before the end (the deadline, or a stop) never made. */
         uint64_t end = lg->deadline_ns && lg->deadline_ns < now ? lg->deadline_ns : now;
-        if (w->next_due < lg->count_from_ns) /* the warm-up's are not counted */
-            w->next_due += (lg->count_from_ns - w->next_due + lg->interval_ns - 1) / lg->interval_ns * lg->interval_ns;
-        if (w->next_due < end)
-            w->dropped = (end - w->next_due - 1) / lg->interval_ns + 1;
+        w->dropped = unsent(lg, w->next_due, end);
     }
     for (unsigned i = 0; i < w->nconns; i++)
         conn_close(&w->conns[i]);

@@ -27,8 +27,13 @@ struct oribi_lg {
     } * reqs;           /* into request */
     unsigned nreqs;
     uint64_t interval_ns; /* open loop: per thread between sends; 0: closed loop */
-    uint64_t series_ns;   /* series interval; 0: no series */
-    uint64_t warmup_ns;   /* results count from start + warmup */
+    struct lg_stage {
+        double from, to;     /* requests per second, over all threads */
+        uint64_t start, end; /* ns from count_from_ns */
+    } * stages;              /* open loop in stages; NULL: at interval_ns */
+    unsigned nstages;
+    uint64_t series_ns; /* series interval; 0: no series */
+    uint64_t warmup_ns; /* results count from start + warmup */
     uint64_t count_from_ns;
     struct sockaddr_storage addr;
     socklen_t addrlen;
@@ -89,6 +94,13 @@ static inline uint64_t lg_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* Open loop: when the send after the one due at `due` is due, for a
+ * thread that takes one in every `threads` of the schedule. */
+uint64_t lg_next_due(const struct oribi_lg *lg, uint64_t due);
+/* Stages: when `need` more sends (over all threads) are due after `due`;
+ * UINT64_MAX past the last stage. */
+uint64_t lg_advance(const struct oribi_lg *lg, uint64_t due, double need);
 
 /* Allocates w's connections and buffers; -1 with errno on failure (then
  * lg_worker_free still applies). */

@@ -6,6 +6,7 @@
 #include <ruby.h>
 #include <ruby/thread.h>
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -112,6 +113,12 @@ static VALUE latency_value(const struct oribi_hist *h, double pct)
     return h->count ? ULL2NUM(oribi_hist_percentile(h, pct)) : Qnil;
 }
 
+/* The percentile spectrum reported, [percentile, microseconds] pairs, for
+ * the JSON report, the percentile curve and thresholds (Loadgen::SPECTRUM). */
+static const double spectrum[] = {
+    0, 10, 20, 25, 30, 40, 50, 60, 70, 75, 80, 85, 90, 95, 96, 97, 98, 99, 99.5, 99.9, 99.95, 99.99, 99.999, 100,
+};
+
 static VALUE result_hash(const struct oribi_lg_result *res)
 {
     static const char *const error_names[ORIBI_LG_E_COUNT] = {
@@ -164,11 +171,6 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(lat, ID2SYM(rb_intern("max")), l->count ? ULL2NUM(l->max) : Qnil);
     rb_hash_aset(h, ID2SYM(rb_intern("latency")), lat);
 
-    /* The percentile spectrum, [percentile, microseconds] pairs, for the
-     * JSON report and the percentile curve. */
-    static const double spectrum[] = {
-        0, 10, 20, 25, 30, 40, 50, 60, 70, 75, 80, 85, 90, 95, 96, 97, 98, 99, 99.5, 99.9, 99.95, 99.99, 99.999, 100,
-    };
     VALUE spec = rb_ary_new_capa((long)(sizeof(spectrum) / sizeof(spectrum[0])));
     for (size_t i = 0; l->count && i < sizeof(spectrum) / sizeof(spectrum[0]); i++)
         rb_ary_push(spec, rb_assoc_new(DBL2NUM(spectrum[i]), ULL2NUM(oribi_hist_percentile(l, spectrum[i]))));
@@ -231,7 +233,7 @@ static VALUE run_ensure(VALUE p)
 
 static const char *const known_keys[] = {
     "host",      "port",    "unix_path", "request",         "threads",         "connections", "duration", "requests",
-    "keepalive", "timeout", "rate",      "max_connections", "series_interval", "warmup",      NULL,
+    "keepalive", "timeout", "rate",      "max_connections", "series_interval", "warmup",      "stages",   NULL,
 };
 
 static int check_key(VALUE key, VALUE val, VALUE arg)
@@ -351,6 +353,30 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
             rb_raise(rb_eArgError, ":rate must be between 0 and 1e8 requests per second");
         cfg.max_connections = opt_count(opts, "max_connections", 1000, 1000000);
     }
+    VALUE stages_tmp = 0, stages = opt(opts, "stages");
+    if (stages != Qundef && !NIL_P(stages)) {
+        /* [[from, to, seconds], ...]: rate is their highest, duration their sum. */
+        Check_Type(stages, T_ARRAY);
+        long n = RARRAY_LEN(stages);
+        if (n < 1 || n > ORIBI_LG_STAGES_MAX || cfg.rate > 0)
+            rb_raise(rb_eArgError, ":stages must hold 1 to %d [from, to, seconds] and replaces :rate",
+                     ORIBI_LG_STAGES_MAX);
+        struct oribi_lg_stage *st = ALLOCV_N(struct oribi_lg_stage, stages_tmp, n);
+        double total = 0;
+        for (long i = 0; i < n; i++) {
+            VALUE one = rb_ary_entry(stages, i);
+            if (!RB_TYPE_P(one, T_ARRAY) || RARRAY_LEN(one) != 3)
+                rb_raise(rb_eArgError, ":stages must hold [from, to, seconds] Arrays");
+            st[i] = (struct oribi_lg_stage){NUM2DBL(rb_ary_entry(one, 0)), NUM2DBL(rb_ary_entry(one, 1)),
+                                            NUM2DBL(rb_ary_entry(one, 2))};
+            cfg.rate = fmax(cfg.rate, fmax(st[i].from, st[i].to));
+            total += st[i].seconds;
+        }
+        cfg.stages = st;
+        cfg.nstages = (unsigned)n;
+        cfg.duration = total;
+        cfg.max_connections = opt_count(opts, "max_connections", 1000, 1000000);
+    }
     cfg.series_interval = opt_seconds(opts, "series_interval", 0.0);
     VALUE wu = opt(opts, "warmup");
     if (wu != Qundef && !NIL_P(wu)) {
@@ -368,6 +394,8 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     r.lg = oribi_lg_new(&cfg, r.err, sizeof(r.err)); /* copies every string */
     if (ends_tmp)
         ALLOCV_END(ends_tmp);
+    if (stages_tmp)
+        ALLOCV_END(stages_tmp);
     if (r.lg == NULL) {
         free(r.res);
         rb_raise(eLoadgenError, "%s", r.err);
@@ -429,6 +457,10 @@ __attribute__((visibility("default"))) void Init_oribi_bench(void)
     /* Raised when a run cannot start: bad address, no threads. */
     eLoadgenError = rb_define_class_under(mLoadgen, "Error", rb_eStandardError);
     rb_define_const(mLoadgen, "HISTOGRAM_MAX", ULL2NUM(ORIBI_HIST_MAX));
+    VALUE spec = rb_ary_new_capa((long)(sizeof(spectrum) / sizeof(spectrum[0])));
+    for (size_t i = 0; i < sizeof(spectrum) / sizeof(spectrum[0]); i++)
+        rb_ary_push(spec, DBL2NUM(spectrum[i]));
+    rb_define_const(mLoadgen, "SPECTRUM", rb_obj_freeze(spec));
     rb_define_singleton_method(mLoadgen, "run", loadgen_run, 1);
     rb_define_singleton_method(mLoadgen, "histogram_percentiles", loadgen_histogram_percentiles, -1);
 }

@@ -8,6 +8,7 @@ require "oribi/bench/report"
 require "oribi/bench/progress"
 require "oribi/bench/plot"
 require "oribi/bench/targets"
+require "oribi/bench/threshold"
 
 module Oribi
   # `oribi bench [options] URL`: a load generator over Oribi::Loadgen (C,
@@ -24,8 +25,8 @@ module Oribi
         @err = err
       end
 
-      # 0: done with at least one response; 1: nothing answered (or the run
-      # could not start); 2: bad flags or URL.
+      # 0: done with at least one response; 1: nothing answered, a
+      # threshold failed (or the run could not start); 2: bad flags or URL.
       def run(argv)
         o = parse(argv.dup)
         writable!(o[:plot]) if o[:plot]
@@ -33,8 +34,10 @@ module Oribi
         if o[:plot]
           File.write(o[:plot], Plot.html(result, interval: o[:run][:series_interval], title: "oribi bench #{o[:url]}"))
         end
-        @out.write(render(o[:format], result))
-        result[:requests].zero? && result[:errors].values.sum.positive? ? 1 : 0
+        judged = Threshold.evaluate(o[:thresholds], result)
+        @out.write(render(o[:format], result, judged))
+        failed = judged.any? { |_, _, ok| !ok }
+        failed || (result[:requests].zero? && result[:errors].values.sum.positive?) ? 1 : 0
       rescue OptionParser::ParseError, UsageError, URI::Error, SystemCallError => e
         @err.puts "oribi bench: #{e.message.lines.first.chomp}"
         2
@@ -66,11 +69,12 @@ module Oribi
         progress&.finish
       end
 
-      def render(format, result)
+      # The report, then how each threshold fared (in JSON, a key of it).
+      def render(format, result, judged = [])
         case format
-        when "json" then Report.json(result)
-        when "hist" then Report.histogram(result)
-        else Report.text(result)
+        when "json" then Report.json(result, thresholds: judged)
+        when "hist" then Report.histogram(result) + Report.thresholds(judged)
+        else Report.text(result) + Report.thresholds(judged)
         end
       end
 
@@ -82,26 +86,46 @@ module Oribi
       end
 
       # Requests per second from "100", "100/s", "6000/m".
-      def self.rate(s)
+      def self.rate(s, zero: false)
         m = %r{\A(\d+(?:\.\d+)?)(?:/(s|m|h))?\z}.match(s.to_s) or
           raise UsageError, "bad rate #{s.inspect} (use 100, 100/s, 6000/m)"
         r = m[1].to_f / { nil => 1, "s" => 1, "m" => 60, "h" => 3600 }[m[2]]
-        raise UsageError, "rate must be positive" unless r.positive?
+        raise UsageError, "rate must be positive" unless r.positive? || zero
 
         r
+      end
+
+      # Rate stages, "100:10s,500:30s" (a rate for a time, in turn) or
+      # "0-500:30s" (a ramp from one rate to the other): [[from, to, seconds]].
+      def self.stages(s)
+        stages = s.split(",", -1).map do |part|
+          rates, time = part.split(":", 2)
+          raise UsageError, "bad rate stage #{part.inspect} (use RATE:TIME or FROM-TO:TIME)" unless time
+
+          from, to = rates.split("-", 2)
+          from = rate(from, zero: true)
+          [from, to ? rate(to, zero: true) : from, seconds(time)]
+        end
+        raise UsageError, "rate stages send nothing: every rate is 0" if stages.all? { |f, t, _| f.zero? && t.zero? }
+        raise UsageError, "a rate stage needs a time above 0" unless stages.all? { |*, d| d.positive? }
+
+        stages
       end
 
       # Returns { run: options for Loadgen.run, format: }.
       def parse(argv)
         v = { threads: Etc.nprocessors, connections: 10, keepalive: true, method: "GET",
-              headers: [], format: "text", timeout: 10.0 }
+              headers: [], format: "text", timeout: 10.0, thresholds: [] }
         parser = OptionParser.new do |o|
           o.banner = "Usage: oribi bench [options] URL"
           o.on("-T", "--threads N", Integer, "threads, each with its own loop (default: CPUs)") { |x| v[:threads] = x }
           o.on("-c", "--connections N", Integer, "connections, spread over the threads (default 10)") { |x| v[:connections] = x }
           o.on("-d", "--duration TIME", "run for TIME: 10s, 500ms, 2m (default 10s unless -n)") { |x| v[:duration] = self.class.seconds(x) }
           o.on("-n", "--requests N", Integer, "stop after N requests") { |x| v[:requests] = x }
-          o.on("-r", "--rate RATE", "open loop: send RATE requests per second (100, 100/s, 6000/m) on schedule") { |x| v[:rate] = self.class.rate(x) }
+          o.on("-r", "--rate RATE", "open loop: send RATE requests per second (100, 100/s, 6000/m) on schedule;",
+               "or stages, 100:10s,500:30s, with ramps, 0-500:30s (they set the duration)") do |x|
+            x.include?(":") ? v[:stages] = self.class.stages(x) : v[:rate] = self.class.rate(x)
+          end
           o.on("--max-connections N", Integer, "open loop: connections at most (default 1000)") { |x| v[:max_connections] = x }
           o.on("-m", "--method METHOD", "request method (default GET)") { |x| v[:method] = x }
           o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| v[:headers] << x }
@@ -114,6 +138,9 @@ module Oribi
           o.on("--json", "same as --format json") { v[:format] = "json" }
           o.on("--plot FILE", "also write FILE, an HTML page: latency over time and by percentile") { |x| v[:plot] = x }
           o.on("--warmup TIME", "run TIME first without counting it (needs -d)") { |x| v[:warmup] = self.class.seconds(x) }
+          o.on("--threshold LIST", "exit 1 unless every one holds: p99<200ms,success>99.9%,errors<=10 (none)") do |x|
+            v[:thresholds].concat(Threshold.parse(x))
+          end
         end
         parser.parse!(argv)
         raise UsageError, "one URL expected (oribi bench --help)" unless argv.size == (v[:targets] ? 0 : 1)
@@ -121,8 +148,9 @@ module Oribi
         targets = v[:targets] ? Targets.load(v[:targets]) : [single_target(argv[0], v)]
         run = run_options(targets, v)
         # About 300 points over the run for the plot, 100 ms at the finest.
-        run[:series_interval] = v[:duration] ? [(v[:duration] / 300.0).round(3), 0.1].max : 1.0 if v[:plot]
-        { run: run, format: v[:format], plot: v[:plot], url: argv[0] || v[:targets] }
+        length = v[:stages] ? v[:stages].sum(&:last) : v[:duration]
+        run[:series_interval] = length ? [(length / 300.0).round(3), 0.1].max : 1.0 if v[:plot]
+        { run: run, format: v[:format], plot: v[:plot], url: argv[0] || v[:targets], thresholds: v[:thresholds] }
       end
 
       private
@@ -131,8 +159,9 @@ module Oribi
         raise UsageError, "-T must be at least 1" unless v[:threads] >= 1
         raise UsageError, "-c must be at least 1" unless v[:connections] >= 1
         raise UsageError, "--max-connections must be at least 1" if v[:max_connections] && v[:max_connections] < 1
-        raise UsageError, "--max-connections needs --rate (closed loop: -c)" if v[:max_connections] && !v[:rate]
-        raise UsageError, "--warmup needs -d (a duration)" if v[:warmup] && !v[:duration]
+        raise UsageError, "--max-connections needs --rate (closed loop: -c)" if v[:max_connections] && !v[:rate] && !v[:stages]
+        raise UsageError, "--warmup needs -d or rate stages (a duration)" if v[:warmup] && !v[:duration] && !v[:stages]
+        raise UsageError, "rate stages set the duration: drop -d" if v[:stages] && v[:duration]
         raise UsageError, "-n must be at least 1" if v[:requests] && v[:requests] < 1
         raise UsageError, "--timeout must be positive" unless v[:timeout].positive?
         raise UsageError, "-d must be positive" if v[:duration] && !v[:duration].positive?
@@ -158,7 +187,7 @@ module Oribi
         reqs = targets.map { |t| request(t, v) }
         run = { request: reqs.size == 1 ? reqs[0] : reqs, threads: v[:threads],
                 connections: v[:connections], keepalive: v[:keepalive], timeout: v[:timeout],
-                duration: v[:duration], requests: v[:requests], rate: v[:rate],
+                duration: v[:duration], requests: v[:requests], rate: v[:rate], stages: v[:stages],
                 max_connections: v[:max_connections], warmup: v[:warmup] }
         if v[:unix_path]
           run[:unix_path] = v[:unix_path]
