@@ -151,6 +151,8 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
         return NULL;
     }
     lg->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    lg->output_fd = cfg->output_fd;
+    pthread_mutex_init(&lg->output_lock, NULL);
     lg->request = malloc(cfg->request_len);
     if (cfg->unix_path) {
         lg->unix_path = dupstr(cfg->unix_path);
@@ -243,6 +245,7 @@ void oribi_lg_free(struct oribi_lg *lg)
     free(lg->reqs);
     free(lg->stages);
     free(lg->progress);
+    pthread_mutex_destroy(&lg->output_lock);
     free(lg);
 }
 
@@ -392,8 +395,11 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
     lg->start_ns = lg_now_ns();
     lg->count_from_ns = lg->start_ns + lg->warmup_ns;
+    res->start_unix_ns = (uint64_t)wall.tv_sec * 1000000000ull + (uint64_t)wall.tv_nsec + lg->warmup_ns;
     lg->deadline_ns = lg->duration_ns ? lg->count_from_ns + lg->duration_ns : 0;
     for (unsigned i = 0; i < nt; i++) /* open loop: threads take turns */
         ws[i].next_due = lg->stages ? lg_advance(lg, lg->start_ns, i) : lg->start_ns + lg->interval_ns * i / nt;
@@ -433,6 +439,7 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         end = last_send = lg->count_from_ns;
     res->elapsed = (double)(end - lg->count_from_ns) / 1e9;
     res->attack = (double)(last_send - lg->count_from_ns) / 1e9;
+    res->output_errno = atomic_load(&lg->output_errno);
     res->series = series.intervals;
     res->nintervals = series.n;
     workers_free(ws, nt);

@@ -65,6 +65,8 @@ struct oribi_lg_config {
     const struct oribi_lg_stage *stages; /* open loop in stages (rate: their highest,
                                             duration: their sum), copied; NULL: none */
     unsigned nstages;
+    int output_fd; /* > 0: a record of every request counted is written there
+                      as the run goes (results.h); the caller opens and closes it */
 };
 
 /* One interval of the latency-over-time series (loadgen_series.c). */
@@ -94,6 +96,8 @@ struct oribi_lg_result {
     double busy;                      /* CPU over wall time of the busiest thread: near 1,
                                          the generator was the bottleneck */
     uint64_t retried;                 /* sent again after a lost keep-alive connection */
+    uint64_t start_unix_ns;           /* wall clock when counting began */
+    int output_errno;                 /* output_fd: the first write error, else 0 */
     struct oribi_lg_interval *series; /* series_interval: malloc'd, caller frees */
     size_t nintervals;
     struct oribi_hist latency; /* microseconds */

@@ -19,12 +19,14 @@
 #include "http/chunked.h"
 #include "http/parser.h"
 #include "loadgen_internal.h"
+#include "results.h"
 
 #define RBUF_SIZE  65536 /* one read per readiness event, shared per thread */
 #define HEAD_MAX   65536 /* response heads beyond this are parse errors */
 #define MAX_EVENTS 256
-#define SWEEP_NS   10000000ull /* timeouts and backoffs are checked this often */
-#define LATE_NS    1000000ull  /* open loop: a send this far behind is late */
+#define OBUF_SIZE  (1024 * ORIBI_RESULT_SIZE) /* results stream, per thread */
+#define SWEEP_NS   10000000ull                /* timeouts and backoffs are checked this often */
+#define LATE_NS    1000000ull                 /* open loop: a send this far behind is late */
 #define BACKOFF_NS \
     10000000ull /* pause after a failed connect, so a dead server
                                         is counted, not hammered in a busy loop */
@@ -51,6 +53,7 @@ struct lg_conn {
     uint64_t wake;                        /* ns, end of a connect backoff */
     uint64_t idle_at;                     /* ns, open loop: when it became free */
     uint64_t left;                        /* body bytes left (B_LENGTH) */
+    uint64_t req_in, req_out;             /* bytes of this request, for its record */
     struct oribi_chunked_decoder chunked; /* discard mode */
     char *head;                           /* a response head split over reads, kept here */
     size_t head_len, head_cap;
@@ -135,6 +138,48 @@ static void conn_free(struct lg_worker *w, struct lg_conn *c, uint64_t now)
     }
 }
 
+/* Writes the records kept so far; a failed write is reported once and
+ * ends the stream (the run goes on: its report is still right). */
+static void output_flush(struct lg_worker *w)
+{
+    struct oribi_lg *lg = w->lg;
+    if (w->olen == 0)
+        return;
+    pthread_mutex_lock(&lg->output_lock);
+    for (size_t off = 0; off < w->olen && !atomic_load(&lg->output_errno);) {
+        ssize_t n = write(lg->output_fd, w->obuf + off, w->olen - off);
+        if (n > 0)
+            off += (size_t)n;
+        else if (n < 0 && errno != EINTR)
+            atomic_store(&lg->output_errno, errno);
+    }
+    pthread_mutex_unlock(&lg->output_lock);
+    w->olen = 0;
+}
+
+/* A counted request's record: status 0 and kind its error, or a response. */
+static void output(struct lg_worker *w, const struct lg_conn *c, int kind, int err, uint64_t us)
+{
+    if (w->obuf == NULL)
+        return;
+    struct oribi_result r = {
+        .sent_ns = since(w, c),
+        .latency_us = us,
+        .bytes_in = c->req_in,
+        .bytes_out = c->req_out,
+        .status = (uint16_t)(kind < 0 ? c->status : 0),
+        .error = (uint8_t)(kind < 0 ? 0 : kind + 1),
+        .err_no = (uint8_t)(err > 0 && err < ORIBI_LG_ERRNO_MAX ? err : 0),
+        .target = (uint16_t)(c->req - w->lg->reqs),
+        .flags = c->retried ? ORIBI_RESULT_RETRIED : 0,
+        .type = ORIBI_RESULT_REQUEST,
+    };
+    oribi_result_encode(&r, w->obuf + w->olen);
+    w->olen += ORIBI_RESULT_SIZE;
+    if (w->olen == OBUF_SIZE)
+        output_flush(w);
+}
+
 static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, int err, uint64_t now)
 {
     if (counting(w, c->start)) {
@@ -146,6 +191,7 @@ static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, int err,
         if (us)
             oribi_hist_record(w->hist, us);
         lg_series_record(&w->series, w->lg->series_ns, since(w, c), us, 1);
+        output(w, c, kind, err, us);
     }
     conn_close(c);
     if (kind == ORIBI_LG_E_CONNECT) {
@@ -191,8 +237,10 @@ static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
         ssize_t n = send(c->fd, req->p + c->woff, req->len - c->woff, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             c->woff += (size_t)n;
-            if (counting(w, c->start))
+            if (counting(w, c->start)) {
                 w->bytes_out += (uint64_t)n;
+                c->req_out += (uint64_t)n;
+            }
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -238,6 +286,7 @@ static void conn_begin(struct lg_worker *w, struct lg_conn *c, uint64_t now, uin
     c->start = now;
     c->sched = sched;
     c->retried = 0;
+    c->req_in = c->req_out = 0;
     c->req = &w->lg->reqs[w->next_req];
     if (++w->next_req == w->lg->nreqs)
         w->next_req = 0;
@@ -437,6 +486,7 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
         lg_series_record(&w->series, lg->series_ns, since(w, c), us, 0);
         w->requests++;
         w->status[c->status]++;
+        output(w, c, -1, 0, us);
     }
     /* A response that came before the whole request was sent leaves the
      * socket mid-request: it cannot be reused either. */
@@ -468,8 +518,10 @@ static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
         return;
     }
     c->answered = 1;
-    if (counting(w, c->start))
+    if (counting(w, c->start)) {
         w->bytes_in += (uint64_t)n;
+        c->req_in += (uint64_t)n;
+    }
     switch (feed(w, c, w->rbuf, (size_t)n)) {
     case FEED_MORE:
         break;
@@ -531,6 +583,7 @@ static void publish(struct lg_worker *w)
     uint64_t failed = 0;
     for (int k = 0; k < ORIBI_LG_E_COUNT; k++)
         failed += w->errors[k];
+    output_flush(w); /* every 10 ms or so: a stream as the run goes */
     struct lg_progress *p = &w->lg->progress[w->index];
     atomic_store_explicit(&p->done, w->requests, memory_order_relaxed);
     atomic_store_explicit(&p->failed, failed, memory_order_relaxed);
@@ -662,6 +715,7 @@ void lg_worker_free(struct lg_worker *w)
     free(w->rbuf);
     free(w->hist);
     free(w->series.intervals);
+    free(w->obuf);
 }
 
 int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns)
@@ -672,7 +726,8 @@ int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns)
     w->conns = calloc(nconns, sizeof(*w->conns));
     w->rbuf = malloc(RBUF_SIZE);
     w->hist = malloc(sizeof(*w->hist));
-    if (w->ep < 0 || !w->conns || !w->rbuf || !w->hist)
+    w->obuf = lg->output_fd > 0 ? malloc(OBUF_SIZE) : NULL;
+    if (w->ep < 0 || !w->conns || !w->rbuf || !w->hist || (lg->output_fd > 0 && !w->obuf))
         return -1;
     oribi_hist_init(w->hist);
     for (unsigned j = 0; j < nconns; j++)

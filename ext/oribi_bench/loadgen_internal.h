@@ -42,6 +42,9 @@ struct oribi_lg {
     atomic_uint_fast64_t claimed;
     uint64_t start_ns, deadline_ns; /* deadline 0: none */
     struct lg_progress *progress;   /* one per thread, for oribi_lg_progress */
+    int output_fd;                  /* > 0: results stream */
+    pthread_mutex_t output_lock;    /* whole buffers of records, one thread at a time */
+    atomic_int output_errno;
 };
 
 /* Counters a thread publishes for readers on other threads; a cache line
@@ -86,6 +89,8 @@ struct lg_worker {
     uint64_t status[600];
     struct oribi_hist *hist;
     struct lg_series series;
+    unsigned char *obuf; /* results stream: records not yet written */
+    size_t olen;
 };
 
 static inline uint64_t lg_now_ns(void)

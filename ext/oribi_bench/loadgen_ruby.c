@@ -14,9 +14,14 @@
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
-#include "loadgen.h"
+#include "loadgen_ruby.h"
 
 static VALUE eLoadgenError;
+
+VALUE oribi_lg_error_class(void)
+{
+    return eLoadgenError;
+}
 
 struct run {
     struct oribi_lg *lg;
@@ -119,7 +124,7 @@ static const double spectrum[] = {
     0, 10, 20, 25, 30, 40, 50, 60, 70, 75, 80, 85, 90, 95, 96, 97, 98, 99, 99.5, 99.9, 99.95, 99.99, 99.999, 100,
 };
 
-static VALUE result_hash(const struct oribi_lg_result *res)
+VALUE oribi_lg_result_hash(const struct oribi_lg_result *res)
 {
     static const char *const error_names[ORIBI_LG_E_COUNT] = {
         [ORIBI_LG_E_CONNECT] = "connect", [ORIBI_LG_E_READ] = "read",   [ORIBI_LG_E_WRITE] = "write",
@@ -158,6 +163,9 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(h, ID2SYM(rb_intern("sent")), ULL2NUM(res->sent));
     rb_hash_aset(h, ID2SYM(rb_intern("retried")), ULL2NUM(res->retried));
     rb_hash_aset(h, ID2SYM(rb_intern("busy")), DBL2NUM(res->busy));
+    rb_hash_aset(h, ID2SYM(rb_intern("start_unix_ns")), ULL2NUM(res->start_unix_ns));
+    if (res->output_errno)
+        rb_hash_aset(h, ID2SYM(rb_intern("output_errno")), INT2FIX(res->output_errno));
 
     const struct oribi_hist *l = &res->latency;
     VALUE lat = rb_hash_new();
@@ -204,7 +212,7 @@ static VALUE run_body(VALUE p)
         rb_thread_call_without_gvl(run_nogvl, r, run_ubf, r);
     if (r->rc < 0)
         rb_raise(eLoadgenError, "%s", r->err);
-    VALUE h = result_hash(r->res);
+    VALUE h = oribi_lg_result_hash(r->res);
     if (r->open_loop) {
         rb_hash_aset(h, ID2SYM(rb_intern("late")), ULL2NUM(r->res->late));
         rb_hash_aset(h, ID2SYM(rb_intern("dropped")), ULL2NUM(r->res->dropped));
@@ -232,8 +240,9 @@ static VALUE run_ensure(VALUE p)
 }
 
 static const char *const known_keys[] = {
-    "host",      "port",    "unix_path", "request",         "threads",         "connections", "duration", "requests",
-    "keepalive", "timeout", "rate",      "max_connections", "series_interval", "warmup",      "stages",   NULL,
+    "host",     "port",      "unix_path", "request", "threads",         "connections",     "duration",
+    "requests", "keepalive", "timeout",   "rate",    "max_connections", "series_interval", "warmup",
+    "stages",   "output_fd", NULL,
 };
 
 static int check_key(VALUE key, VALUE val, VALUE arg)
@@ -384,6 +393,12 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
         if (!(cfg.warmup >= 0) || cfg.warmup > 1e7)
             rb_raise(rb_eArgError, ":warmup must be a number of seconds");
     }
+    VALUE ofd = opt(opts, "output_fd");
+    if (ofd != Qundef && !NIL_P(ofd)) {
+        cfg.output_fd = NUM2INT(ofd);
+        if (cfg.output_fd <= 0)
+            rb_raise(rb_eArgError, ":output_fd must be an open file descriptor above 0");
+    }
     VALUE ka = opt(opts, "keepalive");
     cfg.keepalive = (ka == Qundef || RTEST(ka)) ? 1 : 0;
 
@@ -463,4 +478,5 @@ __attribute__((visibility("default"))) void Init_oribi_bench(void)
     rb_define_const(mLoadgen, "SPECTRUM", rb_obj_freeze(spec));
     rb_define_singleton_method(mLoadgen, "run", loadgen_run, 1);
     rb_define_singleton_method(mLoadgen, "histogram_percentiles", loadgen_histogram_percentiles, -1);
+    oribi_results_ruby_init(mLoadgen);
 }

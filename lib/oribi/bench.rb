@@ -9,6 +9,9 @@ require "oribi/bench/progress"
 require "oribi/bench/plot"
 require "oribi/bench/targets"
 require "oribi/bench/threshold"
+require "oribi/bench/results"
+require "oribi/bench/hlog"
+require "oribi/bench/report_command"
 
 module Oribi
   # `oribi bench [options] URL`: a load generator over Oribi::Loadgen (C,
@@ -28,22 +31,39 @@ module Oribi
       # 0: done with at least one response; 1: nothing answered, a
       # threshold failed (or the run could not start); 2: bad flags or URL.
       def run(argv)
+        return ReportCommand.new(@out, @err).run(argv.drop(1)) if argv.first == "report"
+
         o = parse(argv.dup)
         writable!(o[:plot]) if o[:plot]
-        result = attack(o[:run])
+        output = Results.create(o[:output], url: o[:url], args: argv) if o[:output]
+        result = attack(o[:run].merge(output_fd: output&.fileno).compact)
+        Results.finish(output, result) if output
+        lost = output_lost(o[:output], result)
         if o[:plot]
           File.write(o[:plot], Plot.html(result, interval: o[:run][:series_interval], title: "oribi bench #{o[:url]}"))
         end
-        judged = Threshold.evaluate(o[:thresholds], result)
-        @out.write(render(o[:format], result, judged))
-        failed = judged.any? { |_, _, ok| !ok }
-        failed || (result[:requests].zero? && result[:errors].values.sum.positive?) ? 1 : 0
+        report(o, result) || lost ? 1 : 0
       rescue OptionParser::ParseError, UsageError, URI::Error, SystemCallError => e
         @err.puts "oribi bench: #{e.message.lines.first.chomp}"
         2
       rescue Loadgen::Error => e
         @err.puts "oribi bench: #{e.message.lines.first.chomp}"
         1
+      end
+
+      # Writes the report; whether it failed: a threshold, or nothing answered.
+      def report(o, result)
+        judged = Threshold.evaluate(o[:thresholds], result)
+        @out.write(render(o[:format], result, judged, o[:hlog]))
+        judged.any? { |_, _, ok| !ok } || (result[:requests].zero? && result[:errors].values.sum.positive?)
+      end
+
+      def output_lost(path, result)
+        return false unless result[:output_errno]
+
+        @err.puts "oribi bench: writing #{path} failed (#{SystemCallError.new(nil, result[:output_errno]).message}): " \
+                  "it holds only the results before"
+        true
       end
 
       # A plot the run could not write would lose the run's results: find
@@ -70,10 +90,12 @@ module Oribi
       end
 
       # The report, then how each threshold fared (in JSON, a key of it).
-      def render(format, result, judged = [])
+      # hlog: a Proc giving HdrHistogram's interval log.
+      def render(format, result, judged = [], hlog = nil)
         case format
         when "json" then Report.json(result, thresholds: judged)
         when "hist" then Report.histogram(result) + Report.thresholds(judged)
+        when "hlog" then hlog.call
         else Report.text(result) + Report.thresholds(judged)
         end
       end
@@ -134,13 +156,9 @@ module Oribi
           o.on("--unix-socket PATH", "connect to PATH instead of the URL's host and port") { |x| v[:unix_path] = x }
           o.on("--[no-]keepalive", "reuse connections (default on); off: connect time is in the latency") { |x| v[:keepalive] = x }
           o.on("--timeout TIME", "per request, connect included (default 10s)") { |x| v[:timeout] = self.class.seconds(x) }
-          o.on("--format FORMAT", %w[text json hist], "report: text (vegeta's), json or hist (default text)") { |x| v[:format] = x }
-          o.on("--json", "same as --format json") { v[:format] = "json" }
-          o.on("--plot FILE", "also write FILE, an HTML page: latency over time and by percentile") { |x| v[:plot] = x }
+          report_options(o, v)
+          o.on("--output FILE", "also write every result to FILE as the run goes (oribi bench report FILE reads it)") { |x| v[:output] = x }
           o.on("--warmup TIME", "run TIME first without counting it (needs -d)") { |x| v[:warmup] = self.class.seconds(x) }
-          o.on("--threshold LIST", "exit 1 unless every one holds: p99<200ms,success>99.9%,errors<=10 (none)") do |x|
-            v[:thresholds].concat(Threshold.parse(x))
-          end
         end
         parser.parse!(argv)
         raise UsageError, "one URL expected (oribi bench --help)" unless argv.size == (v[:targets] ? 0 : 1)
@@ -150,7 +168,19 @@ module Oribi
         # About 300 points over the run for the plot, 100 ms at the finest.
         length = v[:stages] ? v[:stages].sum(&:last) : v[:duration]
         run[:series_interval] = length ? [(length / 300.0).round(3), 0.1].max : 1.0 if v[:plot]
-        { run: run, format: v[:format], plot: v[:plot], url: argv[0] || v[:targets], thresholds: v[:thresholds] }
+        writable!(v[:output]) if v[:output]
+        { run: run, format: v[:format], plot: v[:plot], url: argv[0] || v[:targets], thresholds: v[:thresholds],
+          output: v[:output] }
+      end
+
+      # The options a run and `oribi bench report` share.
+      def report_options(o, v, formats = %w[text json hist])
+        o.on("--format FORMAT", formats, "report: #{formats.join(', ')} (default text)") { |x| v[:format] = x }
+        o.on("--json", "same as --format json") { v[:format] = "json" }
+        o.on("--plot FILE", "also write FILE, an HTML page: latency over time and by percentile") { |x| v[:plot] = x }
+        o.on("--threshold LIST", "exit 1 unless every one holds: p99<200ms,success>99.9%,errors<=10 (none)") do |x|
+          v[:thresholds].concat(Threshold.parse(x))
+        end
       end
 
       private
