@@ -32,7 +32,7 @@ class LoadgenTest < Minitest::Test
   end
 
   def no_errors
-    { connect: 0, read: 0, write: 0, timeout: 0, parse: 0 }
+    { connect: 0, read: 0, write: 0, timeout: 0, parse: 0, tls: 0 }
   end
 
   # Request-count mode: every attempt ends completed or as one error.

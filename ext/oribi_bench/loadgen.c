@@ -190,6 +190,10 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
         r->idempotent = idempotent(r->p, r->len);
         from = end;
     }
+    if (cfg->tls && (lg->tls = lg_tls_new(cfg->server_name, cfg->insecure, err, errlen)) == NULL) {
+        oribi_lg_free(lg);
+        return NULL;
+    }
     if (copy_stages(lg, cfg, err, errlen) < 0) {
         oribi_lg_free(lg);
         return NULL;
@@ -246,6 +250,7 @@ void oribi_lg_free(struct oribi_lg *lg)
     free(lg->stages);
     free(lg->progress);
     pthread_mutex_destroy(&lg->output_lock);
+    lg_tls_free(lg->tls);
     free(lg);
 }
 
@@ -440,6 +445,7 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
     res->elapsed = (double)(end - lg->count_from_ns) / 1e9;
     res->attack = (double)(last_send - lg->count_from_ns) / 1e9;
     res->output_errno = atomic_load(&lg->output_errno);
+    memcpy(res->tls_error, lg->tls_error, sizeof(res->tls_error)); /* the threads are joined */
     res->series = series.intervals;
     res->nintervals = series.n;
     workers_free(ws, nt);

@@ -28,6 +28,7 @@ enum oribi_lg_error {
     ORIBI_LG_E_WRITE,   /* send failed */
     ORIBI_LG_E_TIMEOUT, /* no complete response within the per-request timeout */
     ORIBI_LG_E_PARSE,   /* malformed response, or bytes nobody asked for */
+    ORIBI_LG_E_TLS,     /* TLS handshake failed (the certificate, most often) */
     ORIBI_LG_E_COUNT
 };
 
@@ -65,7 +66,10 @@ struct oribi_lg_config {
     const struct oribi_lg_stage *stages; /* open loop in stages (rate: their highest,
                                             duration: their sum), copied; NULL: none */
     unsigned nstages;
-    int output_fd; /* > 0: a record of every request counted is written there
+    int tls;                 /* https: TLS over the connection */
+    const char *server_name; /* tls: SNI and the certificate's name (NULL: none) */
+    int insecure;            /* tls: do not check the certificate */
+    int output_fd;           /* > 0: a record of every request counted is written there
                       as the run goes (results.h); the caller opens and closes it */
 };
 
@@ -98,6 +102,7 @@ struct oribi_lg_result {
     uint64_t retried;                 /* sent again after a lost keep-alive connection */
     uint64_t start_unix_ns;           /* wall clock when counting began */
     int output_errno;                 /* output_fd: the first write error, else 0 */
+    char tls_error[160];              /* why the first TLS handshake failed, else "" */
     struct oribi_lg_interval *series; /* series_interval: malloc'd, caller frees */
     size_t nintervals;
     struct oribi_hist latency; /* microseconds */

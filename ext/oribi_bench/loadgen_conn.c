@@ -57,6 +57,7 @@ struct lg_conn {
     struct oribi_chunked_decoder chunked; /* discard mode */
     char *head;                           /* a response head split over reads, kept here */
     size_t head_len, head_cap;
+    struct lg_tls_conn *tls; /* https: the connection's TLS */
     struct lg_conn *next_ready;
 };
 
@@ -104,6 +105,9 @@ static int set_events(struct lg_worker *w, struct lg_conn *c, uint32_t mask)
 
 static void conn_close(struct lg_conn *c)
 {
+    if (c->tls)
+        lg_tls_end(c->tls);
+    c->tls = NULL;
     if (c->fd >= 0)
         close(c->fd); /* also leaves the epoll set */
     c->fd = -1;
@@ -230,11 +234,22 @@ static int conn_connect(struct lg_worker *w, struct lg_conn *c)
 
 static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, int err, uint64_t now);
 
+/* send() and recv(), through TLS on an https connection. */
+static ssize_t conn_write(struct lg_conn *c, const char *p, size_t n)
+{
+    return c->tls ? lg_tls_send(c->tls, p, n) : send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static ssize_t conn_read(struct lg_conn *c, char *p, size_t n)
+{
+    return c->tls ? lg_tls_recv(c->tls, p, n) : recv(c->fd, p, n, 0);
+}
+
 static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
     const struct lg_req *req = c->req;
     while (c->woff < req->len) {
-        ssize_t n = send(c->fd, req->p + c->woff, req->len - c->woff, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = conn_write(c, req->p + c->woff, req->len - c->woff);
         if (n > 0) {
             c->woff += (size_t)n;
             if (counting(w, c->start)) {
@@ -255,6 +270,32 @@ static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
         conn_fail(w, c, ORIBI_LG_E_WRITE, errno, now);
 }
 
+/* https, once connected: a handshake step, then the request goes. The
+ * connection stays C_CONNECTING (timed, in flight) until it is done. */
+static void conn_handshake(struct lg_worker *w, struct lg_conn *c, uint64_t now)
+{
+    struct oribi_lg *lg = w->lg;
+    c->state = C_CONNECTING;
+    if (c->tls == NULL && (c->tls = lg_tls_start(lg->tls, c->fd)) == NULL) {
+        conn_fail(w, c, ORIBI_LG_E_TLS, ENOMEM, now);
+        return;
+    }
+    uint32_t want = 0;
+    int r = lg_tls_handshake(c->tls, &want);
+    if (r == 1) {
+        c->state = C_ACTIVE;
+        conn_send(w, c, now);
+    } else if (r == 0) {
+        if (set_events(w, c, want) < 0)
+            conn_fail(w, c, ORIBI_LG_E_TLS, errno, now);
+    } else {
+        /* The first failure's reason goes in the report. */
+        if (atomic_exchange(&lg->tls_failed, 1) == 0)
+            lg_tls_error(c->tls, lg->tls_error, sizeof(lg->tls_error));
+        conn_fail(w, c, ORIBI_LG_E_TLS, 0, now);
+    }
+}
+
 /* Sends c's request from its first byte, on a new socket if it has none. */
 static void conn_go(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
@@ -273,6 +314,10 @@ static void conn_go(struct lg_worker *w, struct lg_conn *c, uint64_t now)
             c->state = C_CONNECTING;
             if (set_events(w, c, EPOLLOUT) < 0)
                 conn_fail(w, c, ORIBI_LG_E_CONNECT, errno, now);
+            return;
+        }
+        if (w->lg->tls) {
+            conn_handshake(w, c, now);
             return;
         }
     }
@@ -500,47 +545,61 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
         conn_start(w, c, now);
 }
 
+/* Reads what has come. TLS may hold decrypted bytes where epoll cannot see
+ * them: read on while it does and the response wants more. */
 static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
-    ssize_t n = recv(c->fd, w->rbuf, RBUF_SIZE, 0);
-    if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            conn_lost(w, c, ORIBI_LG_E_READ, errno, now);
-        return;
-    }
-    if (n == 0) {
-        if (c->body == B_CLOSE) {
-            c->close_after = 1;
-            conn_complete(w, c);
-        } else {
-            conn_lost(w, c, ORIBI_LG_E_READ, 0, now);
+    for (;;) {
+        ssize_t n = conn_read(c, w->rbuf, RBUF_SIZE);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                conn_lost(w, c, ORIBI_LG_E_READ, errno, now);
+            return;
         }
-        return;
-    }
-    c->answered = 1;
-    if (counting(w, c->start)) {
-        w->bytes_in += (uint64_t)n;
-        c->req_in += (uint64_t)n;
-    }
-    switch (feed(w, c, w->rbuf, (size_t)n)) {
-    case FEED_MORE:
-        break;
-    case FEED_DONE:
-        conn_complete(w, c);
-        break;
-    case FEED_ERROR:
-        conn_fail(w, c, ORIBI_LG_E_PARSE, 0, now);
-        break;
+        if (n == 0) {
+            if (c->body == B_CLOSE) {
+                c->close_after = 1;
+                conn_complete(w, c);
+            } else {
+                conn_lost(w, c, ORIBI_LG_E_READ, 0, now);
+            }
+            return;
+        }
+        c->answered = 1;
+        if (counting(w, c->start)) {
+            w->bytes_in += (uint64_t)n;
+            c->req_in += (uint64_t)n;
+        }
+        switch (feed(w, c, w->rbuf, (size_t)n)) {
+        case FEED_MORE:
+            if (c->tls && lg_tls_pending(c->tls))
+                continue;
+            return;
+        case FEED_DONE:
+            conn_complete(w, c);
+            return;
+        case FEED_ERROR:
+            conn_fail(w, c, ORIBI_LG_E_PARSE, 0, now);
+            return;
+        }
     }
 }
 
 static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, uint64_t now)
 {
+    if (c->state == C_CONNECTING && c->tls) {
+        conn_handshake(w, c, now);
+        return;
+    }
     if (c->state == C_CONNECTING) {
         int err = 0;
         socklen_t len = sizeof(err);
         if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
             conn_fail(w, c, ORIBI_LG_E_CONNECT, err ? err : errno, now);
+            return;
+        }
+        if (w->lg->tls) {
+            conn_handshake(w, c, now);
             return;
         }
         c->state = C_ACTIVE;
@@ -550,7 +609,11 @@ static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, 
     if (c->state == C_IDLE && c->fd >= 0) {
         /* Open loop, between requests: the server closed the connection
          * (its idle timeout) or sent what nobody asked for. Either way the
-         * socket is done; level-triggered, it would wake the loop forever. */
+         * socket is done; level-triggered, it would wake the loop forever.
+         * Over TLS it may be a record for TLS itself (a session ticket):
+         * read, and keep the connection if that was all. */
+        if (c->tls && conn_read(c, w->rbuf, RBUF_SIZE) < 0 && errno == EAGAIN)
+            return;
         conn_close(c);
         return;
     }

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include "loadgen.h"
+#include "loadgen_tls.h"
 
 struct oribi_lg {
     char *host, *port, *unix_path, *request;
@@ -45,6 +46,9 @@ struct oribi_lg {
     int output_fd;                  /* > 0: results stream */
     pthread_mutex_t output_lock;    /* whole buffers of records, one thread at a time */
     atomic_int output_errno;
+    struct lg_tls *tls;    /* https; NULL: plain */
+    atomic_int tls_failed; /* set by the first handshake to fail */
+    char tls_error[160];   /* its reason, written once by that thread */
 };
 
 /* Counters a thread publishes for readers on other threads; a cache line

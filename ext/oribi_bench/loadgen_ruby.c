@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include "loadgen_ruby.h"
+#include "loadgen_tls.h"
 
 static VALUE eLoadgenError;
 
@@ -128,7 +129,7 @@ VALUE oribi_lg_result_hash(const struct oribi_lg_result *res)
 {
     static const char *const error_names[ORIBI_LG_E_COUNT] = {
         [ORIBI_LG_E_CONNECT] = "connect", [ORIBI_LG_E_READ] = "read",   [ORIBI_LG_E_WRITE] = "write",
-        [ORIBI_LG_E_TIMEOUT] = "timeout", [ORIBI_LG_E_PARSE] = "parse",
+        [ORIBI_LG_E_TIMEOUT] = "timeout", [ORIBI_LG_E_PARSE] = "parse", [ORIBI_LG_E_TLS] = "tls",
     };
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("requests")), ULL2NUM(res->requests));
@@ -164,6 +165,8 @@ VALUE oribi_lg_result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(h, ID2SYM(rb_intern("retried")), ULL2NUM(res->retried));
     rb_hash_aset(h, ID2SYM(rb_intern("busy")), DBL2NUM(res->busy));
     rb_hash_aset(h, ID2SYM(rb_intern("start_unix_ns")), ULL2NUM(res->start_unix_ns));
+    if (res->tls_error[0])
+        rb_hash_aset(h, ID2SYM(rb_intern("tls_error")), rb_str_new_cstr(res->tls_error));
     if (res->output_errno)
         rb_hash_aset(h, ID2SYM(rb_intern("output_errno")), INT2FIX(res->output_errno));
 
@@ -240,9 +243,26 @@ static VALUE run_ensure(VALUE p)
 }
 
 static const char *const known_keys[] = {
-    "host",     "port",      "unix_path", "request", "threads",         "connections",     "duration",
-    "requests", "keepalive", "timeout",   "rate",    "max_connections", "series_interval", "warmup",
-    "stages",   "output_fd", NULL,
+    "host",
+    "port",
+    "unix_path",
+    "request",
+    "threads",
+    "connections",
+    "duration",
+    "requests",
+    "keepalive",
+    "timeout",
+    "rate",
+    "max_connections",
+    "series_interval",
+    "warmup",
+    "stages",
+    "output_fd",
+    "tls",
+    "server_name",
+    "insecure",
+    NULL,
 };
 
 static int check_key(VALUE key, VALUE val, VALUE arg)
@@ -399,6 +419,11 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
         if (cfg.output_fd <= 0)
             rb_raise(rb_eArgError, ":output_fd must be an open file descriptor above 0");
     }
+    VALUE tls = opt(opts, "tls"), keep_sni = Qnil;
+    cfg.tls = tls != Qundef && RTEST(tls);
+    cfg.server_name = opt_cstr(opts, "server_name", &keep_sni);
+    VALUE insecure = opt(opts, "insecure");
+    cfg.insecure = insecure != Qundef && RTEST(insecure);
     VALUE ka = opt(opts, "keepalive");
     cfg.keepalive = (ka == Qundef || RTEST(ka)) ? 1 : 0;
 
@@ -418,6 +443,7 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     RB_GC_GUARD(keep_host);
     RB_GC_GUARD(keep_port);
     RB_GC_GUARD(keep_path);
+    RB_GC_GUARD(keep_sni);
     RB_GC_GUARD(req);
     return rb_ensure(run_body, (VALUE)&r, run_ensure, (VALUE)&r);
 }
@@ -472,6 +498,8 @@ __attribute__((visibility("default"))) void Init_oribi_bench(void)
     /* Raised when a run cannot start: bad address, no threads. */
     eLoadgenError = rb_define_class_under(mLoadgen, "Error", rb_eStandardError);
     rb_define_const(mLoadgen, "HISTOGRAM_MAX", ULL2NUM(ORIBI_HIST_MAX));
+    /* Whether https:// works: built with OpenSSL. */
+    rb_define_const(mLoadgen, "TLS", lg_tls_available() ? Qtrue : Qfalse);
     VALUE spec = rb_ary_new_capa((long)(sizeof(spectrum) / sizeof(spectrum[0])));
     for (size_t i = 0; i < sizeof(spectrum) / sizeof(spectrum[0]); i++)
         rb_ary_push(spec, DBL2NUM(spectrum[i]));

@@ -139,7 +139,7 @@ module Oribi
         v = { threads: Etc.nprocessors, connections: 10, keepalive: true, method: "GET",
               headers: [], format: "text", timeout: 10.0, thresholds: [] }
         parser = OptionParser.new do |o|
-          o.banner = "Usage: oribi bench [options] URL"
+          o.banner = "Usage: oribi bench [options] URL\n       oribi bench report [options] FILE... (oribi bench report --help)"
           o.on("-T", "--threads N", Integer, "threads, each with its own loop (default: CPUs)") { |x| v[:threads] = x }
           o.on("-c", "--connections N", Integer, "connections, spread over the threads (default 10)") { |x| v[:connections] = x }
           o.on("-d", "--duration TIME", "run for TIME: 10s, 500ms, 2m (default 10s unless -n)") { |x| v[:duration] = self.class.seconds(x) }
@@ -155,6 +155,10 @@ module Oribi
           o.on("--targets FILE", "requests from FILE (vegeta's http format), sent in turn; instead of URL") { |x| v[:targets] = x }
           o.on("--unix-socket PATH", "connect to PATH instead of the URL's host and port") { |x| v[:unix_path] = x }
           o.on("--[no-]keepalive", "reuse connections (default on); off: connect time is in the latency") { |x| v[:keepalive] = x }
+          o.on("--insecure", "https: do not check the server's certificate (default: checked)") { v[:insecure] = true }
+          o.on("--sni NAME", "https: the server name sent and checked in the certificate (default: the URL's host)") do |x|
+            v[:sni] = x
+          end
           o.on("--timeout TIME", "per request, connect included (default 10s)") { |x| v[:timeout] = self.class.seconds(x) }
           report_options(o, v)
           o.on("--output FILE", "also write every result to FILE as the run goes (oribi bench report FILE reads it)") { |x| v[:output] = x }
@@ -203,7 +207,7 @@ module Oribi
       end
 
       def single_target(url, v)
-        uri = Targets.http_uri(url) or raise UsageError, "bad URL #{url.inspect}: http://host:port/path expected"
+        uri = Targets.http_uri(url) or raise UsageError, "bad URL #{url.inspect}: http[s]://host:port/path expected"
 
         Targets::Target.new(method: v[:method], uri: uri, headers: [], body: v[:body])
       end
@@ -213,12 +217,14 @@ module Oribi
         if !v[:unix_path] && targets.any? { |t| [t.uri.host, t.uri.port] != [uri.host, uri.port] }
           raise UsageError, "targets must share one host and port (or use --unix-socket)"
         end
+        raise UsageError, "targets must share one scheme, http or https" if targets.any? { |t| t.uri.scheme != uri.scheme }
 
         reqs = targets.map { |t| request(t, v) }
         run = { request: reqs.size == 1 ? reqs[0] : reqs, threads: v[:threads],
                 connections: v[:connections], keepalive: v[:keepalive], timeout: v[:timeout],
                 duration: v[:duration], requests: v[:requests], rate: v[:rate], stages: v[:stages],
                 max_connections: v[:max_connections], warmup: v[:warmup] }
+        run.merge!(tls(uri, v)) if uri.scheme == "https"
         if v[:unix_path]
           run[:unix_path] = v[:unix_path]
         else
@@ -228,12 +234,23 @@ module Oribi
         run.compact
       end
 
+      # https: TLS with SNI and the certificate checked for the URL's host
+      # (or --sni), unless --insecure.
+      def tls(uri, v)
+        unless Loadgen::TLS
+          raise UsageError, "https needs TLS, and this oribi bench was built without OpenSSL: " \
+                            "install libssl-dev and rebuild (rake compile)"
+        end
+
+        { tls: true, server_name: v[:sni] || uri.host.delete_prefix("[").delete_suffix("]"), insecure: v[:insecure] }
+      end
+
       # The raw request, built here so the C side stays byte-blind. -H
       # headers go on every request, before a target's own.
       def request(t, v)
         headers = v[:headers] + t.headers
         names = headers.map { |h| h.split(":", 2)[0].downcase }
-        authority = t.uri.port == 80 ? t.uri.host : "#{t.uri.host}:#{t.uri.port}"
+        authority = t.uri.port == t.uri.default_port ? t.uri.host : "#{t.uri.host}:#{t.uri.port}"
         head = +"#{t.method} #{t.uri.request_uri} HTTP/1.1\r\n"
         head << "Host: #{authority}\r\n" unless names.include?("host")
         head << "User-Agent: oribi-bench\r\n" unless names.include?("user-agent")

@@ -102,8 +102,9 @@ module Oribi
         r[:errors].filter_map do |kind, n|
           next unless n.positive?
 
-          causes = (r[:causes] || {})[kind]&.filter_map { |e, k| "#{errno_name(e)} #{k}" unless e.zero? }
-          causes&.any? ? "#{kind}: #{n} (#{causes.join(', ')})" : "#{kind}: #{n}"
+          causes = (r[:causes] || {})[kind]&.filter_map { |e, k| "#{errno_name(e)} #{k}" unless e.zero? } || []
+          causes << r[:tls_error] if kind == :tls && r[:tls_error]
+          causes.any? ? "#{kind}: #{n} (#{causes.join(', ')})" : "#{kind}: #{n}"
         end
       end
 

@@ -21,7 +21,7 @@ module Oribi
       FOOTER = "ORIBIEND"
       SUMMARY_TYPE = 0xff
       # What the summary carries: the run's own counters, not sums of records.
-      SUMMARY_KEYS = %i[start_unix_ns elapsed attack sent late dropped scheduled behind busy].freeze
+      SUMMARY_KEYS = %i[start_unix_ns elapsed attack sent late dropped scheduled behind busy tls_error].freeze
       HEADER_MAX = 1 << 20
 
       module_function
@@ -136,7 +136,8 @@ module Oribi
           sum.merge(elapsed: sum[:elapsed] + o / 1e9, attack: sum[:attack] + o / 1e9)
         end
         out = { elapsed: s.map { |x| x[:elapsed] }.max, attack: s.map { |x| x[:attack] }.max,
-                sent: s.sum { |x| x[:sent] }, busy: s.map { |x| x[:busy] || 0 }.max }
+                sent: s.sum { |x| x[:sent] }, busy: s.map { |x| x[:busy] || 0 }.max,
+                tls_error: s.filter_map { |x| x[:tls_error] }.first }.compact
         if s.any? { |x| x.key?(:late) }
           out.merge!(late: s.sum { |x| x[:late] || 0 }, dropped: s.sum { |x| x[:dropped] || 0 },
                      behind: s.sum { |x| x[:behind] || 0 }, scheduled: s.sum { |x| x[:scheduled] || x[:sent] })
