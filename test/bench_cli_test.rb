@@ -3,6 +3,7 @@
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "minitest/autorun"
 require "oribi/bench"
+require_relative "support/bench_cli"
 require "socket"
 require "stringio"
 require "open3"
@@ -15,12 +16,7 @@ require "rbconfig"
 # `oribi bench`: flags to requests, one-line errors, exit codes, and short
 # runs against a keep-alive server on a thread of this process.
 class BenchCLITest < Minitest::Test
-  def bench(*argv)
-    out = StringIO.new
-    err = StringIO.new
-    rc = Timeout.timeout(20) { Oribi::Bench::CLI.run(argv, out: out, err: err) }
-    [rc, out.string, err.string]
-  end
+  include BenchCLIHelper
 
   def parse(*argv) = Oribi::Bench::CLI.new(StringIO.new, StringIO.new).parse(argv)
 

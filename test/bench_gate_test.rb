@@ -3,6 +3,7 @@
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "minitest/autorun"
 require "oribi/bench"
+require_relative "support/bench_cli"
 require "stringio"
 require "timeout"
 require "json"
@@ -16,12 +17,7 @@ class BenchGateTest < Minitest::Test
   OK = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
   FAIL = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
 
-  def bench(*argv)
-    out = StringIO.new
-    err = StringIO.new
-    rc = Timeout.timeout(30) { Oribi::Bench::CLI.run(argv, out: out, err: err) }
-    [rc, out.string, err.string]
-  end
+  include BenchCLIHelper
 
   # Every request answered after DELAY; every fourth (per connection) a 500.
   def serve(delay: DELAY, fail_every: nil)

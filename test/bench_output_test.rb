@@ -3,6 +3,7 @@
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "minitest/autorun"
 require "oribi/bench"
+require_relative "support/bench_cli"
 require "stringio"
 require "timeout"
 require "json"
@@ -20,12 +21,7 @@ class BenchOutputTest < Minitest::Test
   BUSY = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy"
   RECORD = 40
 
-  def bench(*argv)
-    out = StringIO.new
-    err = StringIO.new
-    rc = Timeout.timeout(30) { Oribi::Bench::CLI.run(argv, out: out, err: err) }
-    [rc, out.string, err.string]
-  end
+  include BenchCLIHelper
 
   # Answers 200 and a 503 every 7th request on a connection; closes the
   # connection without a word at its 11th (the client sends it again on a
