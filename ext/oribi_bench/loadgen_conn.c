@@ -154,8 +154,8 @@ static void output_flush(struct lg_worker *w)
         ssize_t n = write(lg->output_fd, w->obuf + off, w->olen - off);
         if (n > 0)
             off += (size_t)n;
-        else if (n < 0 && errno != EINTR)
-            atomic_store(&lg->output_errno, errno);
+        else if (n == 0 || errno != EINTR)
+            atomic_store(&lg->output_errno, n == 0 ? EIO : errno);
     }
     pthread_mutex_unlock(&lg->output_lock);
     w->olen = 0;

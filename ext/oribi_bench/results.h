@@ -13,7 +13,7 @@
  *  32 u16 status      0: no response (then error is set)
  *  34 u8  error       0, or 1 + enum oribi_lg_error
  *  35 u8  err_no      the errno below ORIBI_LG_ERRNO_MAX, else 0
- *  36 u16 target      which request of the run (--targets), from 0
+ *  36 u16 target      which request of the run (--targets), from 0, modulo 65536
  *  38 u8  flags       ORIBI_RESULT_RETRIED
  *  39 u8  type        ORIBI_RESULT_REQUEST; ORIBI_RESULT_SUMMARY: the run's
  *                     summary follows (latency_us: its length in bytes)
