@@ -323,10 +323,15 @@ class LoadgenTest < Minitest::Test
     handler = ->(_sock, _h, _i) { sleep 10 }
     serve(:tcp, handler) do |s|
       t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-      r = run_load(s.target, requests: 2, connections: 2, timeout: 0.2)
+      r = run_load(s.target, requests: 2, connections: 2, timeout: 0.2, series_interval: 1)
       took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
       assert_equal 2, r[:errors][:timeout], r.inspect
       assert_operator took, :<, 2
+      # Timeouts are latencies over time too, as in the histogram, but
+      # not responses.
+      assert_equal [[0, 2]], r[:series].map { |x| [x[:count], x[:errors]] }
+      assert_operator r[:series][0][:p99], :>=, 190_000
+      assert_operator r[:latency][:max], :>=, 200_000
     end
   end
 

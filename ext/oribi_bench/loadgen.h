@@ -76,12 +76,14 @@ struct oribi_lg_config {
 /* One interval of the latency-over-time series (loadgen_series.c). */
 #define ORIBI_LG_INTERVAL_BUCKETS 256 /* 8 per power of two up to 2^33 us */
 struct oribi_lg_interval {
-    uint64_t count, errors, max_us;
+    uint64_t count, errors; /* responses, failures */
+    uint64_t samples;       /* latencies below: responses and timeouts (as the histogram) */
+    uint64_t max_us;
     double sum_us;
     uint32_t buckets[ORIBI_LG_INTERVAL_BUCKETS];
 };
 
-/* Latency at percentile p of an interval, within 1/16. */
+/* Latency at percentile p of an interval's samples, within 1/16. */
 uint64_t oribi_lg_interval_percentile(const struct oribi_lg_interval *sl, double p);
 
 struct oribi_lg_result {

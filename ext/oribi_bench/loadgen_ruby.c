@@ -194,10 +194,11 @@ VALUE oribi_lg_result_hash(const struct oribi_lg_result *res)
         VALUE s = rb_hash_new();
         rb_hash_aset(s, ID2SYM(rb_intern("count")), ULL2NUM(sl->count));
         rb_hash_aset(s, ID2SYM(rb_intern("errors")), ULL2NUM(sl->errors));
-        rb_hash_aset(s, ID2SYM(rb_intern("mean")), sl->count ? DBL2NUM(sl->sum_us / (double)sl->count) : Qnil);
-        rb_hash_aset(s, ID2SYM(rb_intern("p50")), sl->count ? ULL2NUM(oribi_lg_interval_percentile(sl, 50)) : Qnil);
-        rb_hash_aset(s, ID2SYM(rb_intern("p99")), sl->count ? ULL2NUM(oribi_lg_interval_percentile(sl, 99)) : Qnil);
-        rb_hash_aset(s, ID2SYM(rb_intern("max")), sl->count ? ULL2NUM(sl->max_us) : Qnil);
+        uint64_t n = sl->samples;
+        rb_hash_aset(s, ID2SYM(rb_intern("mean")), n ? DBL2NUM(sl->sum_us / (double)n) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("p50")), n ? ULL2NUM(oribi_lg_interval_percentile(sl, 50)) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("p99")), n ? ULL2NUM(oribi_lg_interval_percentile(sl, 99)) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("max")), n ? ULL2NUM(sl->max_us) : Qnil);
         rb_ary_push(series, s);
     }
     rb_hash_aset(h, ID2SYM(rb_intern("series")), series);

@@ -39,7 +39,7 @@ module Oribi
           </style></head><body>
           <h1>#{esc}</h1>
           <h2>Latency over time</h2>
-          <p class="note">By send time, per <span id="interval"></span> interval, log scale. Max as dots.
+          <p class="note">By send time, per <span id="interval"></span> interval, log scale, timeouts included. Max as dots.
           Drag to zoom, double-click to reset; hover for values.</p>
           <div class="chart" id="latency"></div>
           <h2>Requests and errors per second</h2>
