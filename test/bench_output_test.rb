@@ -135,6 +135,17 @@ class BenchOutputTest < Minitest::Test
     end
   end
 
+  def test_the_header_names_the_run_without_header_values
+    serve do |url|
+      file = path("h.bin")
+      bench("-n", "2", "-c", "1", "-T", "1", "-H", "Authorization: Bearer s3cret", "--output", file, url)
+      header = JSON.parse(File.binread(file).lines[1])
+      assert_equal url, header["url"]
+      assert_includes header["args"], "Authorization: ..."
+      refute_includes File.binread(file), "s3cret"
+    end
+  end
+
   def test_bad_files_are_refused_with_one_line
     File.write(path("not.bin"), "hello\n")
     serve do |url|

@@ -35,7 +35,7 @@ module Oribi
 
         o = parse(argv.dup)
         writable!(o[:plot]) if o[:plot]
-        output = Results.create(o[:output], url: o[:url], args: argv) if o[:output]
+        output = Results.create(o[:output], url: o[:url], args: Results.shareable(argv)) if o[:output]
         result = attack(o[:run].merge(output_fd: output&.fileno).compact)
         Results.finish(output, result) if output
         lost = output_lost(o[:output], result)

@@ -34,6 +34,18 @@ module Oribi
         io
       end
 
+      # The command line for the file's header, header values left out: a
+      # results file travels between hosts, an Authorization header should not.
+      def shareable(argv)
+        argv.each_with_index.map do |a, i|
+          if i.positive? && %w[-H --header].include?(argv[i - 1])
+            a.sub(/:.*/m, ": ...")
+          else
+            a.sub(/\A(--header=[^:]*):.*/m, '\1: ...')
+          end
+        end
+      end
+
       # After the run: the summary and the footer.
       def finish(io, result)
         io.seek(0, IO::SEEK_END) # the threads wrote through the descriptor
