@@ -10,8 +10,20 @@ Gem::Specification.new do |s|
                   "keep-alive and slow-client handling run in a C event loop."
   s.authors = ["Oribi developers"]
   s.license = "MIT"
+  s.homepage = "https://github.com/oribi-rb/oribi"
+  s.metadata = {
+    "source_code_uri" => s.homepage,
+    "changelog_uri" => "#{s.homepage}/blob/main/CHANGELOG.md",
+    "documentation_uri" => "#{s.homepage}/tree/main/docs",
+    "bug_tracker_uri" => "#{s.homepage}/issues",
+    "rubygems_mfa_required" => "true",
+  }
   s.required_ruby_version = ">= 3.1"
-  s.files = Dir["lib/**/*.rb", "lib/oribi/report/uplot/*", "ext/{oribi,oribi_bench}/**/*.{c,h,rb}", "exe/*", "*.md", "docs/*.md", "LICENSE"]
+  # What a user needs and nothing of the development bundle (Gemfile): the
+  # extensions' sources (built by `gem install`, or on first load from a
+  # path: source, lib/oribi/extension.rb), the docs and the examples.
+  s.files = Dir["lib/**/*.rb", "lib/oribi/report/uplot/*", "ext/{oribi,oribi_bench}/**/*.{c,h,rb}", "exe/*",
+                "*.md", "docs/*.md", "examples/**/*", "LICENSE"]
   s.bindir = "exe"
   s.executables = ["oribi"]
   s.extensions = ["ext/oribi/extconf.rb", "ext/oribi_bench/extconf.rb"]

@@ -7,10 +7,11 @@
 #
 # - bloat: N clients each ask for a 1 MiB Array body and read nothing;
 #   reports the server's RSS growth, and how long a normal request then takes.
-# - stall: one client asks for a 16 MiB file (a to_path body) and reads
-#   nothing; reports how long a normal request beside it takes.
+# - stall: one client asks for a 16 MiB file (a to_path body), or for a
+#   32 MiB body streamed by each, and reads nothing; reports how long a
+#   normal request beside it takes.
 #
-#   ruby -Ilib bench/non_readers.rb [--clients 300] [--servers oribi,puma]
+#   ruby -Ilib bench/non_readers.rb [--clients 300] [--servers oribi,puma] [--oribi-args "--max-response-spool 0"]
 require "optparse"
 require "socket"
 require "tmpdir"
@@ -20,18 +21,18 @@ module NonReaders
   ROOT = File.expand_path("..", __dir__)
   APP = File.join(ROOT, "test/apps/readers.ru")
 
-  def self.command(server, sock)
+  def self.command(server, sock, oribi_args)
     case server
-    when "oribi" then [RbConfig.ruby, "-I#{ROOT}/lib", "#{ROOT}/exe/oribi", "-w", "0", "-t", "1", "-b", "unix://#{sock}", APP]
+    when "oribi" then [RbConfig.ruby, "-I#{ROOT}/lib", "#{ROOT}/exe/oribi", "-w", "0", "-t", "1", "-b", "unix://#{sock}", *oribi_args, APP]
     when "puma" then [RbConfig.ruby, "-S", "puma", "-w", "0", "-t", "1:1", "-b", "unix://#{sock}", "-q", APP]
     end
   end
 
   def self.now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
-  def self.start(server, dir)
+  def self.start(server, dir, oribi_args)
     sock = File.join(dir, "#{server}.sock")
-    pid = Process.spawn(*command(server, sock), %i[out err] => File.join(dir, "#{server}.log"), pgroup: true)
+    pid = Process.spawn(*command(server, sock, oribi_args), %i[out err] => File.join(dir, "#{server}.log"), pgroup: true)
     deadline = now + 20
     sleep 0.05 until listening?(sock) || now > deadline # polling for the listener; nothing to wait on
     raise "#{server} did not start" unless listening?(sock)
@@ -74,8 +75,8 @@ module NonReaders
     stalled&.each(&:close)
   end
 
-  def self.stall(sock)
-    stalled = get(sock, "/file")
+  def self.stall(sock, path)
+    stalled = get(sock, path)
     stalled.wait_readable(10)
     wait_of(sock)
   ensure
@@ -85,9 +86,11 @@ module NonReaders
   def self.main(argv)
     clients = 300
     servers = %w[oribi puma]
+    oribi_args = []
     OptionParser.new do |o|
       o.on("--clients N", Integer) { |n| clients = n }
       o.on("--servers LIST", Array) { |l| servers = l }
+      o.on("--oribi-args ARGS", String) { |a| oribi_args = a.split }
     end.parse!(argv)
     servers.select! { |s| s == "oribi" || system(RbConfig.ruby, "-S", "puma", "--version", %i[out err] => File::NULL) }
     begin
@@ -95,19 +98,20 @@ module NonReaders
     rescue Errno::EPERM
       nil # as many clients as the limit allows
     end
-    puts "| server | RSS growth, #{clients} non-readers of 1 MiB | then a GET / | a GET / beside a non-reader of a 16 MiB file |"
-    puts "|---|---|---|---|"
+    puts "| server | RSS growth, #{clients} non-readers of 1 MiB | then a GET / " \
+         "| GET / beside a non-reader of a 16 MiB file | … of a 32 MiB each body |"
+    puts "|---|---|---|---|---|"
     Dir.mktmpdir do |dir|
       servers.each do |server|
         row = [server]
-        [:bloat, :stall].each do |scenario|
-          pid, sock = start(server, dir)
+        [:bloat, "/file", "/each?mb=32"].each do |scenario|
+          pid, sock = start(server, dir, oribi_args)
           begin
             if scenario == :bloat
               grown, wait = bloat(sock, pid, clients)
               row << format("%.0f MiB", grown) << (wait ? format("%.2f s", wait) : "> 60 s")
             else
-              wait = stall(sock)
+              wait = stall(sock, scenario)
               row << (wait ? format("%.2f s", wait) : "> 60 s")
             end
           ensure

@@ -1,11 +1,8 @@
 # frozen_string_literal: true
 
 require "oribi/version"
-begin
-  require "oribi/oribi"
-rescue LoadError => e
-  raise LoadError, "#{e.message}: the C extension is not built (run `bundle exec rake compile`)"
-end
+require "oribi/extension"
+Oribi::Extension.require!("oribi")
 
 # Oribi: a prefork Rack 3 server whose HTTP engine (parsing, keep-alive,
 # slow clients, response writing) runs in a C event loop in each worker.

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "json"
 
 # Listeners handed over by a supervisor: start_server (Server::Starter) and
 # systemd socket activation, plus sd_notify.
@@ -59,6 +60,51 @@ class InheritTest < Minitest::Test
       assert status.success?, File.read(log)
     ensure
       kill_group(pid)
+    end
+  end
+
+  # The master pid that answers /stats on the control endpoint, nil if none.
+  def control_pid(kind, where)
+    sock = kind == :unix ? UNIXSocket.new(where) : TCPSocket.new("127.0.0.1", where)
+    res = HTTPClient.request(sock, "/stats", headers: { "Authorization" => "Bearer sesame", "Connection" => "close" })
+    res.status == 200 ? JSON.parse(res.body)["pid"] : nil
+  rescue SystemCallError, EOFError, Timeout::Error
+    nil
+  ensure
+    sock&.close
+  end
+
+  # start_server starts the next generation while the old one still holds
+  # the control endpoint: the new one must take it over, not loop on
+  # "Address already in use" with the deploy never happening.
+  %i[unix tcp].each do |kind|
+    define_method("test_start_server_hup_hands_the_#{kind}_control_endpoint_over") do
+      skip "start_server not installed (Debian libserver-starter-perl)" unless system("which start_server > /dev/null")
+      Dir.mktmpdir do |d|
+        port = free_port
+        where = kind == :unix ? File.join(d, "ctl.sock") : free_port
+        uri = kind == :unix ? "unix://#{where}" : "tcp://127.0.0.1:#{where}"
+        File.write(File.join(d, "oribi.rb"), "control #{uri.inspect}\ncontrol_token \"sesame\"\n")
+        log = File.join(d, "log")
+        pid = Process.spawn("start_server", "--port=127.0.0.1:#{port}", "--interval=1", "--",
+                            RbConfig.ruby, ORIBI, "-w", "1", "-C", File.join(d, "oribi.rb"), File.join(APPS, "env.ru"),
+                            %i[out err] => log, pgroup: true)
+        assert wait_until(timeout: 20) { control_pid(kind, where) }, File.read(log)
+        old = control_pid(kind, where)
+        Process.kill(:HUP, pid)
+        assert wait_until(timeout: 30) { (now = control_pid(kind, where)) && now != old },
+               "the new generation never answered the control endpoint:\n#{File.read(log)[-3000..]}"
+        assert wait_until(timeout: 15) { !File.exist?("/proc/#{old}") || File.read("/proc/#{old}/stat").split[2] == "Z" },
+               "the old generation stopped"
+        refute_nil control_pid(kind, where), "the endpoint outlives the old generation:\n#{File.read(log)}"
+        refute_match(/already in use|another server/, File.read(log))
+        Process.kill(:TERM, pid)
+        _, status = Process.wait2(pid)
+        assert status.success?, File.read(log)
+        refute File.exist?(where), "the last generation removes its control socket" if kind == :unix
+      ensure
+        kill_group(pid)
+      end
     end
   end
 

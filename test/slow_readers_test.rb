@@ -22,32 +22,87 @@ class SlowReadersTest < Minitest::Test
     sock
   end
 
-  def test_a_client_that_reads_nothing_does_not_hold_the_only_app_thread
-    start("--write-timeout", "20")
-    stalled = request("/file")
-    assert wait_until { stalled.wait_readable(0) }, "the file response began"
+  # A normal GET is answered at once beside a client that asked for path
+  # and reads nothing (write_timeout is 30 s); that client then gets the
+  # whole body, which is returned.
+  def body_beside_a_non_reader(path, sock = @srv.tcp)
+    stalled = request(path, sock)
+    assert wait_until { stalled.wait_readable(0) }, "the response began"
     t = now
-    res = HTTPClient.read_response(request("/"), timeout: 15)
+    res = HTTPClient.read_response(request("/"), timeout: 20)
     assert_equal 200, res&.status
-    assert_operator now - t, :<, 3, "answered beside a client that reads nothing (write_timeout is 20 s)"
-    res = HTTPClient.read_response(stalled, timeout: 20)
-    assert_equal FILE_MB << 20, res.body.bytesize
-    assert_equal Digest::MD5.hexdigest(Random.new(7).bytes(FILE_MB << 20)), Digest::MD5.hexdigest(res.body)
+    assert_operator now - t, :<, 5, "answered beside a client that reads nothing"
+    HTTPClient.read_response(stalled, timeout: 30).body
   ensure
     stalled&.close
   end
 
-  def test_a_streamed_body_to_a_client_that_reads_nothing_does_not_hold_the_app_thread
-    start("--write-timeout", "20")
-    stalled = request("/each", @srv.unix)
-    assert wait_until { stalled.wait_readable(0) }, "the streamed response began"
-    t = now
-    res = HTTPClient.read_response(request("/"), timeout: 15)
-    assert_equal 200, res&.status
-    assert_operator now - t, :<, 3, "answered beside a client that reads nothing (write_timeout is 20 s)"
-    assert_equal 4 << 20, HTTPClient.read_response(stalled, timeout: 20).body.bytesize
+  def streamed_digest(mib)
+    d = Digest::MD5.new
+    mib.times { |i| d << Random.new(i).bytes(1 << 20) }
+    d.hexdigest
+  end
+
+  def test_a_client_that_reads_nothing_does_not_hold_the_only_app_thread
+    start("--write-timeout", "30")
+    body = body_beside_a_non_reader("/file")
+    assert_equal FILE_MB << 20, body.bytesize
+    assert_equal Digest::MD5.hexdigest(Random.new(7).bytes(FILE_MB << 20)), Digest::MD5.hexdigest(body)
+  end
+
+  # 4 MiB fits in what one conn may keep; 32 MiB is four times that (an
+  # eighth of the default 64 MiB max_write_backlog): the rest is spooled to
+  # a tmpfile that the loop sends, and the app thread is free at once.
+  [4, 32].each do |mib|
+    define_method("test_a_streamed_body_of_#{mib}_mib_to_a_client_that_reads_nothing_does_not_hold_the_app_thread") do
+      start("--write-timeout", "30")
+      body = body_beside_a_non_reader("/each?mb=#{mib}", @srv.unix)
+      assert_equal mib << 20, body.bytesize
+      assert_equal streamed_digest(mib), Digest::MD5.hexdigest(body)
+    end
+  end
+
+  # A client that falls behind and then catches up while the app still
+  # writes: the thread sends from the spool, then goes back to memory.
+  def test_a_streamed_body_spooled_then_caught_up_arrives_whole
+    start("--max-write-backlog", (8 << 20).to_s)
+    s = request("/each?mb=16&pace=0.01", @srv.unix)
+    assert wait_until(timeout: 20) { @srv.log.include?("each: chunk 4\n") }, @srv.log
+    assert_operator tmpfile_bytes, :>, 0, "the response was spooled"
+    body = HTTPClient.read_response(s, timeout: 30).body
+    assert_equal 16 << 20, body.bytesize
+    assert_equal streamed_digest(16), Digest::MD5.hexdigest(body)
+    assert_equal 0, tmpfile_bytes, "the spool is closed with the response"
   ensure
-    stalled&.close
+    s&.close
+  end
+
+  # Bytes of the worker's open tmpfiles (spooled responses, request bodies)
+  def tmpfile_bytes
+    Dir.children("/proc/#{@srv.pid}/fd").sum do |fd|
+      link = File.readlink("/proc/#{@srv.pid}/fd/#{fd}")
+      link.include?("(deleted)") || link.match?(%r{/#\d+\z}) ? File.size("/proc/#{@srv.pid}/fd/#{fd}") : 0
+    rescue SystemCallError
+      0
+    end
+  end
+
+  # Past max_response_spool the app thread waits for the client again,
+  # and the body still arrives whole and in order.
+  def test_a_streamed_body_past_the_spool_limit_waits_and_arrives_whole
+    start("--max-response-spool", (4 << 20).to_s, "--max-write-backlog", (8 << 20).to_s)
+    s = request("/each?mb=24", @srv.unix)
+    # a share of 1 MiB kept in memory, then 3 MiB (and their framing)
+    # spooled; the chunk that does not fit waits for the client
+    assert wait_until(timeout: 20) { @srv.log.include?("each: chunk 5\n") }, @srv.log
+    spooled = tmpfile_bytes
+    assert_operator spooled, :>, 0, "the response was spooled"
+    assert_operator spooled, :<=, 4 << 20, "spooled no more than max_response_spool"
+    body = HTTPClient.read_response(s, timeout: 60).body
+    assert_equal 24 << 20, body.bytesize
+    assert_equal streamed_digest(24), Digest::MD5.hexdigest(body)
+  ensure
+    s&.close
   end
 
   def test_a_slow_reader_is_not_cut_off_while_it_reads

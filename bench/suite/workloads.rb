@@ -32,6 +32,8 @@ module Bench
                    about: "100 KiB body"),
       Workload.new(name: "sinatra", app: File.join(APPS, "sinatra.ru"), method: "GET", path: "/items/42",
                    about: "Sinatra 4 route with a param and an ERB template"),
+      Workload.new(name: "rails", app: File.join(APPS, "rails_api.ru"), method: "GET", path: "/items/42",
+                   about: "Rails 7.2 API controller rendering JSON, production mode"),
       Workload.new(name: "sleep", app: File.join(APPS, "sleep.ru"), method: "GET", path: "/",
                    about: "the app sleeps 10 ms"),
       Workload.new(name: "post", app: File.join(APPS, "post.ru"), method: "POST", path: "/",

@@ -30,6 +30,10 @@ def oribi_sources(srcdir, dirs)
   $objs = names.map { |n| n.sub(/\.c\z/, ".o") }
   dirs.map { |d| d.end_with?(".c") ? File.dirname(d) : d }.uniq.each { |d| $VPATH << "$(srcdir)/#{d}" }
   $INCFLAGS << " -I$(srcdir)"
+  # An absolute srcdir: `gem install` runs extconf.rb in its own folder
+  # (srcdir "."), and make does not find sources through a VPATH entry
+  # like ./../oribi/http.
+  $srcdir = RbConfig::MAKEFILE_CONFIG["srcdir"] = srcdir
 end
 
 # create_makefile, plus header dependencies: mkmf's Makefile rebuilds an

@@ -3,7 +3,8 @@
 require "optparse"
 require "uri"
 require "etc"
-require "oribi/oribi_bench"
+require "oribi/extension"
+Oribi::Extension.require!("oribi_bench")
 require "oribi/bench/report"
 require "oribi/bench/progress"
 require "oribi/bench/plot"

@@ -34,7 +34,11 @@ module Oribi
 
     # uri: tcp://HOST:PORT or unix:///PATH (as for bind). A fd inherited
     # from the previous generation (hot restart) is used instead of binding.
-    def initialize(uri, token: nil, fd: nil)
+    # takeover: a previous generation not of our making (start_server's)
+    # may still serve the endpoint, and this one replaces it: a unix socket
+    # is bound beside it and renamed over it, a TCP port is shared
+    # (SO_REUSEPORT, which that generation set too) until it closes.
+    def initialize(uri, token: nil, fd: nil, takeover: false)
       @uri = uri
       @token = token
       @token_digest = Digest::SHA256.digest(token) if token
@@ -45,7 +49,9 @@ module Oribi
 
       @path = host_or_path if kind == :unix
       @owned = fd.nil?
+      @takeover = takeover
       @server = fd ? Socket.for_fd(fd) : bind(kind, host_or_path, port)
+      @made = Listeners.identity(@path) if @path && @owned
       @server.close_on_exec = true
       @server.autoclose = true
     end
@@ -97,7 +103,8 @@ module Oribi
     def close
       @clients.each { |c| flush_and_drop(c) }
       @server.close unless @server.closed?
-      File.unlink(@path) if @owned && @path && File.socket?(@path)
+      # not a file a next generation bound there since
+      File.unlink(@path) if @owned && @path && File.socket?(@path) && (@made.nil? || Listeners.identity(@path) == @made)
     rescue SystemCallError
       nil
     end
@@ -106,20 +113,12 @@ module Oribi
 
     def bind(kind, host_or_path, port)
       if kind == :unix
-        path = host_or_path
-        Listeners.remove_stale(path, "control #{@uri}") if File.socket?(path)
-        sock = Socket.new(:UNIX, :STREAM, 0)
-        # Only the owner may connect: the socket's permissions are its guard.
-        old = File.umask(0o177)
-        begin
-          sock.bind(Socket.sockaddr_un(path))
-        ensure
-          File.umask(old)
-        end
+        sock = bind_unix(host_or_path)
       else
         addr = Addrinfo.tcp(host_or_path, port)
         sock = Socket.new(addr.afamily, :STREAM, 0)
         sock.setsockopt(:SOCKET, :REUSEADDR, true)
+        sock.setsockopt(:SOCKET, :REUSEPORT, true) if @takeover
         sock.bind(addr)
       end
       sock.listen(MAX_CLIENTS)
@@ -127,6 +126,29 @@ module Oribi
     rescue SystemCallError, SocketError => e
       sock&.close
       raise e.class, "control #{@uri}: #{e.message}"
+    end
+
+    def bind_unix(path)
+      raise Errno::EEXIST, "control #{@uri}: exists and is not a socket" if File.exist?(path) && !File.socket?(path)
+
+      Listeners.remove_stale(path, "control #{@uri}") if File.socket?(path) && !@takeover
+      # Taking over: bound under a name of our own in the same directory,
+      # then renamed over the live one, so that a client always finds one.
+      at = @takeover ? File.join(File.dirname(path), ".oribi-control-#{Process.pid}") : path
+      File.unlink(at) if @takeover && File.socket?(at)
+      sock = Socket.new(:UNIX, :STREAM, 0)
+      # Only the owner may connect: the socket's permissions are its guard.
+      old = File.umask(0o177)
+      begin
+        sock.bind(Socket.sockaddr_un(at))
+      ensure
+        File.umask(old)
+      end
+      File.rename(at, path) if at != path
+      sock
+    rescue StandardError
+      sock&.close
+      raise
     end
 
     # A client is read as soon as it is accepted, so that one whose request

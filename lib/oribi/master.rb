@@ -123,6 +123,9 @@ module Oribi
       @rolling.clear
       @deadline = now + @config[:shutdown_timeout]
       Systemd.notify("STOPPING=1")
+      # start_server stops a generation once the next one serves, the
+      # control endpoint included: probes go to that one from now on.
+      close_control if @server.listeners.supervisor == :start_server
       signal_all(drain_backlog ? :TERM : :USR2)
       # The workers keep their copies until they find the backlog empty;
       # once the last is closed new connections are refused (or go to the
@@ -414,6 +417,11 @@ module Oribi
     end
 
     # ---- control endpoint and stats (docs/CONTROL.md) ----
+
+    def close_control
+      @control&.close
+      @control = nil
+    end
 
     def serve_control
       return unless @control

@@ -3,7 +3,7 @@
 require "etc"
 require "ipaddr"
 require "optparse"
-require "oribi/oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::MAX_THREADS
+require "oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::MAX_THREADS
 
 module Oribi
   # Every server option, written once: its name (the config file's method,
@@ -216,6 +216,7 @@ module Oribi
       opt(:max_headers,        ["--max-headers N"],           INT,     Parser::DEFAULT_MAX_HEADERS,         int(1..),            "431 for more header fields"),
       opt(:max_connections,    ["--max-connections N"],       INT,     1024,                                int(1..),            "open connections per worker"),
       opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    int(0..),            "response bytes a worker keeps for slow clients; 0 = no cap"),
+      opt(:max_response_spool, ["--max-response-spool BYTES"], INT,    1024 * 1024 * 1024,                  int(0..),            "bytes of one response spooled to tmpdir for a slow client; 0 = never"),
       opt(:max_requests,       ["--max-requests N"],          INT,     0,                                   int(0..),            "recycle a worker after N requests; 0 = never"),
       opt(:min_requests,       ["--min-requests N"],          INT,     0,                                   int(0..),            "with max_requests: draw each worker's limit from N..max"),
       opt(:backlog,            ["--backlog N"],               INT,     1024,                                int(1..),            "listen(2) backlog"),
@@ -242,7 +243,7 @@ module Oribi
       opt(:control_token,      ["--control-token TOKEN"],     OPT_STR, env("ORIBI_CONTROL_TOKEN", nil),     nil,                 "token the control endpoint requires; needed for TCP"),
       opt(:rackup,             nil,                           STR,     "config.ru",                         nil,                 "the Rack app to load (the RACKUP_FILE argument)"),
       opt(:working_directory,  ["--working-directory DIR"],   DIR,     HERE,                                nil,                 "where the server runs and a hot restart (USR2) starts again"),
-      opt(:tmpdir,             nil,                           DIR,     env("TMPDIR", "/tmp"),               nil,                 "where request bodies over body_buffer are spilled"),
+      opt(:tmpdir,             nil,                           DIR,     env("TMPDIR", "/tmp"),               nil,                 "where large request bodies and spooled responses go"),
       opt(:before_fork,        nil,                           HOOK,    nil,                                 nil,                 "runs in the master before each worker is forked"),
       opt(:after_fork,         nil,                           HOOK,    nil,                                 nil,                 "runs in a worker right after the fork"),
       opt(:after_worker_boot,  nil,                           HOOK,    nil,                                 nil,                 "runs in a worker about to accept requests"),

@@ -2,7 +2,7 @@
 
 require "rack"
 require "rack/query_parser"
-require "oribi/oribi"
+require "oribi"
 require "oribi/log"
 
 module Oribi

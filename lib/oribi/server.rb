@@ -110,7 +110,10 @@ module Oribi
       raise Config::Error, "control needs a master: workers must be at least 1" if standalone
 
       fd = ENV.delete("ORIBI_CONTROL_FD")
-      control = Control.new(uri, token: @config[:control_token], fd: (Integer(fd, 10) if fd))
+      # Under start_server the previous generation still serves while this
+      # one boots: it takes the endpoint over rather than fail on it.
+      control = Control.new(uri, token: @config[:control_token], fd: (Integer(fd, 10) if fd),
+                                 takeover: Listeners.inheritance&.first == :start_server)
       Log.info("control endpoint on #{uri}")
       control
     end

@@ -3,7 +3,10 @@
 # Large responses for clients that read slowly or not at all:
 # /file a to_path body (FILE_MB MiB), /array a 1 MiB Array body (the same
 # String every time: what the worker keeps is its write buffers, not the
-# app's garbage), /each a 4 MiB body streamed by each, / a small answer.
+# app's garbage), /each a body streamed by each (?mb=N MiB, default 4, and
+# ?pace=SEC between chunks; each
+# MiB chunk is Random.new(i).bytes, so lost or reordered bytes show), / a
+# small answer. /each logs "each: chunk N" when chunk N was taken.
 require "tmpdir"
 
 path = File.join(Dir.mktmpdir("oribi-readers"), "big.bin")
@@ -19,7 +22,18 @@ run lambda { |env|
   case env["PATH_INFO"]
   when "/file" then [200, { "content-type" => "application/octet-stream" }, FileBody.new(path)]
   when "/array" then [200, { "content-type" => "text/plain" }, [MIB]]
-  when "/each" then [200, { "content-type" => "text/plain" }, Enumerator.new { |y| 4.times { y << MIB } }]
+  when "/each"
+    q = Rack::Utils.parse_query(env["QUERY_STRING"])
+    mb = Integer(q.fetch("mb", "4"), 10)
+    pace = Float(q.fetch("pace", "0"))
+    body = Enumerator.new do |y|
+      mb.times do |i|
+        y << Random.new(i).bytes(1 << 20)
+        warn "each: chunk #{i + 1}"
+        sleep pace # the app's own pace (?pace=SEC between chunks)
+      end
+    end
+    [200, { "content-type" => "text/plain" }, body]
   when "/pid" then [200, { "content-type" => "text/plain" }, [Process.pid.to_s]]
   else [200, { "content-type" => "text/plain" }, ["ok"]]
   end

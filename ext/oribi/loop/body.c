@@ -1,5 +1,6 @@
 #include "loop/body.h"
 #include "loop/log.h"
+#include "loop/tmpfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,35 +26,6 @@ int oribi_conn_reserve(struct oribi_conn *c, size_t n)
     return 0;
 }
 
-/* An unlinked file: nothing is left behind if the worker dies. */
-static int open_tmpfile(const char *dir)
-{
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
-        return fd;
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/oribi-body-XXXXXX", dir);
-    fd = mkostemp(path, O_CLOEXEC);
-    if (fd >= 0)
-        unlink(path);
-    return fd;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* The loop answers 500 itself: say why (errno is the cause). Not the
  * path: the head may have moved with the buffer (buf_moved). */
 static int fail(struct oribi_conn *c, const char *what, const char *where)
@@ -66,10 +38,10 @@ static int fail(struct oribi_conn *c, const char *what, const char *where)
 /* Moves what is in memory to a tmpfile: the body outgrew body_buffer. */
 static int spill(struct oribi_loop *loop, struct oribi_conn *c)
 {
-    c->body_fd = open_tmpfile(loop->opt.tmpdir);
+    c->body_fd = oribi_tmpfile(loop->opt.tmpdir);
     if (c->body_fd < 0)
         return fail(c, "could not be spilled: no tmpfile in", loop->opt.tmpdir);
-    if (write_all(c->body_fd, c->buf + c->head_len, c->body_mem) < 0)
+    if (oribi_write_all(c->body_fd, c->buf + c->head_len, c->body_mem) < 0)
         return fail(c, "could not be spilled to a tmpfile in", loop->opt.tmpdir);
     memmove(c->buf + c->head_len, c->buf + c->head_len + c->body_mem, c->len - c->head_len - c->body_mem);
     c->len -= c->body_mem;
@@ -117,7 +89,7 @@ static int store(struct oribi_loop *loop, struct oribi_conn *c, size_t off, size
         return BODY_MORE;
     }
     if (c->body_fd >= 0) {
-        if (write_all(c->body_fd, c->buf + off, n) < 0)
+        if (oribi_write_all(c->body_fd, c->buf + off, n) < 0)
             return fail(c, "could not be written to its tmpfile in", loop->opt.tmpdir);
         memmove(c->buf + off, c->buf + off + n, tail);
         c->len = off + tail;

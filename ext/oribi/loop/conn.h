@@ -70,10 +70,10 @@ struct oribi_conn {
     size_t wlen, woff, wcap;
     struct oribi_write_budget *budget; /* the worker's count of kept bytes */
     int64_t wprogress_ms;              /* when the socket last took bytes (or the kept ones began) */
-    /* a file the loop sends after wbuf (a to_path body handed over by the
-     * app thread), else file_fd -1 */
+    /* a file the loop sends after wbuf (a to_path body or a spooled
+     * response handed over by the app thread), else file_fd -1 */
     int file_fd;
-    int64_t file_off, file_left;
+    int64_t file_off, file_end;
 
     unsigned requests; /* served on this connection */
     int64_t seen_us;   /* when the worker first saw the current request (queue_time.h), 0 not yet */

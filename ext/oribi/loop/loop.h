@@ -37,8 +37,9 @@ struct oribi_options {
     int64_t max_body;   /* 0: no limit */
     size_t body_buffer; /* bodies above this spill to a tmpfile */
     unsigned max_connections;
-    size_t max_write_backlog; /* kept output bytes past which stalled clients are dropped; 0: no cap */
-    int share_accepts;        /* other workers take from the same listeners */
+    size_t max_write_backlog;   /* kept output bytes past which stalled clients are dropped; 0: no cap */
+    int64_t max_response_spool; /* bytes of one response spooled for a slow client; 0: never spool */
+    int share_accepts;          /* other workers take from the same listeners */
     const char *tmpdir;
 };
 

@@ -130,30 +130,35 @@ int oribi_conn_write_more(struct oribi_conn *c, const struct iovec *iov, int iov
     return conn_write(c, iov, iovcnt, MSG_MORE);
 }
 
-/* Sends from the handed-over file without waiting: 0 sent whole (the file
- * is closed), 1 the socket is full, -1 the peer is gone or the file ended
- * before its length (the framing is lost: close the connection). */
-static int send_file(struct oribi_conn *c)
+int oribi_conn_sendfile(struct oribi_conn *c, int fd, int64_t *off, int64_t end)
 {
-    while (c->file_left > 0) {
-        off_t o = (off_t)c->file_off;
-        size_t want = c->file_left > (1 << 30) ? (size_t)1 << 30 : (size_t)c->file_left;
-        ssize_t n = sendfile(c->fd, c->file_fd, &o, want);
+    while (*off < end) {
+        off_t o = (off_t)*off;
+        int64_t left = end - *off;
+        size_t want = left > (1 << 30) ? (size_t)1 << 30 : (size_t)left;
+        ssize_t n = sendfile(c->fd, fd, &o, want);
         if (n > 0) {
-            c->file_off += n;
-            c->file_left -= n;
+            *off += n;
             c->wprogress_ms = oribi_coarse_ms();
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && errno == EAGAIN) {
             return 1;
         } else {
-            return -1;
+            return -1; /* gone, or the file ended before end */
         }
     }
-    close(c->file_fd);
-    c->file_fd = -1;
     return 0;
+}
+
+static int send_file(struct oribi_conn *c)
+{
+    int r = oribi_conn_sendfile(c, c->file_fd, &c->file_off, c->file_end);
+    if (r == 0) {
+        close(c->file_fd);
+        c->file_fd = -1;
+    }
+    return r;
 }
 
 int oribi_conn_send_pending(struct oribi_conn *c)
@@ -170,7 +175,7 @@ void oribi_conn_hand_file(struct oribi_conn *c, int file_fd, int64_t off, int64_
 {
     c->file_fd = file_fd;
     c->file_off = off;
-    c->file_left = left;
+    c->file_end = off + left;
     c->wprogress_ms = oribi_coarse_ms();
 }
 

@@ -44,6 +44,11 @@ static inline int oribi_conn_pending(const struct oribi_conn *c)
  * that reads slowly, or not at all. The conn owns file_fd from now on. */
 void oribi_conn_hand_file(struct oribi_conn *c, int file_fd, int64_t off, int64_t left);
 
+/* Sends fd's bytes from *off up to end with sendfile(2), advancing *off,
+ * without waiting: 0 all sent, 1 the socket is full, -1 the peer is gone or
+ * the file ended before end. */
+int oribi_conn_sendfile(struct oribi_conn *c, int fd, int64_t *off, int64_t end);
+
 /* Sends kept bytes, then the handed-over file, without waiting. Returns 0
  * when all is out, 1 when the socket is full, -1 when the peer is gone or
  * the file ended early (the response's framing is lost: close). */

@@ -215,6 +215,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     o.body_buffer = (size_t)opt_int(opts, "body_buffer", 0, INT64_MAX);
     o.max_connections = (unsigned)opt_int(opts, "max_connections", 1, UINT_MAX);
     o.max_write_backlog = (size_t)opt_int(opts, "max_write_backlog", 0, INT64_MAX);
+    o.max_response_spool = opt_int(opts, "max_response_spool", 0, INT64_MAX);
     e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0, INT64_MAX);
     VALUE multiprocess = opt_bool(opts, "multiprocess") ? Qtrue : Qfalse;
     o.share_accepts = RTEST(multiprocess);
@@ -467,7 +468,7 @@ static VALUE respond_all(VALUE arg)
  * (SPEC), the body still closed. */
 static VALUE respond_hijacked(struct oribi_exchange *s, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
 {
-    struct oribi_rack_response r = {.s = s, .body = body, .to_close = body, .file_fd = -1};
+    struct oribi_rack_response r = {.s = s, .body = body, .to_close = body, .file_fd = -1, .spool = ORIBI_SPOOL_INIT};
     int state = 0;
     rb_protect(oribi_rack_response_close, (VALUE)&r, &state);
     VALUE exc = state ? rb_errinfo() : Qnil;
@@ -512,6 +513,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
                                     .hijack = Qnil,
                                     .protocol = Qnil,
                                     .file_fd = -1,
+                                    .spool = ORIBI_SPOOL_INIT,
                                     .app_length = -1,
                                     .keepalive = c->req.keepalive && !e->loop.stopping};
     r.status = FIXNUM_P(status) ? FIX2INT(status) : 0;

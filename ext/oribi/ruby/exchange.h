@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "loop/loop.h"
+#include "loop/spool.h"
 #include "ruby/env.h"
 
 enum { PHASE_NONE, PHASE_APP, PHASE_RESPONDING, PHASE_HIJACKED };
@@ -60,7 +61,9 @@ struct oribi_rack_response {
     int mode;
     int keepalive;
     int head_only;
-    int gone;           /* the peer went away: stop producing */
+    int gone;     /* the peer went away: stop producing */
+    int spooling; /* the conn keeps its share: further bytes go to the spool */
+    struct oribi_spool spool;
     int file_fd;        /* BODY_FILE: the open file, else -1 */
     int64_t app_length; /* content-length the app gave, -1 none */
     int64_t sent;       /* body bytes written or handed to the loop (the access log's size) */

@@ -60,8 +60,58 @@ static void *wait_nogvl(void *p)
     return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->s->opt->write_timeout_ms);
 }
 
-/* Writes what is gathered plus extra; waits (without the GVL) while the
- * client is slower than the body is produced. */
+/* Waits (without the GVL) until the client takes everything kept and
+ * spooled; 0, or -1 when it went away or took nothing for write_timeout. */
+static int spool_settle(struct oribi_rack_response *r)
+{
+    int w;
+    while ((w = oribi_spool_send(&r->spool, r->c)) == 1)
+        if ((intptr_t)rb_thread_call_without_gvl(wait_nogvl, r, RUBY_UBF_IO, NULL) < 0)
+            return -1;
+    return w;
+}
+
+/* Bodies whose bytes all pass through here may be spooled; a stream or a
+ * hijack writes to the socket itself after its head. */
+static int may_spool(const struct oribi_rack_response *r)
+{
+    return r->s->opt->max_response_spool > 0 && r->mode != BODY_STREAM && r->mode != BODY_HIJACK;
+}
+
+static size_t iov_bytes(const struct iovec *iov, int n)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += iov[i].iov_len;
+    return total;
+}
+
+/* The conn keeps its share: iov goes after what is spooled, unless the
+ * client has caught up meanwhile (then 0: write it as usual). Past the
+ * spool limit, or when the tmpfile fails, the thread waits for the client
+ * to take it all, and the response goes on in memory. */
+static int spool_write(struct oribi_rack_response *r, const struct iovec *iov, int n)
+{
+    int w = oribi_spool_send(&r->spool, r->c);
+    if (w == 1 && r->spool.len + (int64_t)iov_bytes(iov, n) <= r->s->opt->max_response_spool) {
+        if (oribi_spool_append(&r->spool, r->s->opt->tmpdir, iov, n) == 0)
+            return 1;
+        rb_funcall(rb_stderr, id_write, 1,
+                   rb_sprintf("oribi: a response could not be spooled to %s (%s): the app thread waits for the "
+                              "client\n",
+                              r->s->opt->tmpdir, strerror(errno)));
+    }
+    if (w == 1)
+        w = spool_settle(r);
+    if (w < 0)
+        r->gone = 1;
+    r->spooling = 0;
+    return w < 0;
+}
+
+/* Writes what is gathered plus extra. A client slower than the body is
+ * produced: once its conn keeps its share, the rest of the response is
+ * spooled (max_response_spool), else the thread waits for the client. */
 static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, int nextra)
 {
     struct iovec iov[1 + 1024];
@@ -72,9 +122,19 @@ static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, 
         iov[n++] = (struct iovec){r->s->out, r->s->out_len};
     for (int i = 0; i < nextra && n < (int)(sizeof(iov) / sizeof(iov[0])); i++)
         iov[n++] = extra[i];
+    r->flushed = 1;
+    if (n && r->spooling && spool_write(r, iov, n)) {
+        r->s->out_len = 0;
+        return;
+    }
+    if (r->gone)
+        return;
     int w = n ? oribi_conn_write(r->c, iov, n) : 0;
     r->s->out_len = 0;
-    r->flushed = 1;
+    if (w == 1 && may_spool(r)) {
+        r->spooling = 1; /* these bytes are kept; the next ones go to disk */
+        return;
+    }
     while (w == 1) {
         if ((intptr_t)rb_thread_call_without_gvl(wait_nogvl, r, RUBY_UBF_IO, NULL) < 0) {
             w = -1;
@@ -84,6 +144,16 @@ static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, 
     }
     if (w < 0)
         r->gone = 1;
+}
+
+/* The end of a spooled response: what the client has not taken yet is
+ * the loop's to send, after the conn's kept bytes. */
+static void spool_finish(struct oribi_rack_response *r)
+{
+    if (r->spooling && !r->gone)
+        oribi_spool_hand(&r->spool, r->c);
+    oribi_spool_close(&r->spool);
+    r->spooling = 0;
 }
 
 /* The head and everything kept goes out before the app writes to the
@@ -506,6 +576,7 @@ static VALUE write_body(struct oribi_rack_response *r)
             r->keepalive = 0; /* the body fell short of its content-length: framing is lost */
         out_flush(r, NULL, 0);
     }
+    spool_finish(r);
     return Qnil;
 }
 
@@ -561,6 +632,7 @@ VALUE oribi_rack_response_close(VALUE arg)
         close(r->file_fd);
         r->file_fd = -1;
     }
+    oribi_spool_close(&r->spool); /* a body that raised half-way */
     if (!NIL_P(r->to_close) && rb_respond_to(r->to_close, id_close))
         rb_funcall(r->to_close, id_close, 0);
     return Qnil;

@@ -1,0 +1,107 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "open3"
+require "rubygems/package"
+
+# The gem as a user gets it: from `gem install` (the extensions built at
+# install time) and from a Bundler `path:` source (built on first load),
+# each in a copy of the sources with no extension built, serving a request.
+class PackagingTest < Minitest::Test
+  # The sources a checkout holds (tracked, or new and not ignored).
+  def copy_sources(to)
+    files, status = Open3.capture2("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", chdir: ROOT)
+    skip "not a git checkout" unless status.success?
+    files.split("\0").each do |f|
+      next unless File.file?(File.join(ROOT, f))
+
+      FileUtils.mkdir_p(File.join(to, File.dirname(f)))
+      FileUtils.cp(File.join(ROOT, f), File.join(to, f))
+    end
+    refute_empty Dir[File.join(to, "lib/oribi/*.rb")]
+    assert_empty Dir[File.join(to, "**/*.so")]
+  end
+
+  # The environment of a user's shell: none of this test run's Bundler,
+  # but the gems it runs with (rack; under CI they live in vendor/bundle).
+  def user_env(extra)
+    env = ENV.keys.grep(/\A(BUNDLE_|BUNDLER_|RUBYOPT\z|RUBYLIB\z|GEM_)/).to_h { |k| [k, nil] }
+    env.merge("GEM_PATH" => Gem.path.join(":")).merge(extra)
+  end
+
+  def free_port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+
+  # Runs cmd, waits for it to serve GET / on port; → the log.
+  def serve_once(env, cmd, port, chdir:)
+    log = File.join(chdir, "serve.log")
+    pid = Process.spawn(user_env(env), *cmd, chdir: chdir, %i[out err] => log, pgroup: true)
+    res = nil
+    ok = wait_until(timeout: 240) do
+      res = HTTPClient.request(TCPSocket.new("127.0.0.1", port), "/", headers: { "Connection" => "close" })
+    rescue SystemCallError, EOFError
+      raise "exited:\n#{File.read(log)}" if Process.waitpid(pid, Process::WNOHANG)
+
+      false
+    end
+    assert ok, File.read(log)
+    assert_equal 200, res.status
+    File.read(log)
+  ensure
+    kill_group(pid) if pid
+  end
+
+  def test_a_path_gem_builds_its_extensions_on_first_load
+    Dir.mktmpdir("oribi-pkg") do |d|
+      copy_sources(src = File.join(d, "oribi"))
+      app = File.join(d, "app")
+      FileUtils.mkdir_p(app)
+      File.write(File.join(app, "Gemfile"), "source \"https://rubygems.org\"\ngem \"oribi\", path: \"../oribi\"\n")
+      File.write(File.join(app, "config.ru"), "run ->(_env) { [200, {}, [\"hello\"]] }\n")
+      env = { "ORIBI_BUILD_DIR" => File.join(d, "cache"), "BUNDLE_GEMFILE" => File.join(app, "Gemfile"),
+              "GEM_HOME" => File.join(d, "gems") }
+      out, status = Open3.capture2e(user_env(env), "bundle", "install", "--local", chdir: app)
+      assert status.success?, out
+      assert_empty Dir[File.join(src, "**/*.so")], "Bundler builds nothing for a path gem"
+
+      port = free_port
+      cmd = ["bundle", "exec", "oribi", "-w", "0", "-b", "tcp://127.0.0.1:#{port}", "config.ru"]
+      log = serve_once(env, cmd, port, chdir: app)
+      assert_match(/building the oribi C extension/, log)
+      log = serve_once(env, cmd, port, chdir: app)
+      refute_match(/building/, log, "built once, then taken from the cache")
+      # the load generator's extension is built the same way
+      out, status = Open3.capture2e(user_env(env), "bundle", "exec", "oribi", "bench", "--help", chdir: app)
+      assert status.success?, out
+      assert_match(/building the oribi_bench C extension/, out)
+    end
+  end
+
+  def test_gem_install_builds_the_extensions_and_needs_only_rack
+    Dir.mktmpdir("oribi-pkg") do |d|
+      copy_sources(src = File.join(d, "oribi"))
+      out, status = Open3.capture2e(user_env({}), "gem", "build", "oribi.gemspec", chdir: src)
+      assert status.success?, out
+      gem = Dir[File.join(src, "oribi-*.gem")].first
+      spec = Gem::Package.new(gem).spec
+      assert_equal ["rack"], spec.runtime_dependencies.map(&:name), "nothing of the development bundle"
+      assert_empty spec.development_dependencies
+      %w[LICENSE README.md examples/hello.ru examples/systemd/oribi.service docs/RAILS.md
+         lib/oribi/report/uplot/LICENSE ext/oribi/extconf.rb ext/oribi_bench/extconf.rb].each do |f|
+        assert_includes spec.files, f
+      end
+      assert spec.homepage && spec.metadata["source_code_uri"], "homepage and source metadata"
+
+      home = File.join(d, "gems")
+      out, status = Open3.capture2e(user_env({}), "gem", "install", "--local", "--ignore-dependencies",
+                                    "--no-document", "--install-dir", home, gem, chdir: d)
+      assert status.success?, out
+      port = free_port
+      env = { "GEM_HOME" => home, "GEM_PATH" => [home, *Gem.path].join(":"), "ORIBI_BUILD_DIR" => File.join(d, "cache") }
+      hello = File.join(home, "gems", File.basename(gem, ".gem"), "examples/hello.ru")
+      log = serve_once(env, [RbConfig.ruby, File.join(home, "bin/oribi"), "-w", "0", "-b", "tcp://127.0.0.1:#{port}", hello],
+                       port, chdir: d)
+      refute_match(/building/, log, "gem install built the extension")
+      refute File.exist?(File.join(d, "cache")), "nothing built on first load"
+    end
+  end
+end
