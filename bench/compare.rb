@@ -144,7 +144,7 @@ module Bench
                                              keepalive: keepalive, timeout: @o.timeout))
     end
 
-    # CPU seconds used so far by the server's whole process group (master
+    # CPU seconds used so far by the server's whole process tree (master
     # and workers): how much of the shared box each request cost the server.
     def group_cpu(group) = group.stats.sum { |_, (cpu, _)| cpu }
 

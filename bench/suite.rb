@@ -155,7 +155,7 @@ module Bench
         connection per request (connect time in the latency); "nginx" is nginx in front
         (1 worker, upstream keep-alive to the server's unix socket), client keep-alive.
         RSS/worker: the mean RSS of the #{o[:workers]} processes that used the most CPU in the
-        run. CPU µs/req: the server's whole process group.
+        run. CPU µs/req: the server's whole process tree (and group), reaped children included.
 
         Reproduce:
 

@@ -4,7 +4,10 @@
 # TARGET=parser (default: fuzz/parser_fuzz.c, the request/response parser
 # and chunked decoder; seeds fuzz/seeds/, corpus fuzz/corpus-run/) or
 # TARGET=query (fuzz/query_fuzz.c, fast_query_parser's splitting and
-# decoding; seeds fuzz/seeds-query/, corpus fuzz/corpus-query/). Exits non-zero when a crash is found; the input that
+# decoding; seeds fuzz/seeds-query/, corpus fuzz/corpus-query/) or
+# TARGET=results (fuzz/results_fuzz.c, the records of `oribi bench
+# --output` files and their HdrHistogram encoding; seeds
+# fuzz/seeds-results/, corpus fuzz/corpus-results/). Exits non-zero when a crash is found; the input that
 # crashed is left in fuzz/build/ (crash-*), ready to become a regression test.
 # JOBS=N runs N fuzzing processes in parallel. RUNS=N stops after N
 # executions instead (SECONDS then only caps the time; 0 = no cap).
@@ -18,13 +21,17 @@ build=$root/fuzz/build
 case $target in
 parser) corpus=$root/fuzz/corpus-run seeds=$root/fuzz/seeds sources=$root/ext/oribi/http/chunked.c ;;
 query) corpus=$root/fuzz/corpus-query seeds=$root/fuzz/seeds-query sources=$root/ext/oribi/http/query.c ;;
-*) echo "TARGET must be parser or query" >&2; exit 2 ;;
+results)
+    corpus=$root/fuzz/corpus-results seeds=$root/fuzz/seeds-results
+    sources="$root/ext/oribi_bench/results.c $root/ext/oribi_bench/histogram.c $root/ext/oribi_bench/loadgen_series.c"
+    ;;
+*) echo "TARGET must be parser, query or results" >&2; exit 2 ;;
 esac
 mkdir -p "$build" "$corpus"
 
 ${CLANG:-clang} -g -O1 -std=gnu11 -Wall -Wextra -Wno-unused-function \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root/ext/oribi" -o "$build/${target}_fuzz" \
+    -I"$root/ext/oribi" -I"$root/ext/oribi_bench" -o "$build/${target}_fuzz" \
     "$root/fuzz/${target}_fuzz.c" $sources
 
 cd "$build"

@@ -3,6 +3,7 @@
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "minitest/autorun"
 require "oribi/bench"
+require_relative "support/bench_cli"
 require "socket"
 require "stringio"
 require "open3"
@@ -15,12 +16,7 @@ require "rbconfig"
 # `oribi bench`: flags to requests, one-line errors, exit codes, and short
 # runs against a keep-alive server on a thread of this process.
 class BenchCLITest < Minitest::Test
-  def bench(*argv)
-    out = StringIO.new
-    err = StringIO.new
-    rc = Timeout.timeout(20) { Oribi::Bench::CLI.run(argv, out: out, err: err) }
-    [rc, out.string, err.string]
-  end
+  include BenchCLIHelper
 
   def parse(*argv) = Oribi::Bench::CLI.new(StringIO.new, StringIO.new).parse(argv)
 
@@ -103,7 +99,7 @@ class BenchCLITest < Minitest::Test
       out = File.join(dir, "p.html")
       rc, = bench("-d", "300ms", "-c", "1", "-T", "1", "--plot", out, "http://127.0.0.1:#{port}/")
       assert_equal 1, rc
-      assert_match(/<canvas id="time"/, File.read(out))
+      assert_match(/<div class="chart" id="latency">/, File.read(out))
       assert_equal 0.1, parse("-d", "3s", "--plot", out, "http://x/")[:run][:series_interval]
       assert_equal 2.0, parse("-d", "10m", "--plot", out, "http://x/")[:run][:series_interval]
     end

@@ -7,6 +7,8 @@ require "rbconfig"
 require "tmpdir"
 require "timeout"
 require_relative "../bench/pin"
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require_relative "../bench/suite/process_group"
 
 # bench/suite.rb's machinery without the peers (no bench/Gemfile): Oribi
 # and the minimal C server (compiled by the suite) on hello world, both
@@ -41,6 +43,8 @@ class BenchSuiteTest < Minitest::Test
         cols = row.split("|").map(&:strip)
         assert_operator cols[4].delete(",").to_i, :>, 0, row # req/s
         assert_equal "0", cols[9], row # errors
+        # A server's CPU read as 0 means its serving processes were missed.
+        assert_operator cols[11].delete(",").to_f, :>, 0, "CPU µs/req: #{row}"
       end
       assert_match(/^\| unix, connection per request: oribi \/ minimal C \| \d+\.\d\d \|/, report)
       assert_match(/Machine: .+ CPUs/, report)
@@ -48,6 +52,47 @@ class BenchSuiteTest < Minitest::Test
       assert plot.start_with?("<svg"), plot[0, 100]
       assert_includes plot, "hello · unix · keep-alive"
       assert_operator plot.scan("<rect").size, :>, 8 # background and one bar per server and cell
+    end
+  end
+
+  def alive?(pid)
+    pid && !File.read("/proc/#{pid}/stat").split(") ", 2)[1].start_with?("Z", "X")
+  rescue SystemCallError
+    false
+  end
+
+  # A worker that leaves its parent's process group and session (as
+  # Pitchfork's, children of a mold, do) still counts for the server's CPU
+  # and RSS, and is stopped with it.
+  def test_process_group_counts_the_whole_tree
+    Dir.mktmpdir("suite-tree-") do |dir|
+      ready = File.join(dir, "ready")
+      script = <<~RUBY
+        fork do
+          Process.setsid
+          t = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+          nil while Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - t < 0.3
+          File.write(#{ready.inspect}, Process.pid.to_s)
+          sleep
+        end
+        sleep
+      RUBY
+      group = Bench::Suite::ProcessGroup.new([RbConfig.ruby, "-e", script], env: {}, log: File.join(dir, "log"), chdir: dir)
+      begin
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+        sleep 0.05 until File.exist?(ready) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        assert File.exist?(ready), "the worker never burnt its CPU"
+        worker = File.read(ready).to_i
+        stats = group.stats
+        assert_includes stats.keys, worker
+        assert_operator stats[worker][0], :>=, 0.2, stats.inspect
+        assert_operator stats[worker][1], :>, 0
+      ensure
+        group.stop
+      end
+      gone_by = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+      sleep 0.02 while alive?(worker) && Process.clock_gettime(Process::CLOCK_MONOTONIC) < gone_by
+      refute alive?(worker), "the worker outlived stop" if worker
     end
   end
 end

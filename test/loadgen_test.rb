@@ -6,6 +6,7 @@ require "socket"
 require "fileutils"
 require "timeout"
 require "tmpdir"
+require_relative "support/tiny_server"
 
 # Oribi::Loadgen against tiny Ruby servers (threads of this process: the
 # load generator runs without the GVL) that answer in every way a real
@@ -15,79 +16,6 @@ class LoadgenTest < Minitest::Test
   REQUEST = "GET / HTTP/1.1\r\nHost: test\r\n\r\n"
   HELLO = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
   LIMIT = 30 # seconds: no test may hang the suite
-
-  # Accepts connections on a thread, serves each on its own thread. The
-  # handler gets (socket, request head, index of the request on this
-  # connection) and returns :keep to read another request, else the
-  # connection is closed.
-  class TinyServer
-    attr_reader :port, :path
-
-    def initialize(kind = :tcp, host: "127.0.0.1", &handler)
-      @handler = handler
-      @accepted = 0
-      @lock = Mutex.new
-      if kind == :unix
-        @dir = Dir.mktmpdir("oribi-lg")
-        @path = File.join(@dir, "s.sock")
-        @server = UNIXServer.new(@path)
-      else
-        @server = TCPServer.new(host, 0)
-        @port = @server.addr[1]
-      end
-      @threads = []
-      @acceptor = Thread.new { accept_loop }
-    end
-
-    def accepted
-      @lock.synchronize { @accepted }
-    end
-
-    def target
-      @path ? { unix_path: @path } : { host: "127.0.0.1", port: @port }
-    end
-
-    def close
-      @server.close
-      @acceptor.join(2)
-      @threads.each { |t| t.kill.join(2) }
-      FileUtils.rm_rf(@dir) if @dir
-    end
-
-    private
-
-    def accept_loop
-      loop do
-        sock = @server.accept
-        sock.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1) unless @path
-        @lock.synchronize { @accepted += 1 }
-        @threads << Thread.new(sock) { |s| serve(s) }
-      end
-    rescue IOError, Errno::EBADF
-      nil # closed by #close
-    end
-
-    def serve(sock)
-      index = 0
-      while (head = read_head(sock))
-        break unless @handler.call(sock, head, index) == :keep
-
-        index += 1
-      end
-    rescue Errno::ECONNRESET, Errno::EPIPE, IOError
-      nil # the load generator hung up: its business
-    ensure
-      sock.close unless sock.closed?
-    end
-
-    def read_head(sock)
-      buf = +""
-      buf << sock.readpartial(65_536) until buf.include?("\r\n\r\n")
-      buf
-    rescue EOFError
-      nil
-    end
-  end
 
   def serve(kind, handler, **opts)
     server = TinyServer.new(kind, **opts, &handler)
@@ -104,7 +32,7 @@ class LoadgenTest < Minitest::Test
   end
 
   def no_errors
-    { connect: 0, read: 0, write: 0, timeout: 0, parse: 0 }
+    { connect: 0, read: 0, write: 0, timeout: 0, parse: 0, tls: 0 }
   end
 
   # Request-count mode: every attempt ends completed or as one error.
@@ -395,10 +323,15 @@ class LoadgenTest < Minitest::Test
     handler = ->(_sock, _h, _i) { sleep 10 }
     serve(:tcp, handler) do |s|
       t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-      r = run_load(s.target, requests: 2, connections: 2, timeout: 0.2)
+      r = run_load(s.target, requests: 2, connections: 2, timeout: 0.2, series_interval: 1)
       took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
       assert_equal 2, r[:errors][:timeout], r.inspect
       assert_operator took, :<, 2
+      # Timeouts are latencies over time too, as in the histogram, but
+      # not responses.
+      assert_equal [[0, 2]], r[:series].map { |x| [x[:count], x[:errors]] }
+      assert_operator r[:series][0][:p99], :>=, 190_000
+      assert_operator r[:latency][:max], :>=, 200_000
     end
   end
 

@@ -9,6 +9,7 @@ require "etc"
 require "oribi/tune/resources"
 require "oribi"
 require "oribi/oribi_bench" # the load generator, for tests that drive load
+require_relative "support/wait"
 
 ROOT = File.expand_path("..", __dir__)
 APPS = File.join(__dir__, "apps")
@@ -165,16 +166,6 @@ rescue Errno::ESRCH, Errno::EPERM
   nil
 end
 
-# Polls a condition until it holds or timeout passes; returns its last value.
-def wait_until(timeout: 5, interval: 0.01)
-  deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
-  loop do
-    v = yield
-    return v if v || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-
-    sleep interval
-  end
-end
 
 # Reading raw HTTP/1.1 responses off a socket, with a deadline on every read.
 module HTTPClient

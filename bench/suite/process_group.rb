@@ -56,24 +56,26 @@ module Bench
         sock&.close
       end
 
-      # { pid => [cpu seconds, rss bytes] } for the group's processes.
+      # { pid => [cpu seconds, rss bytes] } for the server's processes: its
+      # whole tree (Pitchfork's workers are children of a mold, in a session
+      # of their own) and whatever else is in its process group. CPU counts
+      # the children each process has reaped, so a worker that exited
+      # between two readings still counts, once, in its parent's.
       def stats
-        Dir.glob("/proc/[0-9]*/stat").each_with_object({}) do |f, h|
-          fields = Oribi::Tune::Resources.stat_fields(File.read(f))
-          next unless fields[2].to_i == @pid
-
-          pid = f[%r{/proc/(\d+)/}, 1].to_i
-          h[pid] = [(fields[11].to_i + fields[12].to_i) / Oribi::Tune::Resources::TICK, fields[21].to_i * 4096]
-        rescue SystemCallError
-          next
+        members.transform_values do |f|
+          [f[11, 4].sum(&:to_i) / Oribi::Tune::Resources::TICK, f[21].to_i * 4096] # u, s, cu, cs time; rss
         end
       end
 
+      # TERM to the group, then KILL to the group and to the processes of
+      # the tree that left it (the same processes: same start time).
       def stop
+        tree = members.except(@pid).transform_values { |f| f[19] }
         signal(:TERM)
         deadline = now + STOP_TIMEOUT
         sleep 0.05 while now < deadline && !exited?
         signal(:KILL) # workers that outlived their master too
+        tree.each { |pid, started| kill_if(pid, started) }
         Process.waitpid(@pid) unless exited?
       rescue Errno::ECHILD
         nil
@@ -90,6 +92,34 @@ module Bench
       end
 
       private
+
+      # { pid => stat fields } of the processes under @pid (by parent) and
+      # in its group.
+      def members
+        procs = Dir.glob("/proc/[0-9]*/stat").each_with_object({}) do |f, h|
+          h[f[%r{/proc/(\d+)/}, 1].to_i] = Oribi::Tune::Resources.stat_fields(File.read(f))
+        rescue SystemCallError
+          next
+        end
+        kids = procs.group_by { |_, f| f[1].to_i }.transform_values { |l| l.map(&:first) }
+        found = procs.filter_map { |pid, f| pid if pid == @pid || f[2].to_i == @pid }
+        queue = found.dup
+        while (pid = queue.shift)
+          (kids[pid] || []).each do |k|
+            next if found.include?(k)
+
+            found << k
+            queue << k
+          end
+        end
+        procs.slice(*found)
+      end
+
+      def kill_if(pid, started)
+        Process.kill(:KILL, pid) if Oribi::Tune::Resources.stat_fields(File.read("/proc/#{pid}/stat"))[19] == started
+      rescue SystemCallError
+        nil
+      end
 
       def signal(sig)
         Process.kill(sig, -@pid)

@@ -8,7 +8,7 @@
  * v >> shift is in [1024, 2047] (or v itself when shift is 0), and
  * (shift << 10) + (v >> shift) numbers the buckets densely from 0.
  */
-static inline unsigned bucket_of(uint64_t v)
+unsigned oribi_hist_bucket(uint64_t v)
 {
     if (v > ORIBI_HIST_MAX)
         v = ORIBI_HIST_MAX;
@@ -31,6 +31,15 @@ static uint64_t bucket_value(unsigned i)
     return low + (width - 1) / 2;
 }
 
+uint64_t oribi_hist_bucket_highest(unsigned i)
+{
+    unsigned q = i >> ORIBI_HIST_SUB_BITS;
+    if (q < 2)
+        return i;
+    unsigned shift = q - 1;
+    return ((uint64_t)(ORIBI_HIST_SUB + (i & (ORIBI_HIST_SUB - 1))) << shift) + (UINT64_C(1) << shift) - 1;
+}
+
 void oribi_hist_init(struct oribi_hist *h)
 {
     memset(h, 0, sizeof(*h));
@@ -39,7 +48,7 @@ void oribi_hist_init(struct oribi_hist *h)
 
 void oribi_hist_record(struct oribi_hist *h, uint64_t value)
 {
-    h->counts[bucket_of(value)]++;
+    h->counts[oribi_hist_bucket(value)]++;
     h->count++;
     h->sum += (double)value;
     if (value < h->min)

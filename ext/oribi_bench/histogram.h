@@ -49,6 +49,11 @@ void oribi_hist_merge(struct oribi_hist *dst, const struct oribi_hist *src);
  */
 uint64_t oribi_hist_percentile(const struct oribi_hist *h, double p);
 
+/* Index of v's bucket (HdrHistogram's counts index for the same layout),
+ * and the highest value that bucket holds. */
+unsigned oribi_hist_bucket(uint64_t v);
+uint64_t oribi_hist_bucket_highest(unsigned i);
+
 /* Arithmetic mean, 0 when empty. */
 double oribi_hist_mean(const struct oribi_hist *h);
 

@@ -5,6 +5,7 @@
  * flag and, in request-count mode, an atomic counter of claimed requests.
  */
 #include <errno.h>
+#include <math.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,6 +37,106 @@ static char *dupstr(const char *s)
     return s ? strdup(s) : NULL;
 }
 
+static int stage_ok(const struct oribi_lg_stage *st)
+{
+    return st->from >= 0 && st->from <= 1e8 && st->to >= 0 && st->to <= 1e8 && st->seconds > 0 && st->seconds <= 1e7 &&
+           (st->from > 0 || st->to > 0 || st->from == st->to);
+}
+
+/* Stages as offsets from the end of the warm-up: -1 with a message when
+ * one is out of range or none sends anything. */
+static int copy_stages(struct oribi_lg *lg, const struct oribi_lg_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->nstages == 0)
+        return 0;
+    if (cfg->stages == NULL || cfg->nstages > ORIBI_LG_STAGES_MAX || !(cfg->rate > 0)) {
+        snprintf(err, errlen, "1 to %d stages, with a rate", ORIBI_LG_STAGES_MAX);
+        return -1;
+    }
+    lg->stages = calloc(cfg->nstages, sizeof(*lg->stages));
+    if (lg->stages == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    uint64_t at = 0;
+    int sends = 0;
+    for (unsigned i = 0; i < cfg->nstages; i++) {
+        const struct oribi_lg_stage *st = &cfg->stages[i];
+        if (!stage_ok(st)) {
+            snprintf(err, errlen, "stage %u: rates 0 to 1e8 per second, for 0 to 1e7 seconds", i + 1);
+            return -1;
+        }
+        sends |= st->from > 0 || st->to > 0;
+        lg->stages[i] = (struct lg_stage){.from = st->from, .to = st->to, .start = at};
+        at += (uint64_t)(st->seconds * 1e9);
+        lg->stages[i].end = at;
+    }
+    if (!sends) {
+        snprintf(err, errlen, "every stage has a rate of 0");
+        return -1;
+    }
+    lg->nstages = cfg->nstages;
+    return 0;
+}
+
+/* Seconds from t (ns into a stage) until `need` more sends are due at a rate
+ * going linearly from `from` to `to` over the stage, or -1 when they are
+ * not due before the stage ends (*got: how many are). */
+static double stage_wait(const struct lg_stage *st, double t, double need, double *got)
+{
+    double len = (double)(st->end - st->start) / 1e9, x = t / 1e9;
+    double slope = (st->to - st->from) / len; /* requests per second, per second */
+    double now = fmax(0, st->from + slope * x), left = len - x;
+    *got = now * left + slope * left * left / 2;
+    /* A send due right at the end belongs to the next stage: after a
+     * stage at rate 0, it goes when that one starts, not as it begins. */
+    if (*got <= need + 1e-9)
+        return -1;
+    /* now * dt + slope * dt^2 / 2 = need, in the form that stays exact
+     * when slope is 0 or tiny. */
+    return 2 * need / (now + sqrt(fmax(0, now * now + 2 * slope * need)));
+}
+
+uint64_t lg_advance(const struct oribi_lg *lg, uint64_t due, double need)
+{
+    /* The warm-up runs at the first stage's opening rate. */
+    const struct lg_stage *first = &lg->stages[0];
+    double r = first->from > 0 ? first->from : first->to;
+    if (due < lg->count_from_ns && r > 0) {
+        double before = (double)(lg->count_from_ns - due) / 1e9 * r;
+        if (before > need)
+            return due + (uint64_t)ceil(need / r * 1e9);
+        need -= before;
+    }
+    if (due < lg->count_from_ns)
+        due = lg->count_from_ns;
+    uint64_t t = due - lg->count_from_ns;
+    for (unsigned i = 0; i < lg->nstages; i++) {
+        const struct lg_stage *st = &lg->stages[i];
+        if (t >= st->end)
+            continue;
+        /* Due where the last stage ended: at the start of the next one
+         * that sends (a stage at rate 0 is a pause). */
+        if (need < 1e-6)
+            need = 1e-6;
+        double got, dt = stage_wait(st, (double)(t - st->start), need, &got);
+        /* Rounded up: a send exactly at a stage's end (or the deadline)
+         * must not creep before it by a nanosecond a step. */
+        if (dt >= 0)
+            return lg->count_from_ns + t + (uint64_t)ceil(dt * 1e9);
+        need -= got;
+        t = st->end;
+    }
+    return UINT64_MAX; /* after the last stage: never */
+}
+
+uint64_t lg_next_due(const struct oribi_lg *lg, uint64_t due)
+{
+    if (lg->stages == NULL)
+        return due + lg->interval_ns;
+    return lg_advance(lg, due, lg->threads);
+}
+
 struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size_t errlen)
 {
     if (cfg->request == NULL || cfg->request_len == 0 || cfg->connections == 0 || cfg->threads == 0 ||
@@ -50,6 +151,8 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
         return NULL;
     }
     lg->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    lg->output_fd = cfg->output_fd;
+    pthread_mutex_init(&lg->output_lock, NULL);
     lg->request = malloc(cfg->request_len);
     if (cfg->unix_path) {
         lg->unix_path = dupstr(cfg->unix_path);
@@ -86,6 +189,14 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
         r->is_head = r->len >= 5 && memcmp(r->p, "HEAD ", 5) == 0;
         r->idempotent = idempotent(r->p, r->len);
         from = end;
+    }
+    if (cfg->tls && (lg->tls = lg_tls_new(cfg->server_name, cfg->insecure, err, errlen)) == NULL) {
+        oribi_lg_free(lg);
+        return NULL;
+    }
+    if (copy_stages(lg, cfg, err, errlen) < 0) {
+        oribi_lg_free(lg);
+        return NULL;
     }
     lg->connections = cfg->connections;
     if (cfg->rate > 0) {
@@ -136,7 +247,10 @@ void oribi_lg_free(struct oribi_lg *lg)
     free(lg->unix_path);
     free(lg->request);
     free(lg->reqs);
+    free(lg->stages);
     free(lg->progress);
+    pthread_mutex_destroy(&lg->output_lock);
+    lg_tls_free(lg->tls);
     free(lg);
 }
 
@@ -286,11 +400,14 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
     lg->start_ns = lg_now_ns();
     lg->count_from_ns = lg->start_ns + lg->warmup_ns;
+    res->start_unix_ns = (uint64_t)wall.tv_sec * 1000000000ull + (uint64_t)wall.tv_nsec + lg->warmup_ns;
     lg->deadline_ns = lg->duration_ns ? lg->count_from_ns + lg->duration_ns : 0;
     for (unsigned i = 0; i < nt; i++) /* open loop: threads take turns */
-        ws[i].next_due = lg->start_ns + lg->interval_ns * i / nt;
+        ws[i].next_due = lg->stages ? lg_advance(lg, lg->start_ns, i) : lg->start_ns + lg->interval_ns * i / nt;
     unsigned started = 0;
     int rc = 0;
     for (; started < nt; started++) {
@@ -327,6 +444,8 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         end = last_send = lg->count_from_ns;
     res->elapsed = (double)(end - lg->count_from_ns) / 1e9;
     res->attack = (double)(last_send - lg->count_from_ns) / 1e9;
+    res->output_errno = atomic_load(&lg->output_errno);
+    memcpy(res->tls_error, lg->tls_error, sizeof(res->tls_error)); /* the threads are joined */
     res->series = series.intervals;
     res->nintervals = series.n;
     workers_free(ws, nt);

@@ -28,12 +28,20 @@ enum oribi_lg_error {
     ORIBI_LG_E_WRITE,   /* send failed */
     ORIBI_LG_E_TIMEOUT, /* no complete response within the per-request timeout */
     ORIBI_LG_E_PARSE,   /* malformed response, or bytes nobody asked for */
+    ORIBI_LG_E_TLS,     /* TLS handshake failed (the certificate, most often) */
     ORIBI_LG_E_COUNT
 };
 
 /* Errors are also counted by errno below this; 0: none (EOF, timeout,
  * parse) or an errno beyond. */
 #define ORIBI_LG_ERRNO_MAX 160
+
+/* Open loop in stages: from `from` to `to` requests per second, linearly,
+ * over `seconds` (from == to: a constant rate). */
+struct oribi_lg_stage {
+    double from, to, seconds;
+};
+#define ORIBI_LG_STAGES_MAX 1000
 
 struct oribi_lg_config {
     const char *host;      /* name or IPv4/IPv6 literal ("::1" or "[::1]") */
@@ -45,27 +53,37 @@ struct oribi_lg_config {
                                    ending there (nrequests, ascending), sent in
                                    turn; NULL: request is one request */
     unsigned nrequests;
-    unsigned threads;         /* lowered to connections when larger */
-    unsigned connections;     /* total, spread evenly over threads */
-    double duration;          /* seconds; 0 = no time limit */
-    uint64_t requests;        /* attempts (completed + failed); 0 = no count limit */
-    int keepalive;            /* 0: close after every response */
-    double timeout;           /* seconds per request, connect included */
-    double rate;              /* > 0: open loop, requests/s over all threads */
-    double series_interval;   /* > 0: record latency over time in intervals this long */
-    double warmup;            /* seconds at the start whose results are not counted */
-    unsigned max_connections; /* open loop: connections at most, total (0: 1000) */
+    unsigned threads;                    /* lowered to connections when larger */
+    unsigned connections;                /* total, spread evenly over threads */
+    double duration;                     /* seconds; 0 = no time limit */
+    uint64_t requests;                   /* attempts (completed + failed); 0 = no count limit */
+    int keepalive;                       /* 0: close after every response */
+    double timeout;                      /* seconds per request, connect included */
+    double rate;                         /* > 0: open loop, requests/s over all threads */
+    double series_interval;              /* > 0: record latency over time in intervals this long */
+    double warmup;                       /* seconds at the start whose results are not counted */
+    unsigned max_connections;            /* open loop: connections at most, total (0: 1000) */
+    const struct oribi_lg_stage *stages; /* open loop in stages (rate: their highest,
+                                            duration: their sum), copied; NULL: none */
+    unsigned nstages;
+    int tls;                 /* https: TLS over the connection */
+    const char *server_name; /* tls: SNI and the certificate's name (NULL: none) */
+    int insecure;            /* tls: do not check the certificate */
+    int output_fd;           /* > 0: a record of every request counted is written there
+                      as the run goes (results.h); the caller opens and closes it */
 };
 
 /* One interval of the latency-over-time series (loadgen_series.c). */
 #define ORIBI_LG_INTERVAL_BUCKETS 256 /* 8 per power of two up to 2^33 us */
 struct oribi_lg_interval {
-    uint64_t count, errors, max_us;
+    uint64_t count, errors; /* responses, failures */
+    uint64_t samples;       /* latencies below: responses and timeouts (as the histogram) */
+    uint64_t max_us;
     double sum_us;
     uint32_t buckets[ORIBI_LG_INTERVAL_BUCKETS];
 };
 
-/* Latency at percentile p of an interval, within 1/16. */
+/* Latency at percentile p of an interval's samples, within 1/16. */
 uint64_t oribi_lg_interval_percentile(const struct oribi_lg_interval *sl, double p);
 
 struct oribi_lg_result {
@@ -84,6 +102,9 @@ struct oribi_lg_result {
     double busy;                      /* CPU over wall time of the busiest thread: near 1,
                                          the generator was the bottleneck */
     uint64_t retried;                 /* sent again after a lost keep-alive connection */
+    uint64_t start_unix_ns;           /* wall clock when counting began */
+    int output_errno;                 /* output_fd: the first write error, else 0 */
+    char tls_error[160];              /* why the first TLS handshake failed, else "" */
     struct oribi_lg_interval *series; /* series_interval: malloc'd, caller frees */
     size_t nintervals;
     struct oribi_hist latency; /* microseconds */

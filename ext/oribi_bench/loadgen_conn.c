@@ -19,12 +19,14 @@
 #include "http/chunked.h"
 #include "http/parser.h"
 #include "loadgen_internal.h"
+#include "results.h"
 
 #define RBUF_SIZE  65536 /* one read per readiness event, shared per thread */
 #define HEAD_MAX   65536 /* response heads beyond this are parse errors */
 #define MAX_EVENTS 256
-#define SWEEP_NS   10000000ull /* timeouts and backoffs are checked this often */
-#define LATE_NS    1000000ull  /* open loop: a send this far behind is late */
+#define OBUF_SIZE  (1024 * ORIBI_RESULT_SIZE) /* results stream, per thread */
+#define SWEEP_NS   10000000ull                /* timeouts and backoffs are checked this often */
+#define LATE_NS    1000000ull                 /* open loop: a send this far behind is late */
 #define BACKOFF_NS \
     10000000ull /* pause after a failed connect, so a dead server
                                         is counted, not hammered in a busy loop */
@@ -51,9 +53,11 @@ struct lg_conn {
     uint64_t wake;                        /* ns, end of a connect backoff */
     uint64_t idle_at;                     /* ns, open loop: when it became free */
     uint64_t left;                        /* body bytes left (B_LENGTH) */
+    uint64_t req_in, req_out;             /* bytes of this request, for its record */
     struct oribi_chunked_decoder chunked; /* discard mode */
     char *head;                           /* a response head split over reads, kept here */
     size_t head_len, head_cap;
+    struct lg_tls_conn *tls; /* https: the connection's TLS */
     struct lg_conn *next_ready;
 };
 
@@ -101,6 +105,9 @@ static int set_events(struct lg_worker *w, struct lg_conn *c, uint32_t mask)
 
 static void conn_close(struct lg_conn *c)
 {
+    if (c->tls)
+        lg_tls_end(c->tls);
+    c->tls = NULL;
     if (c->fd >= 0)
         close(c->fd); /* also leaves the epoll set */
     c->fd = -1;
@@ -135,6 +142,48 @@ static void conn_free(struct lg_worker *w, struct lg_conn *c, uint64_t now)
     }
 }
 
+/* Writes the records kept so far; a failed write is reported once and
+ * ends the stream (the run goes on: its report is still right). */
+static void output_flush(struct lg_worker *w)
+{
+    struct oribi_lg *lg = w->lg;
+    if (w->olen == 0)
+        return;
+    pthread_mutex_lock(&lg->output_lock);
+    for (size_t off = 0; off < w->olen && !atomic_load(&lg->output_errno);) {
+        ssize_t n = write(lg->output_fd, w->obuf + off, w->olen - off);
+        if (n > 0)
+            off += (size_t)n;
+        else if (n == 0 || errno != EINTR)
+            atomic_store(&lg->output_errno, n == 0 ? EIO : errno);
+    }
+    pthread_mutex_unlock(&lg->output_lock);
+    w->olen = 0;
+}
+
+/* A counted request's record: status 0 and kind its error, or a response. */
+static void output(struct lg_worker *w, const struct lg_conn *c, int kind, int err, uint64_t us)
+{
+    if (w->obuf == NULL)
+        return;
+    struct oribi_result r = {
+        .sent_ns = since(w, c),
+        .latency_us = us,
+        .bytes_in = c->req_in,
+        .bytes_out = c->req_out,
+        .status = (uint16_t)(kind < 0 ? c->status : 0),
+        .error = (uint8_t)(kind < 0 ? 0 : kind + 1),
+        .err_no = (uint8_t)(err > 0 && err < ORIBI_LG_ERRNO_MAX ? err : 0),
+        .target = (uint16_t)(c->req - w->lg->reqs),
+        .flags = c->retried ? ORIBI_RESULT_RETRIED : 0,
+        .type = ORIBI_RESULT_REQUEST,
+    };
+    oribi_result_encode(&r, w->obuf + w->olen);
+    w->olen += ORIBI_RESULT_SIZE;
+    if (w->olen == OBUF_SIZE)
+        output_flush(w);
+}
+
 static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, int err, uint64_t now)
 {
     if (counting(w, c->start)) {
@@ -146,6 +195,7 @@ static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, int err,
         if (us)
             oribi_hist_record(w->hist, us);
         lg_series_record(&w->series, w->lg->series_ns, since(w, c), us, 1);
+        output(w, c, kind, err, us);
     }
     conn_close(c);
     if (kind == ORIBI_LG_E_CONNECT) {
@@ -184,15 +234,28 @@ static int conn_connect(struct lg_worker *w, struct lg_conn *c)
 
 static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, int err, uint64_t now);
 
+/* send() and recv(), through TLS on an https connection. */
+static ssize_t conn_write(struct lg_conn *c, const char *p, size_t n)
+{
+    return c->tls ? lg_tls_send(c->tls, p, n) : send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static ssize_t conn_read(struct lg_conn *c, char *p, size_t n)
+{
+    return c->tls ? lg_tls_recv(c->tls, p, n) : recv(c->fd, p, n, 0);
+}
+
 static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
     const struct lg_req *req = c->req;
     while (c->woff < req->len) {
-        ssize_t n = send(c->fd, req->p + c->woff, req->len - c->woff, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = conn_write(c, req->p + c->woff, req->len - c->woff);
         if (n > 0) {
             c->woff += (size_t)n;
-            if (counting(w, c->start))
+            if (counting(w, c->start)) {
                 w->bytes_out += (uint64_t)n;
+                c->req_out += (uint64_t)n;
+            }
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -205,6 +268,32 @@ static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
     uint32_t mask = EPOLLIN | (c->woff < req->len ? EPOLLOUT : 0);
     if (set_events(w, c, mask) < 0)
         conn_fail(w, c, ORIBI_LG_E_WRITE, errno, now);
+}
+
+/* https, once connected: a handshake step, then the request goes. The
+ * connection stays C_CONNECTING (timed, in flight) until it is done. */
+static void conn_handshake(struct lg_worker *w, struct lg_conn *c, uint64_t now)
+{
+    struct oribi_lg *lg = w->lg;
+    c->state = C_CONNECTING;
+    if (c->tls == NULL && (c->tls = lg_tls_start(lg->tls, c->fd)) == NULL) {
+        conn_fail(w, c, ORIBI_LG_E_TLS, ENOMEM, now);
+        return;
+    }
+    uint32_t want = 0;
+    int r = lg_tls_handshake(c->tls, &want);
+    if (r == 1) {
+        c->state = C_ACTIVE;
+        conn_send(w, c, now);
+    } else if (r == 0) {
+        if (set_events(w, c, want) < 0)
+            conn_fail(w, c, ORIBI_LG_E_TLS, errno, now);
+    } else {
+        /* The first failure's reason goes in the report. */
+        if (atomic_exchange(&lg->tls_failed, 1) == 0)
+            lg_tls_error(c->tls, lg->tls_error, sizeof(lg->tls_error));
+        conn_fail(w, c, ORIBI_LG_E_TLS, 0, now);
+    }
 }
 
 /* Sends c's request from its first byte, on a new socket if it has none. */
@@ -227,6 +316,10 @@ static void conn_go(struct lg_worker *w, struct lg_conn *c, uint64_t now)
                 conn_fail(w, c, ORIBI_LG_E_CONNECT, errno, now);
             return;
         }
+        if (w->lg->tls) {
+            conn_handshake(w, c, now);
+            return;
+        }
     }
     c->state = C_ACTIVE;
     conn_send(w, c, now);
@@ -238,6 +331,7 @@ static void conn_begin(struct lg_worker *w, struct lg_conn *c, uint64_t now, uin
     c->start = now;
     c->sched = sched;
     c->retried = 0;
+    c->req_in = c->req_out = 0;
     c->req = &w->lg->reqs[w->next_req];
     if (++w->next_req == w->lg->nreqs)
         w->next_req = 0;
@@ -295,7 +389,7 @@ static void schedule(struct lg_worker *w, uint64_t now)
         w->idle = c->next_ready;
         c->queued = 0;
         uint64_t due = w->next_due;
-        w->next_due += lg->interval_ns;
+        w->next_due = lg_next_due(lg, w->next_due);
         if (now - due > LATE_NS && counting(w, now)) {
             w->late++;
             /* A connection was free in time: the sender itself was slow. */
@@ -437,6 +531,7 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
         lg_series_record(&w->series, lg->series_ns, since(w, c), us, 0);
         w->requests++;
         w->status[c->status]++;
+        output(w, c, -1, 0, us);
     }
     /* A response that came before the whole request was sent leaves the
      * socket mid-request: it cannot be reused either. */
@@ -450,45 +545,61 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
         conn_start(w, c, now);
 }
 
+/* Reads what has come. TLS may hold decrypted bytes where epoll cannot see
+ * them: read on while it does and the response wants more. */
 static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
-    ssize_t n = recv(c->fd, w->rbuf, RBUF_SIZE, 0);
-    if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            conn_lost(w, c, ORIBI_LG_E_READ, errno, now);
-        return;
-    }
-    if (n == 0) {
-        if (c->body == B_CLOSE) {
-            c->close_after = 1;
-            conn_complete(w, c);
-        } else {
-            conn_lost(w, c, ORIBI_LG_E_READ, 0, now);
+    for (;;) {
+        ssize_t n = conn_read(c, w->rbuf, RBUF_SIZE);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                conn_lost(w, c, ORIBI_LG_E_READ, errno, now);
+            return;
         }
-        return;
-    }
-    c->answered = 1;
-    if (counting(w, c->start))
-        w->bytes_in += (uint64_t)n;
-    switch (feed(w, c, w->rbuf, (size_t)n)) {
-    case FEED_MORE:
-        break;
-    case FEED_DONE:
-        conn_complete(w, c);
-        break;
-    case FEED_ERROR:
-        conn_fail(w, c, ORIBI_LG_E_PARSE, 0, now);
-        break;
+        if (n == 0) {
+            if (c->body == B_CLOSE) {
+                c->close_after = 1;
+                conn_complete(w, c);
+            } else {
+                conn_lost(w, c, ORIBI_LG_E_READ, 0, now);
+            }
+            return;
+        }
+        c->answered = 1;
+        if (counting(w, c->start)) {
+            w->bytes_in += (uint64_t)n;
+            c->req_in += (uint64_t)n;
+        }
+        switch (feed(w, c, w->rbuf, (size_t)n)) {
+        case FEED_MORE:
+            if (c->tls && lg_tls_pending(c->tls))
+                continue;
+            return;
+        case FEED_DONE:
+            conn_complete(w, c);
+            return;
+        case FEED_ERROR:
+            conn_fail(w, c, ORIBI_LG_E_PARSE, 0, now);
+            return;
+        }
     }
 }
 
 static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, uint64_t now)
 {
+    if (c->state == C_CONNECTING && c->tls) {
+        conn_handshake(w, c, now);
+        return;
+    }
     if (c->state == C_CONNECTING) {
         int err = 0;
         socklen_t len = sizeof(err);
         if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
             conn_fail(w, c, ORIBI_LG_E_CONNECT, err ? err : errno, now);
+            return;
+        }
+        if (w->lg->tls) {
+            conn_handshake(w, c, now);
             return;
         }
         c->state = C_ACTIVE;
@@ -498,7 +609,11 @@ static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, 
     if (c->state == C_IDLE && c->fd >= 0) {
         /* Open loop, between requests: the server closed the connection
          * (its idle timeout) or sent what nobody asked for. Either way the
-         * socket is done; level-triggered, it would wake the loop forever. */
+         * socket is done; level-triggered, it would wake the loop forever.
+         * Over TLS it may be a record for TLS itself (a session ticket):
+         * read, and keep the connection if that was all. */
+        if (c->tls && conn_read(c, w->rbuf, RBUF_SIZE) < 0 && errno == EAGAIN)
+            return;
         conn_close(c);
         return;
     }
@@ -531,6 +646,7 @@ static void publish(struct lg_worker *w)
     uint64_t failed = 0;
     for (int k = 0; k < ORIBI_LG_E_COUNT; k++)
         failed += w->errors[k];
+    output_flush(w); /* every 10 ms or so: a stream as the run goes */
     struct lg_progress *p = &w->lg->progress[w->index];
     atomic_store_explicit(&p->done, w->requests, memory_order_relaxed);
     atomic_store_explicit(&p->failed, failed, memory_order_relaxed);
@@ -582,6 +698,22 @@ static int wait_events(struct lg_worker *w, struct epoll_event *ev, uint64_t now
     return epoll_wait(w->ep, ev, MAX_EVENTS, (int)(ns / 1000000));
 }
 
+/* Sends of a thread's schedule from `due` on and before `end`, leaving out
+ * the warm-up's (not counted). */
+static uint64_t unsent(const struct oribi_lg *lg, uint64_t due, uint64_t end)
+{
+    if (lg->stages == NULL) {
+        uint64_t step = lg->interval_ns;
+        if (due < lg->count_from_ns)
+            due += (lg->count_from_ns - due + step - 1) / step * step;
+        return due < end ? (end - due - 1) / step + 1 : 0;
+    }
+    uint64_t n = 0;
+    for (; due < end; due = lg_next_due(lg, due))
+        n += due >= lg->count_from_ns;
+    return n;
+}
+
 void *lg_worker_main(void *arg)
 {
     struct lg_worker *w = arg;
@@ -628,10 +760,7 @@ void *lg_worker_main(void *arg)
     if (open_loop(w) && !w->exhausted) {
         /* Sends due before the end (the deadline, or a stop) never made. */
         uint64_t end = lg->deadline_ns && lg->deadline_ns < now ? lg->deadline_ns : now;
-        if (w->next_due < lg->count_from_ns) /* the warm-up's are not counted */
-            w->next_due += (lg->count_from_ns - w->next_due + lg->interval_ns - 1) / lg->interval_ns * lg->interval_ns;
-        if (w->next_due < end)
-            w->dropped = (end - w->next_due - 1) / lg->interval_ns + 1;
+        w->dropped = unsent(lg, w->next_due, end);
     }
     for (unsigned i = 0; i < w->nconns; i++)
         conn_close(&w->conns[i]);
@@ -649,6 +778,7 @@ void lg_worker_free(struct lg_worker *w)
     free(w->rbuf);
     free(w->hist);
     free(w->series.intervals);
+    free(w->obuf);
 }
 
 int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns)
@@ -659,7 +789,8 @@ int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns)
     w->conns = calloc(nconns, sizeof(*w->conns));
     w->rbuf = malloc(RBUF_SIZE);
     w->hist = malloc(sizeof(*w->hist));
-    if (w->ep < 0 || !w->conns || !w->rbuf || !w->hist)
+    w->obuf = lg->output_fd > 0 ? malloc(OBUF_SIZE) : NULL;
+    if (w->ep < 0 || !w->conns || !w->rbuf || !w->hist || (lg->output_fd > 0 && !w->obuf))
         return -1;
     oribi_hist_init(w->hist);
     for (unsigned j = 0; j < nconns; j++)

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include "loadgen.h"
+#include "loadgen_tls.h"
 
 struct oribi_lg {
     char *host, *port, *unix_path, *request;
@@ -27,8 +28,13 @@ struct oribi_lg {
     } * reqs;           /* into request */
     unsigned nreqs;
     uint64_t interval_ns; /* open loop: per thread between sends; 0: closed loop */
-    uint64_t series_ns;   /* series interval; 0: no series */
-    uint64_t warmup_ns;   /* results count from start + warmup */
+    struct lg_stage {
+        double from, to;     /* requests per second, over all threads */
+        uint64_t start, end; /* ns from count_from_ns */
+    } * stages;              /* open loop in stages; NULL: at interval_ns */
+    unsigned nstages;
+    uint64_t series_ns; /* series interval; 0: no series */
+    uint64_t warmup_ns; /* results count from start + warmup */
     uint64_t count_from_ns;
     struct sockaddr_storage addr;
     socklen_t addrlen;
@@ -37,6 +43,12 @@ struct oribi_lg {
     atomic_uint_fast64_t claimed;
     uint64_t start_ns, deadline_ns; /* deadline 0: none */
     struct lg_progress *progress;   /* one per thread, for oribi_lg_progress */
+    int output_fd;                  /* > 0: results stream */
+    pthread_mutex_t output_lock;    /* whole buffers of records, one thread at a time */
+    atomic_int output_errno;
+    struct lg_tls *tls;    /* https; NULL: plain */
+    atomic_int tls_failed; /* set by the first handshake to fail */
+    char tls_error[160];   /* its reason, written once by that thread */
 };
 
 /* Counters a thread publishes for readers on other threads; a cache line
@@ -81,6 +93,8 @@ struct lg_worker {
     uint64_t status[600];
     struct oribi_hist *hist;
     struct lg_series series;
+    unsigned char *obuf; /* results stream: records not yet written */
+    size_t olen;
 };
 
 static inline uint64_t lg_now_ns(void)
@@ -89,6 +103,13 @@ static inline uint64_t lg_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* Open loop: when the send after the one due at `due` is due, for a
+ * thread that takes one in every `threads` of the schedule. */
+uint64_t lg_next_due(const struct oribi_lg *lg, uint64_t due);
+/* Stages: when `need` more sends (over all threads) are due after `due`;
+ * UINT64_MAX past the last stage. */
+uint64_t lg_advance(const struct oribi_lg *lg, uint64_t due, double need);
 
 /* Allocates w's connections and buffers; -1 with errno on failure (then
  * lg_worker_free still applies). */

@@ -6,6 +6,7 @@
 #include <ruby.h>
 #include <ruby/thread.h>
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -13,9 +14,15 @@
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
-#include "loadgen.h"
+#include "loadgen_ruby.h"
+#include "loadgen_tls.h"
 
 static VALUE eLoadgenError;
+
+VALUE oribi_lg_error_class(void)
+{
+    return eLoadgenError;
+}
 
 struct run {
     struct oribi_lg *lg;
@@ -112,11 +119,17 @@ static VALUE latency_value(const struct oribi_hist *h, double pct)
     return h->count ? ULL2NUM(oribi_hist_percentile(h, pct)) : Qnil;
 }
 
-static VALUE result_hash(const struct oribi_lg_result *res)
+/* The percentile spectrum reported, [percentile, microseconds] pairs, for
+ * the JSON report, the percentile curve and thresholds (Loadgen::SPECTRUM). */
+static const double spectrum[] = {
+    0, 10, 20, 25, 30, 40, 50, 60, 70, 75, 80, 85, 90, 95, 96, 97, 98, 99, 99.5, 99.9, 99.95, 99.99, 99.999, 100,
+};
+
+VALUE oribi_lg_result_hash(const struct oribi_lg_result *res)
 {
     static const char *const error_names[ORIBI_LG_E_COUNT] = {
         [ORIBI_LG_E_CONNECT] = "connect", [ORIBI_LG_E_READ] = "read",   [ORIBI_LG_E_WRITE] = "write",
-        [ORIBI_LG_E_TIMEOUT] = "timeout", [ORIBI_LG_E_PARSE] = "parse",
+        [ORIBI_LG_E_TIMEOUT] = "timeout", [ORIBI_LG_E_PARSE] = "parse", [ORIBI_LG_E_TLS] = "tls",
     };
     VALUE h = rb_hash_new();
     rb_hash_aset(h, ID2SYM(rb_intern("requests")), ULL2NUM(res->requests));
@@ -151,6 +164,11 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(h, ID2SYM(rb_intern("sent")), ULL2NUM(res->sent));
     rb_hash_aset(h, ID2SYM(rb_intern("retried")), ULL2NUM(res->retried));
     rb_hash_aset(h, ID2SYM(rb_intern("busy")), DBL2NUM(res->busy));
+    rb_hash_aset(h, ID2SYM(rb_intern("start_unix_ns")), ULL2NUM(res->start_unix_ns));
+    if (res->tls_error[0])
+        rb_hash_aset(h, ID2SYM(rb_intern("tls_error")), rb_str_new_cstr(res->tls_error));
+    if (res->output_errno)
+        rb_hash_aset(h, ID2SYM(rb_intern("output_errno")), INT2FIX(res->output_errno));
 
     const struct oribi_hist *l = &res->latency;
     VALUE lat = rb_hash_new();
@@ -164,11 +182,6 @@ static VALUE result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(lat, ID2SYM(rb_intern("max")), l->count ? ULL2NUM(l->max) : Qnil);
     rb_hash_aset(h, ID2SYM(rb_intern("latency")), lat);
 
-    /* The percentile spectrum, [percentile, microseconds] pairs, for the
-     * JSON report and the percentile curve. */
-    static const double spectrum[] = {
-        0, 10, 20, 25, 30, 40, 50, 60, 70, 75, 80, 85, 90, 95, 96, 97, 98, 99, 99.5, 99.9, 99.95, 99.99, 99.999, 100,
-    };
     VALUE spec = rb_ary_new_capa((long)(sizeof(spectrum) / sizeof(spectrum[0])));
     for (size_t i = 0; l->count && i < sizeof(spectrum) / sizeof(spectrum[0]); i++)
         rb_ary_push(spec, rb_assoc_new(DBL2NUM(spectrum[i]), ULL2NUM(oribi_hist_percentile(l, spectrum[i]))));
@@ -181,10 +194,11 @@ static VALUE result_hash(const struct oribi_lg_result *res)
         VALUE s = rb_hash_new();
         rb_hash_aset(s, ID2SYM(rb_intern("count")), ULL2NUM(sl->count));
         rb_hash_aset(s, ID2SYM(rb_intern("errors")), ULL2NUM(sl->errors));
-        rb_hash_aset(s, ID2SYM(rb_intern("mean")), sl->count ? DBL2NUM(sl->sum_us / (double)sl->count) : Qnil);
-        rb_hash_aset(s, ID2SYM(rb_intern("p50")), sl->count ? ULL2NUM(oribi_lg_interval_percentile(sl, 50)) : Qnil);
-        rb_hash_aset(s, ID2SYM(rb_intern("p99")), sl->count ? ULL2NUM(oribi_lg_interval_percentile(sl, 99)) : Qnil);
-        rb_hash_aset(s, ID2SYM(rb_intern("max")), sl->count ? ULL2NUM(sl->max_us) : Qnil);
+        uint64_t n = sl->samples;
+        rb_hash_aset(s, ID2SYM(rb_intern("mean")), n ? DBL2NUM(sl->sum_us / (double)n) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("p50")), n ? ULL2NUM(oribi_lg_interval_percentile(sl, 50)) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("p99")), n ? ULL2NUM(oribi_lg_interval_percentile(sl, 99)) : Qnil);
+        rb_hash_aset(s, ID2SYM(rb_intern("max")), n ? ULL2NUM(sl->max_us) : Qnil);
         rb_ary_push(series, s);
     }
     rb_hash_aset(h, ID2SYM(rb_intern("series")), series);
@@ -202,7 +216,7 @@ static VALUE run_body(VALUE p)
         rb_thread_call_without_gvl(run_nogvl, r, run_ubf, r);
     if (r->rc < 0)
         rb_raise(eLoadgenError, "%s", r->err);
-    VALUE h = result_hash(r->res);
+    VALUE h = oribi_lg_result_hash(r->res);
     if (r->open_loop) {
         rb_hash_aset(h, ID2SYM(rb_intern("late")), ULL2NUM(r->res->late));
         rb_hash_aset(h, ID2SYM(rb_intern("dropped")), ULL2NUM(r->res->dropped));
@@ -230,8 +244,26 @@ static VALUE run_ensure(VALUE p)
 }
 
 static const char *const known_keys[] = {
-    "host",      "port",    "unix_path", "request",         "threads",         "connections", "duration", "requests",
-    "keepalive", "timeout", "rate",      "max_connections", "series_interval", "warmup",      NULL,
+    "host",
+    "port",
+    "unix_path",
+    "request",
+    "threads",
+    "connections",
+    "duration",
+    "requests",
+    "keepalive",
+    "timeout",
+    "rate",
+    "max_connections",
+    "series_interval",
+    "warmup",
+    "stages",
+    "output_fd",
+    "tls",
+    "server_name",
+    "insecure",
+    NULL,
 };
 
 static int check_key(VALUE key, VALUE val, VALUE arg)
@@ -351,6 +383,30 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
             rb_raise(rb_eArgError, ":rate must be between 0 and 1e8 requests per second");
         cfg.max_connections = opt_count(opts, "max_connections", 1000, 1000000);
     }
+    VALUE stages_tmp = 0, stages = opt(opts, "stages");
+    if (stages != Qundef && !NIL_P(stages)) {
+        /* [[from, to, seconds], ...]: rate is their highest, duration their sum. */
+        Check_Type(stages, T_ARRAY);
+        long n = RARRAY_LEN(stages);
+        if (n < 1 || n > ORIBI_LG_STAGES_MAX || cfg.rate > 0)
+            rb_raise(rb_eArgError, ":stages must hold 1 to %d [from, to, seconds] and replaces :rate",
+                     ORIBI_LG_STAGES_MAX);
+        struct oribi_lg_stage *st = ALLOCV_N(struct oribi_lg_stage, stages_tmp, n);
+        double total = 0;
+        for (long i = 0; i < n; i++) {
+            VALUE one = rb_ary_entry(stages, i);
+            if (!RB_TYPE_P(one, T_ARRAY) || RARRAY_LEN(one) != 3)
+                rb_raise(rb_eArgError, ":stages must hold [from, to, seconds] Arrays");
+            st[i] = (struct oribi_lg_stage){NUM2DBL(rb_ary_entry(one, 0)), NUM2DBL(rb_ary_entry(one, 1)),
+                                            NUM2DBL(rb_ary_entry(one, 2))};
+            cfg.rate = fmax(cfg.rate, fmax(st[i].from, st[i].to));
+            total += st[i].seconds;
+        }
+        cfg.stages = st;
+        cfg.nstages = (unsigned)n;
+        cfg.duration = total;
+        cfg.max_connections = opt_count(opts, "max_connections", 1000, 1000000);
+    }
     cfg.series_interval = opt_seconds(opts, "series_interval", 0.0);
     VALUE wu = opt(opts, "warmup");
     if (wu != Qundef && !NIL_P(wu)) {
@@ -358,6 +414,17 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
         if (!(cfg.warmup >= 0) || cfg.warmup > 1e7)
             rb_raise(rb_eArgError, ":warmup must be a number of seconds");
     }
+    VALUE ofd = opt(opts, "output_fd");
+    if (ofd != Qundef && !NIL_P(ofd)) {
+        cfg.output_fd = NUM2INT(ofd);
+        if (cfg.output_fd <= 0)
+            rb_raise(rb_eArgError, ":output_fd must be an open file descriptor above 0");
+    }
+    VALUE tls = opt(opts, "tls"), keep_sni = Qnil;
+    cfg.tls = tls != Qundef && RTEST(tls);
+    cfg.server_name = opt_cstr(opts, "server_name", &keep_sni);
+    VALUE insecure = opt(opts, "insecure");
+    cfg.insecure = insecure != Qundef && RTEST(insecure);
     VALUE ka = opt(opts, "keepalive");
     cfg.keepalive = (ka == Qundef || RTEST(ka)) ? 1 : 0;
 
@@ -368,6 +435,8 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     r.lg = oribi_lg_new(&cfg, r.err, sizeof(r.err)); /* copies every string */
     if (ends_tmp)
         ALLOCV_END(ends_tmp);
+    if (stages_tmp)
+        ALLOCV_END(stages_tmp);
     if (r.lg == NULL) {
         free(r.res);
         rb_raise(eLoadgenError, "%s", r.err);
@@ -375,6 +444,7 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     RB_GC_GUARD(keep_host);
     RB_GC_GUARD(keep_port);
     RB_GC_GUARD(keep_path);
+    RB_GC_GUARD(keep_sni);
     RB_GC_GUARD(req);
     return rb_ensure(run_body, (VALUE)&r, run_ensure, (VALUE)&r);
 }
@@ -429,6 +499,13 @@ __attribute__((visibility("default"))) void Init_oribi_bench(void)
     /* Raised when a run cannot start: bad address, no threads. */
     eLoadgenError = rb_define_class_under(mLoadgen, "Error", rb_eStandardError);
     rb_define_const(mLoadgen, "HISTOGRAM_MAX", ULL2NUM(ORIBI_HIST_MAX));
+    /* Whether https:// works: built with OpenSSL. */
+    rb_define_const(mLoadgen, "TLS", lg_tls_available() ? Qtrue : Qfalse);
+    VALUE spec = rb_ary_new_capa((long)(sizeof(spectrum) / sizeof(spectrum[0])));
+    for (size_t i = 0; i < sizeof(spectrum) / sizeof(spectrum[0]); i++)
+        rb_ary_push(spec, DBL2NUM(spectrum[i]));
+    rb_define_const(mLoadgen, "SPECTRUM", rb_obj_freeze(spec));
     rb_define_singleton_method(mLoadgen, "run", loadgen_run, 1);
     rb_define_singleton_method(mLoadgen, "histogram_percentiles", loadgen_histogram_percentiles, -1);
+    oribi_results_ruby_init(mLoadgen);
 }

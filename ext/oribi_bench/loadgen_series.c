@@ -55,11 +55,15 @@ void lg_series_record(struct lg_series *s, uint64_t interval_ns, uint64_t since_
     struct oribi_lg_interval *sl = interval_at(s, since_ns / interval_ns);
     if (sl == NULL)
         return;
-    if (failed) {
+    if (failed)
         sl->errors++;
+    else
+        sl->count++;
+    /* A failure's latency counts when it has one (a timeout's), as in the
+     * run's histogram: a stall that ends in timeouts shows over time too. */
+    if (failed && us == 0)
         return;
-    }
-    sl->count++;
+    sl->samples++;
     sl->sum_us += (double)us;
     if (us > sl->max_us)
         sl->max_us = us;
@@ -74,6 +78,7 @@ int lg_series_merge(struct lg_series *dst, const struct lg_series *src)
         if (b == NULL)
             return -1;
         b->count += a->count;
+        b->samples += a->samples;
         b->errors += a->errors;
         b->sum_us += a->sum_us;
         if (a->max_us > b->max_us)
@@ -86,9 +91,9 @@ int lg_series_merge(struct lg_series *dst, const struct lg_series *src)
 
 uint64_t oribi_lg_interval_percentile(const struct oribi_lg_interval *sl, double p)
 {
-    if (sl->count == 0)
+    if (sl->samples == 0)
         return 0;
-    uint64_t rank = (uint64_t)(p / 100.0 * (double)sl->count + 0.9999999);
+    uint64_t rank = (uint64_t)(p / 100.0 * (double)sl->samples + 0.9999999);
     if (rank == 0)
         rank = 1;
     uint64_t seen = 0;

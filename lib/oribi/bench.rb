@@ -9,6 +9,10 @@ require "oribi/bench/report"
 require "oribi/bench/progress"
 require "oribi/bench/plot"
 require "oribi/bench/targets"
+require "oribi/bench/threshold"
+require "oribi/bench/results"
+require "oribi/bench/hlog"
+require "oribi/bench/report_command"
 
 module Oribi
   # `oribi bench [options] URL`: a load generator over Oribi::Loadgen (C,
@@ -25,23 +29,42 @@ module Oribi
         @err = err
       end
 
-      # 0: done with at least one response; 1: nothing answered (or the run
-      # could not start); 2: bad flags or URL.
+      # 0: done with at least one response; 1: nothing answered, a
+      # threshold failed (or the run could not start); 2: bad flags or URL.
       def run(argv)
+        return ReportCommand.new(@out, @err).run(argv.drop(1)) if argv.first == "report"
+
         o = parse(argv.dup)
         writable!(o[:plot]) if o[:plot]
-        result = attack(o[:run])
+        output = Results.create(o[:output], url: o[:url], args: Results.shareable(argv)) if o[:output]
+        result = attack(o[:run].merge(output_fd: output&.fileno).compact)
+        Results.finish(output, result) if output
+        lost = output_lost(o[:output], result)
         if o[:plot]
           File.write(o[:plot], Plot.html(result, interval: o[:run][:series_interval], title: "oribi bench #{o[:url]}"))
         end
-        @out.write(render(o[:format], result))
-        result[:requests].zero? && result[:errors].values.sum.positive? ? 1 : 0
+        report(o, result) || lost ? 1 : 0
       rescue OptionParser::ParseError, UsageError, URI::Error, SystemCallError => e
         @err.puts "oribi bench: #{e.message.lines.first.chomp}"
         2
       rescue Loadgen::Error => e
         @err.puts "oribi bench: #{e.message.lines.first.chomp}"
         1
+      end
+
+      # Writes the report; whether it failed: a threshold, or nothing answered.
+      def report(o, result)
+        judged = Threshold.evaluate(o[:thresholds], result)
+        @out.write(render(o[:format], result, judged, o[:hlog]))
+        judged.any? { |_, _, ok| !ok } || (result[:requests].zero? && result[:errors].values.sum.positive?)
+      end
+
+      def output_lost(path, result)
+        return false unless result[:output_errno]
+
+        @err.puts "oribi bench: writing #{path} failed (#{SystemCallError.new(nil, result[:output_errno]).message}): " \
+                  "it holds only the results before"
+        true
       end
 
       # A plot the run could not write would lose the run's results: find
@@ -67,11 +90,14 @@ module Oribi
         progress&.finish
       end
 
-      def render(format, result)
+      # The report, then how each threshold fared (in JSON, a key of it).
+      # hlog: a Proc giving HdrHistogram's interval log.
+      def render(format, result, judged = [], hlog = nil)
         case format
-        when "json" then Report.json(result)
-        when "hist" then Report.histogram(result)
-        else Report.text(result)
+        when "json" then Report.json(result, thresholds: judged)
+        when "hist" then Report.histogram(result) + Report.thresholds(judged)
+        when "hlog" then hlog.call
+        else Report.text(result) + Report.thresholds(judged)
         end
       end
 
@@ -83,26 +109,46 @@ module Oribi
       end
 
       # Requests per second from "100", "100/s", "6000/m".
-      def self.rate(s)
+      def self.rate(s, zero: false)
         m = %r{\A(\d+(?:\.\d+)?)(?:/(s|m|h))?\z}.match(s.to_s) or
           raise UsageError, "bad rate #{s.inspect} (use 100, 100/s, 6000/m)"
         r = m[1].to_f / { nil => 1, "s" => 1, "m" => 60, "h" => 3600 }[m[2]]
-        raise UsageError, "rate must be positive" unless r.positive?
+        raise UsageError, "rate must be positive" unless r.positive? || zero
 
         r
+      end
+
+      # Rate stages, "100:10s,500:30s" (a rate for a time, in turn) or
+      # "0-500:30s" (a ramp from one rate to the other): [[from, to, seconds]].
+      def self.stages(s)
+        stages = s.split(",", -1).map do |part|
+          rates, time = part.split(":", 2)
+          raise UsageError, "bad rate stage #{part.inspect} (use RATE:TIME or FROM-TO:TIME)" unless time
+
+          from, to = rates.split("-", 2)
+          from = rate(from, zero: true)
+          [from, to ? rate(to, zero: true) : from, seconds(time)]
+        end
+        raise UsageError, "rate stages send nothing: every rate is 0" if stages.all? { |f, t, _| f.zero? && t.zero? }
+        raise UsageError, "a rate stage needs a time above 0" unless stages.all? { |*, d| d.positive? }
+
+        stages
       end
 
       # Returns { run: options for Loadgen.run, format: }.
       def parse(argv)
         v = { threads: Etc.nprocessors, connections: 10, keepalive: true, method: "GET",
-              headers: [], format: "text", timeout: 10.0 }
+              headers: [], format: "text", timeout: 10.0, thresholds: [] }
         parser = OptionParser.new do |o|
-          o.banner = "Usage: oribi bench [options] URL"
+          o.banner = "Usage: oribi bench [options] URL\n       oribi bench report [options] FILE... (oribi bench report --help)"
           o.on("-T", "--threads N", Integer, "threads, each with its own loop (default: CPUs)") { |x| v[:threads] = x }
           o.on("-c", "--connections N", Integer, "connections, spread over the threads (default 10)") { |x| v[:connections] = x }
           o.on("-d", "--duration TIME", "run for TIME: 10s, 500ms, 2m (default 10s unless -n)") { |x| v[:duration] = self.class.seconds(x) }
           o.on("-n", "--requests N", Integer, "stop after N requests") { |x| v[:requests] = x }
-          o.on("-r", "--rate RATE", "open loop: send RATE requests per second (100, 100/s, 6000/m) on schedule") { |x| v[:rate] = self.class.rate(x) }
+          o.on("-r", "--rate RATE", "open loop: send RATE requests per second (100, 100/s, 6000/m) on schedule;",
+               "or stages, 100:10s,500:30s, with ramps, 0-500:30s (they set the duration)") do |x|
+            x.include?(":") ? v[:stages] = self.class.stages(x) : v[:rate] = self.class.rate(x)
+          end
           o.on("--max-connections N", Integer, "open loop: connections at most (default 1000)") { |x| v[:max_connections] = x }
           o.on("-m", "--method METHOD", "request method (default GET)") { |x| v[:method] = x }
           o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| v[:headers] << x }
@@ -110,10 +156,13 @@ module Oribi
           o.on("--targets FILE", "requests from FILE (vegeta's http format), sent in turn; instead of URL") { |x| v[:targets] = x }
           o.on("--unix-socket PATH", "connect to PATH instead of the URL's host and port") { |x| v[:unix_path] = x }
           o.on("--[no-]keepalive", "reuse connections (default on); off: connect time is in the latency") { |x| v[:keepalive] = x }
+          o.on("--insecure", "https: do not check the server's certificate (default: checked)") { v[:insecure] = true }
+          o.on("--sni NAME", "https: the server name sent and checked in the certificate (default: the URL's host)") do |x|
+            v[:sni] = x
+          end
           o.on("--timeout TIME", "per request, connect included (default 10s)") { |x| v[:timeout] = self.class.seconds(x) }
-          o.on("--format FORMAT", %w[text json hist], "report: text (vegeta's), json or hist (default text)") { |x| v[:format] = x }
-          o.on("--json", "same as --format json") { v[:format] = "json" }
-          o.on("--plot FILE", "also write FILE, an HTML page: latency over time and by percentile") { |x| v[:plot] = x }
+          report_options(o, v)
+          o.on("--output FILE", "also write every result to FILE as the run goes (oribi bench report FILE reads it)") { |x| v[:output] = x }
           o.on("--warmup TIME", "run TIME first without counting it (needs -d)") { |x| v[:warmup] = self.class.seconds(x) }
         end
         parser.parse!(argv)
@@ -122,8 +171,21 @@ module Oribi
         targets = v[:targets] ? Targets.load(v[:targets]) : [single_target(argv[0], v)]
         run = run_options(targets, v)
         # About 300 points over the run for the plot, 100 ms at the finest.
-        run[:series_interval] = v[:duration] ? [(v[:duration] / 300.0).round(3), 0.1].max : 1.0 if v[:plot]
-        { run: run, format: v[:format], plot: v[:plot], url: argv[0] || v[:targets] }
+        length = v[:stages] ? v[:stages].sum(&:last) : v[:duration]
+        run[:series_interval] = length ? [(length / 300.0).round(3), 0.1].max : 1.0 if v[:plot]
+        writable!(v[:output]) if v[:output]
+        { run: run, format: v[:format], plot: v[:plot], url: argv[0] || v[:targets], thresholds: v[:thresholds],
+          output: v[:output] }
+      end
+
+      # The options a run and `oribi bench report` share.
+      def report_options(o, v, formats = %w[text json hist])
+        o.on("--format FORMAT", formats, "report: #{formats.join(', ')} (default text)") { |x| v[:format] = x }
+        o.on("--json", "same as --format json") { v[:format] = "json" }
+        o.on("--plot FILE", "also write FILE, an HTML page: latency over time and by percentile") { |x| v[:plot] = x }
+        o.on("--threshold LIST", "exit 1 unless every one holds: p99<200ms,success>99.9%,errors<=10 (none)") do |x|
+          v[:thresholds].concat(Threshold.parse(x))
+        end
       end
 
       private
@@ -132,8 +194,9 @@ module Oribi
         raise UsageError, "-T must be at least 1" unless v[:threads] >= 1
         raise UsageError, "-c must be at least 1" unless v[:connections] >= 1
         raise UsageError, "--max-connections must be at least 1" if v[:max_connections] && v[:max_connections] < 1
-        raise UsageError, "--max-connections needs --rate (closed loop: -c)" if v[:max_connections] && !v[:rate]
-        raise UsageError, "--warmup needs -d (a duration)" if v[:warmup] && !v[:duration]
+        raise UsageError, "--max-connections needs --rate (closed loop: -c)" if v[:max_connections] && !v[:rate] && !v[:stages]
+        raise UsageError, "--warmup needs -d or rate stages (a duration)" if v[:warmup] && !v[:duration] && !v[:stages]
+        raise UsageError, "rate stages set the duration: drop -d" if v[:stages] && v[:duration]
         raise UsageError, "-n must be at least 1" if v[:requests] && v[:requests] < 1
         raise UsageError, "--timeout must be positive" unless v[:timeout].positive?
         raise UsageError, "-d must be positive" if v[:duration] && !v[:duration].positive?
@@ -145,7 +208,7 @@ module Oribi
       end
 
       def single_target(url, v)
-        uri = Targets.http_uri(url) or raise UsageError, "bad URL #{url.inspect}: http://host:port/path expected"
+        uri = Targets.http_uri(url) or raise UsageError, "bad URL #{url.inspect}: http[s]://host:port/path expected"
 
         Targets::Target.new(method: v[:method], uri: uri, headers: [], body: v[:body])
       end
@@ -155,12 +218,14 @@ module Oribi
         if !v[:unix_path] && targets.any? { |t| [t.uri.host, t.uri.port] != [uri.host, uri.port] }
           raise UsageError, "targets must share one host and port (or use --unix-socket)"
         end
+        raise UsageError, "targets must share one scheme, http or https" if targets.any? { |t| t.uri.scheme != uri.scheme }
 
         reqs = targets.map { |t| Targets.request(t, headers: v[:headers], keepalive: v[:keepalive]) }
         run = { request: reqs.size == 1 ? reqs[0] : reqs, threads: v[:threads],
                 connections: v[:connections], keepalive: v[:keepalive], timeout: v[:timeout],
-                duration: v[:duration], requests: v[:requests], rate: v[:rate],
+                duration: v[:duration], requests: v[:requests], rate: v[:rate], stages: v[:stages],
                 max_connections: v[:max_connections], warmup: v[:warmup] }
+        run.merge!(tls(uri, v)) if uri.scheme == "https"
         if v[:unix_path]
           run[:unix_path] = v[:unix_path]
         else
@@ -168,6 +233,17 @@ module Oribi
           run[:port] = uri.port
         end
         run.compact
+      end
+
+      # https: TLS with SNI and the certificate checked for the URL's host
+      # (or --sni), unless --insecure.
+      def tls(uri, v)
+        unless Loadgen::TLS
+          raise UsageError, "https needs TLS, and this oribi bench was built without OpenSSL: " \
+                            "install libssl-dev and rebuild (rake compile)"
+        end
+
+        { tls: true, server_name: v[:sni] || uri.host.delete_prefix("[").delete_suffix("]"), insecure: v[:insecure] }
       end
     end
   end

@@ -4,6 +4,7 @@ require "fileutils"
 require "socket"
 require "timeout"
 require "tmpdir"
+require_relative "wait"
 
 # A real proxy (nginx, haproxy) a test starts in front of Oribi: clients on
 # 127.0.0.1:PORT, its files in a tmpdir of its own, run in the foreground

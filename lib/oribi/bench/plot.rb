@@ -1,12 +1,15 @@
 # frozen_string_literal: true
 
 require "json"
+require "oribi/report/chart_library"
 
 module Oribi
   module Bench
-    # `--plot FILE.html`: one self-contained page (no network fetches, the
-    # drawing code is inline) with latency over time (mean, p50, p99, max
-    # per interval, by send time) and the percentile curve of the run.
+    # `--plot FILE`: one self-contained page (uPlot inline, no network
+    # fetches) with three charts: latency over time (mean, p50, p99 and max
+    # per interval, by send time, log axis), requests and errors per second,
+    # and the percentile curve of the run. Hover shows the values, dragging
+    # zooms (double click: back), and the two time charts move together.
     module Plot
       module_function
 
@@ -28,17 +31,21 @@ module Oribi
         <<~HTML
           <!DOCTYPE html>
           <html lang="en"><head><meta charset="utf-8"><title>#{esc}</title>
+          #{Oribi::Report::ChartLibrary.head}
           <style>
-          body { font: 14px system-ui, sans-serif; margin: 2em; color: #222; }
-          canvas { border: 1px solid #ddd; display: block; margin: 0.5em 0 2em; }
-          .key span { margin-right: 1.5em; } .key b { display: inline-block; width: 1em; height: 3px; vertical-align: middle; margin-right: 0.3em; }
+          body { font: 14px system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; }
+          h2 { font-size: 16px; margin: 1.5em 0 0.3em; } p.note { color: #666; margin: 0 0 0.5em; }
+          .chart { margin-bottom: 1em; }
           </style></head><body>
           <h1>#{esc}</h1>
-          <h2>Latency over time (by send time, log scale)</h2>
-          <div class="key" id="key"></div>
-          <canvas id="time" width="1000" height="400"></canvas>
+          <h2>Latency over time</h2>
+          <p class="note">By send time, per <span id="interval"></span> interval, log scale, timeouts included. Max as dots.
+          Drag to zoom, double-click to reset; hover for values.</p>
+          <div class="chart" id="latency"></div>
+          <h2>Requests and errors per second</h2>
+          <div class="chart" id="throughput"></div>
           <h2>Latency by percentile</h2>
-          <canvas id="pct" width="1000" height="400"></canvas>
+          <div class="chart" id="percentiles"></div>
           <script>
           const D = #{json};
           #{SCRIPT}
@@ -85,35 +92,90 @@ module Oribi
         }
       JS
 
-      SCRIPT = HELPERS + <<~JS
-        const COLORS = { mean: "#888", p50: "#1f77b4", p99: "#d62728", max: "#2ca02c" };
-        (function timeChart() {
-          const c = document.getElementById("time"), ctx = c.getContext("2d"), W = c.width, H = c.height;
-          const m = { l: 60, r: 20, t: 10, b: 30 }, S = D.series;
-          if (!S.length) { ctx.fillText("no samples", W / 2, H / 2); return; }
-          const vals = S.flatMap(s => [s.p50, s.max]).filter(v => v != null);
-          const y = logScale(Math.min(...vals), Math.max(...vals), m.t, H - m.b);
-          const x = i => m.l + (i + 0.5) / S.length * (W - m.l - m.r);
-          const step = Math.max(1, Math.ceil(S.length / 10));
-          frame(ctx, W, H, m, y, S.map((s, i) => [x(i), s.t + "s"]).filter((_, i) => i % step === 0));
-          ["mean", "p50", "p99", "max"].forEach(k => line(ctx, S.map((s, i) => [x(i), s[k] == null ? null : y(s[k])]), COLORS[k]));
-          ctx.fillStyle = "#d62728";
-          S.forEach((s, i) => { if (s.errors) ctx.fillRect(x(i) - 2, H - m.b - 6, 4, 6); });
-          document.getElementById("key").innerHTML = Object.entries(COLORS).map(([k, c]) => `<span><b style="background:${c}"></b>${k}</span>`).join("") +
-            `<span>interval ${D.interval}s; red ticks: errors</span>`;
-        })();
-        (function pctChart() {
-          const c = document.getElementById("pct"), ctx = c.getContext("2d"), W = c.width, H = c.height;
-          const m = { l: 60, r: 20, t: 10, b: 30 }, P = D.percentiles;
-          if (!P.length) { ctx.fillText("no samples", W / 2, H / 2); return; }
-          const nines = p => Math.min(5, -Math.log10(Math.max(1e-5, 1 - p / 100)));
-          const x = p => m.l + nines(p) / 5 * (W - m.l - m.r);
-          const y = logScale(Math.min(...P.map(p => p[1])), Math.max(...P.map(p => p[1])), m.t, H - m.b);
-          frame(ctx, W, H, m, y, [[x(0), "0%"], [x(90), "90%"], [x(99), "99%"], [x(99.9), "99.9%"], [x(99.99), "99.99%"], [x(99.999), "99.999%"]]);
-          line(ctx, P.map(([p, v]) => [x(p), y(v)]), "#1f77b4");
-          ctx.fillStyle = "#1f77b4";
-          P.forEach(([p, v]) => { ctx.beginPath(); ctx.arc(x(p), y(v), 2.5, 0, 7); ctx.fill(); });
-        })();
+      # Latencies are microseconds; a log axis needs values above 0, so a
+      # 0 µs sample is drawn at 1 µs. A log axis is labelled at 1, 2 and 5
+      # of each power of ten, so every decade reads without counting lines.
+      SCRIPT = <<~JS
+        function fmt(us) {
+          if (us == null) return "–";
+          if (us >= 1e6) return +(us / 1e6).toPrecision(3) + " s";
+          if (us >= 1e3) return +(us / 1e3).toPrecision(3) + " ms";
+          return +us.toPrecision(3) + " µs";
+        }
+        const WIDTH = Math.min(1100, document.body.clientWidth || 1000);
+        // Grid and labels at 1, 2 and 5 of each power of ten in view.
+        function logSplits(u, axis, lo, hi) {
+          const out = [];
+          for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++)
+            [1, 2, 5].forEach(m => { const v = m * Math.pow(10, e); if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v); });
+          return out;
+        }
+        const LABELS = new Set(); // every axis label drawn, for the headless check
+        const labels = names => { names.forEach(n => LABELS.add(n)); return names; };
+        const logAxis = { label: "latency", size: 70, splits: logSplits, filter: (u, s) => s, values: (u, s) => labels(s.map(fmt)),
+                          grid: { stroke: "#eee" }, ticks: { stroke: "#ccc" } };
+        function logRange(u, lo, hi) {
+          lo = Math.max(1, lo || 1); hi = Math.max(hi || 1, lo * 10);
+          return [Math.pow(10, Math.floor(Math.log10(lo))), Math.pow(10, Math.ceil(Math.log10(hi) + 1e-9))];
+        }
+        // For a headless check: how many charts have drawn, and their labels.
+        const drawn = new Set();
+        const hooks = { draw: [u => {
+          drawn.add(u);
+          document.body.dataset.drawn = String(drawn.size);
+          document.body.dataset.labels = [...LABELS].join("|");
+        }] };
+        const sync = uPlot.sync("time");
+        const cursor = { sync: { key: sync.key }, drag: { x: true, y: false } };
+        const pos = v => v == null ? null : Math.max(1, v);
+        const S = D.series, T = S.map(s => s.t);
+        document.getElementById("interval").textContent = D.interval + " s";
+        const charts = [];
+        if (S.length) {
+          charts.push(new uPlot({
+            width: WIDTH, height: 360, cursor, hooks,
+            scales: { x: { time: false }, y: { distr: 3, log: 10, range: logRange } },
+            axes: [{ label: "seconds since start" },
+                   logAxis],
+            series: [{ label: "t", value: (u, v) => v == null ? "–" : v + " s" },
+                     { label: "mean", stroke: "#999", width: 1, value: (u, v) => fmt(v) },
+                     { label: "p50", stroke: "#1f77b4", width: 1.5, value: (u, v) => fmt(v) },
+                     { label: "p99", stroke: "#d62728", width: 2, value: (u, v) => fmt(v) },
+                     { label: "max", stroke: "#2ca02c", width: 0, value: (u, v) => fmt(v),
+                       paths: () => null, points: { show: true, size: 5, fill: "#2ca02c", stroke: "#2ca02c" } }]
+          }, [T, S.map(s => pos(s.mean)), S.map(s => pos(s.p50)), S.map(s => pos(s.p99)), S.map(s => pos(s.max))],
+          document.getElementById("latency")));
+          const per = n => +(n / D.interval).toFixed(2);
+          charts.push(new uPlot({
+            width: WIDTH, height: 240, cursor, hooks,
+            scales: { x: { time: false }, y: { range: (u, lo, hi) => [0, Math.max(1, hi) * 1.05] } },
+            axes: [{ label: "seconds since start" }, { label: "per second", size: 70, grid: { stroke: "#eee" } }],
+            series: [{ label: "t", value: (u, v) => v == null ? "–" : v + " s" },
+                     { label: "responses/s", stroke: "#1f77b4", width: 1.5, fill: "rgba(31,119,180,0.08)" },
+                     { label: "errors/s", stroke: "#d62728", width: 1.5, fill: "rgba(214,39,40,0.15)" }]
+          }, [T, S.map(s => per(s.count)), S.map(s => per(s.errors))], document.getElementById("throughput")));
+        } else {
+          document.getElementById("latency").textContent = "no samples";
+        }
+        const P = D.percentiles;
+        if (P.length) {
+          // x is the number of nines: 90% at 1, 99% at 2 … 99.999% at 5; the
+          // maximum (100%) sits half a step past the last finite one.
+          const nines = p => p >= 100 ? 5.5 : Math.min(5, -Math.log10(1 - p / 100));
+          const TICKS = [[0, "0%"], [nines(50), "50%"], [1, "90%"], [2, "99%"], [3, "99.9%"], [4, "99.99%"], [5, "99.999%"], [5.5, "max"]];
+          charts.push(new uPlot({
+            width: WIDTH, height: 360, hooks,
+            cursor: { drag: { x: true, y: false } },
+            scales: { x: { time: false, range: [0, 5.75] }, y: { distr: 3, log: 10, range: logRange } },
+            axes: [{ label: "percentile", splits: () => TICKS.map(t => t[0]),
+                     values: (u, s) => labels(s.map(v => TICKS.find(t => t[0] === v)[1])), grid: { stroke: "#eee" } },
+                   logAxis],
+            series: [{ label: "percentile", value: (u, v) => v == null ? "–" : P.find(p => nines(p[0]) === v)?.[0] + "%" },
+                     { label: "latency", stroke: "#1f77b4", width: 2, value: (u, v) => fmt(v),
+                       points: { show: true, size: 6, fill: "#1f77b4" } }]
+          }, [P.map(p => nines(p[0])), P.map(p => pos(p[1]))], document.getElementById("percentiles")));
+        }
+        if (!charts.length) document.body.dataset.drawn = "0";
       JS
     end
   end

@@ -102,8 +102,9 @@ module Oribi
         r[:errors].filter_map do |kind, n|
           next unless n.positive?
 
-          causes = (r[:causes] || {})[kind]&.filter_map { |e, k| "#{errno_name(e)} #{k}" unless e.zero? }
-          causes&.any? ? "#{kind}: #{n} (#{causes.join(', ')})" : "#{kind}: #{n}"
+          causes = (r[:causes] || {})[kind]&.filter_map { |e, k| "#{errno_name(e)} #{k}" unless e.zero? } || []
+          causes << r[:tls_error] if kind == :tls && r[:tls_error]
+          causes.any? ? "#{kind}: #{n} (#{causes.join(', ')})" : "#{kind}: #{n}"
         end
       end
 
@@ -119,7 +120,14 @@ module Oribi
         codes
       end
 
-      def json(r)
+      # Threshold lines after a text report; "" when none were given.
+      def thresholds(judged)
+        return "" if judged.empty?
+
+        (["Thresholds    [threshold, value, result]"] + Threshold.lines(judged)).join("\n") << "\n"
+      end
+
+      def json(r, thresholds: [])
         t = totals(r)
         lat = r[:latency]
         mean = ->(x) { t[:total].positive? ? x.fdiv(t[:total]) : 0 }
@@ -144,6 +152,9 @@ module Oribi
         h[:retried] = r[:retried] || 0
         h.merge!(late: r[:late], dropped: r[:dropped] || 0) if r[:late]
         h.merge!(scheduled: r[:scheduled], sent: r[:sent], behind: r[:behind], busy: r[:busy]) if r[:scheduled]
+        unless thresholds.empty?
+          h[:thresholds] = thresholds.map { |c, value, ok, _| { threshold: c.text, value: value, ok: ok } }
+        end
         JSON.pretty_generate(h) << "\n"
       end
 

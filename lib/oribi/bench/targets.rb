@@ -17,11 +17,11 @@ module Oribi
 
       module_function
 
-      # The URI of an http:// URL with a host, else nil. A port out of
-      # range raises: the engine would otherwise aim at it modulo 65536.
+      # The URI of an http:// or https:// URL with a host, else nil. A port
+      # out of range raises: the engine would otherwise aim at it modulo 65536.
       def http_uri(url)
         uri = URI.parse(url)
-        return unless uri.is_a?(URI::HTTP) && uri.scheme == "http" && uri.host && !uri.host.empty?
+        return unless uri.is_a?(URI::HTTP) && %w[http https].include?(uri.scheme) && uri.host && !uri.host.empty?
         raise UsageError, "bad port #{uri.port} in #{url} (1 to 65535)" unless (1..65_535).cover?(uri.port)
 
         uri
@@ -34,7 +34,7 @@ module Oribi
       def request(t, headers: [], keepalive: true, agent: "oribi-bench")
         headers += t.headers
         names = headers.map { |h| h.split(":", 2)[0].downcase }
-        authority = t.uri.port == 80 ? t.uri.host : "#{t.uri.host}:#{t.uri.port}"
+        authority = t.uri.port == t.uri.default_port ? t.uri.host : "#{t.uri.host}:#{t.uri.port}"
         head = +"#{t.method} #{t.uri.request_uri} HTTP/1.1\r\n"
         head << "Host: #{authority}\r\n" unless names.include?("host")
         head << "User-Agent: #{agent}\r\n" unless names.include?("user-agent")
@@ -60,7 +60,7 @@ module Oribi
           if line.strip.empty?
             next
           elsif (m = /\A([A-Z]+) (\S+)\z/.match(line))
-            uri = http_uri(m[2]) or raise UsageError, "#{name}:#{n}: http://host:port/path expected"
+            uri = http_uri(m[2]) or raise UsageError, "#{name}:#{n}: http[s]://host:port/path expected"
 
             targets << Target.new(method: m[1], uri: uri, headers: [], body: nil)
           elsif targets.empty?
