@@ -433,9 +433,10 @@ class LoadgenTest < Minitest::Test
       r = run_load(s.target, duration: 0.4, warmup: 0.4, connections: 2)
       assert_in_delta 0.4, r[:elapsed], 0.05
       assert_operator r[:requests], :>, 0
-      # counted, they would make served ≈ requests; left out, ≈ 2× (the
-      # warm-up lasts as long), less the warm-up's slower start
-      assert_operator served.size, :>, r[:requests] * 1.25, "the warm-up's responses are left out"
+      # counted, served would be requests plus at most the 2 in flight at
+      # the end; left out, served is more by the whole warm-up's (hundreds
+      # even on a busy machine: the ratio to requests depends on the load)
+      assert_operator served.size - r[:requests], :>, 10, "the warm-up's responses are left out"
     end
   end
 
