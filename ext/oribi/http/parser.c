@@ -87,25 +87,31 @@ static ALWAYS_INLINE const char *skip8(const char *p, const char *end, unsigned 
 }
 
 #ifdef HAVE_SSE42_PATH
-/* Bit i set when p[i] stops a scan: a CTL (but HTAB in a field value), SP
- * outside a field value, or DEL. Plain compares: on current cores they are
- * several times cheaper than one PCMPESTRI. */
-SSE42 static inline unsigned stops16(const char *p, const int value)
+/* Bit i set when byte i of b may stop a scan: a CTL, SP outside a field
+ * value, or DEL. HTAB, the one CTL a value holds, is taken out only when a
+ * block has a candidate (tabs16): two compares fewer on every clean block.
+ * Plain compares: on current cores they are several times cheaper than
+ * one PCMPESTRI. */
+SSE42 static inline unsigned stops16(__m128i b, const int value)
 {
-    const __m128i b = _mm_loadu_si128((const __m128i *)p);
-    __m128i stop = _mm_cmpeq_epi8(_mm_min_epu8(b, _mm_set1_epi8(value ? 0x1f : 0x20)), b);
-    if (value)
-        stop = _mm_andnot_si128(_mm_cmpeq_epi8(b, _mm_set1_epi8('\t')), stop);
-    return (unsigned)_mm_movemask_epi8(_mm_or_si128(stop, _mm_cmpeq_epi8(b, _mm_set1_epi8(0x7f))));
+    const __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(b, _mm_set1_epi8(value ? 0x1f : 0x20)), b);
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(ctl, _mm_cmpeq_epi8(b, _mm_set1_epi8(0x7f))));
 }
 
-AVX2 static inline unsigned stops32(const char *p, const int value)
+SSE42 static inline unsigned tabs16(__m128i b)
 {
-    const __m256i b = _mm256_loadu_si256((const __m256i *)p);
-    __m256i stop = _mm256_cmpeq_epi8(_mm256_min_epu8(b, _mm256_set1_epi8(value ? 0x1f : 0x20)), b);
-    if (value)
-        stop = _mm256_andnot_si256(_mm256_cmpeq_epi8(b, _mm256_set1_epi8('\t')), stop);
-    return (unsigned)_mm256_movemask_epi8(_mm256_or_si256(stop, _mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7f))));
+    return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(b, _mm_set1_epi8('\t')));
+}
+
+AVX2 static inline unsigned stops32(__m256i b, const int value)
+{
+    const __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(b, _mm256_set1_epi8(value ? 0x1f : 0x20)), b);
+    return (unsigned)_mm256_movemask_epi8(_mm256_or_si256(ctl, _mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7f))));
+}
+
+AVX2 static inline unsigned tabs32(__m256i b)
+{
+    return (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, _mm256_set1_epi8('\t')));
 }
 
 /* oribi_tchar as two nibble lookups: the low nibble's entry has bit h - 2
@@ -122,8 +128,8 @@ SSE42 static inline unsigned nontchar16(const char *p)
 {
     const __m128i b = _mm_loadu_si128((const __m128i *)p), nibble = _mm_set1_epi8(0x0f);
     const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)tchar_by_low), _mm_and_si128(b, nibble));
-    const __m128i hi = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)tchar_by_high),
-                                        _mm_and_si128(_mm_srli_epi16(b, 4), nibble));
+    const __m128i hi =
+        _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)tchar_by_high), _mm_and_si128(_mm_srli_epi16(b, 4), nibble));
     return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(lo, hi), _mm_setzero_si128()));
 }
 
@@ -131,7 +137,10 @@ SSE42 static inline unsigned nontchar16(const char *p)
 SSE42 static inline const char *skip16(const char *p, const char *end, const int value)
 {
     for (; end - p >= 16; p += 16) {
-        unsigned m = stops16(p, value);
+        const __m128i b = _mm_loadu_si128((const __m128i *)p);
+        unsigned m = stops16(b, value);
+        if (m && value)
+            m &= ~tabs16(b);
         if (m)
             return p + __builtin_ctz(m);
     }
@@ -141,7 +150,10 @@ SSE42 static inline const char *skip16(const char *p, const char *end, const int
 AVX2 static inline const char *skip32(const char *p, const char *end, const int value)
 {
     for (; end - p >= 32; p += 32) {
-        unsigned m = stops32(p, value);
+        const __m256i b = _mm256_loadu_si256((const __m256i *)p);
+        unsigned m = stops32(b, value);
+        if (m && value)
+            m &= ~tabs32(b);
         if (m)
             return p + __builtin_ctz(m);
     }
@@ -388,8 +400,8 @@ static int parse_content_length(const char *v, size_t vlen, struct sem *s)
 
 /* The names semantic_field() looks at, by length: their first four bytes,
  * lowercase (no entry: zeros, which no name matches). */
-static const char semantic_names[18][4] = {[4] = "host",  [6] = "expe",  [7] = "upgr",
-                                           [10] = "conn", [14] = "cont", [17] = "tran"};
+static const char semantic_names[18][4] = {
+    [4] = "host", [6] = "expe", [7] = "upgr", [10] = "conn", [14] = "cont", [17] = "tran"};
 
 /* Returns 0 or the status to fail with. */
 static int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s)
@@ -416,7 +428,11 @@ static int semantic_field(const char *name, size_t name_len, const char *v, size
             s->upgrade_field = 1;
         return 0;
     case 10:
-        return ieq(name, "connection", 10) ? parse_connection(v, v + vlen, s) : 0;
+        if (!ieq(name, "connection", 10))
+            return 0;
+        if (IS(v, vlen, "keep-alive")) /* the usual whole value, a token alone */
+            return s->conn_keepalive = 1, 0;
+        return parse_connection(v, v + vlen, s);
     case 14:
         return ieq(name, "content-length", 14) ? parse_content_length(v, vlen, s) : 0;
     case 17:
