@@ -267,22 +267,21 @@ static VALUE upgrade_protocols(const struct oribi_request *r)
 static void build_template(struct oribi_env_ctx *ctx)
 {
     VALUE t = rb_hash_new_capa(32); /* a copy keeps this capacity: room for the headers */
-    VALUE same[] =
-        {
-            k_script_name,     v_empty,
-            k_query_string,    v_empty,  /* replaced when there is a query */
-            k_server_protocol, v_http11, /* replaced for HTTP/1.0 */
-            k_server_software, v_software,
-            k_rack_errors,     rb_stderr,
-            k_url_scheme,      v_http,
-            k_multithread,     ctx->multithread,
-            k_multiprocess,    ctx->multiprocess,
-            k_run_once,        Qfalse,
-            k_hijack_p,        Qtrue,
-            k_hijack,          ctx->hijack,
-            k_early_hints,     ctx->early_hints, /* removed for HTTP/1.0: no 1xx there (RFC 9110 15.2) */
-            oribi_key_input,   ctx->empty_input, /* replaced when there is a body */
-        };
+    VALUE same[] = {
+        k_script_name,     v_empty,
+        k_query_string,    v_empty,  /* replaced when there is a query */
+        k_server_protocol, v_http11, /* replaced for HTTP/1.0 */
+        k_server_software, v_software,
+        k_rack_errors,     rb_stderr,
+        k_url_scheme,      v_http,
+        k_multithread,     ctx->multithread,
+        k_multiprocess,    ctx->multiprocess,
+        k_run_once,        Qfalse,
+        k_hijack_p,        Qtrue,
+        k_hijack,          ctx->hijack,
+        k_early_hints,     ctx->early_hints, /* removed for HTTP/1.0: no 1xx there (RFC 9110 15.2) */
+        oribi_key_input,   ctx->empty_input, /* replaced when there is a body */
+    };
     rb_hash_bulk_insert((long)(sizeof(same) / sizeof(same[0])), same, t);
     ctx->tmpl = t;
     ctx->tmpl_errors = rb_stderr;

@@ -27,10 +27,10 @@ struct oribi_env_ctx {
     VALUE tmpl_errors; /* rb_stderr when tmpl was built */
     /* tmpl also holds the last request's method, peer and host values
      * (env.c, tmpl_*): what they were, to compare the next one with */
-    VALUE t_method;               /* Qundef: none yet */
-    unsigned char t_peer[17];     /* address family, then the address */
-    int t_host_set;               /* t_host* below are valid */
-    int t_host_listener;          /* the listener named when no host was, else -1 */
+    VALUE t_method;           /* Qundef: none yet */
+    unsigned char t_peer[17]; /* address family, then the address */
+    int t_host_set;           /* t_host* below are valid */
+    int t_host_listener;      /* the listener named when no host was, else -1 */
     size_t t_host_len;
     char t_host[64];
 };
