@@ -15,18 +15,13 @@
 # the median of the ratios of adjacent slices, with their spread. Several
 # --oribi-root give several Oribi trees in the same run (before and after
 # a change), each against the same nginx.
-require_relative "loadgen"
-require_relative "suite/nginx"
-require_relative "suite/process_group"
-require "fileutils"
-require "optparse"
-require "tmpdir"
+require_relative "compare"
 
 module Bench
   class CpuPerRequest
-    ROOT = File.expand_path("..", __dir__)
-    APP = File.join(ROOT, "bench", "apps", "hello.ru")
-    MODES = { "keep-alive" => true, "close" => false }.freeze
+    ROOT = Compare::ROOT
+    APP = Compare::APP
+    MODES = Compare::MODES
     Options = Struct.new(:slices, :slice, :connections, :threads, :roots, keyword_init: true)
 
     def initialize(opts)
