@@ -315,7 +315,7 @@ static void tmpl_host(struct oribi_env_ctx *ctx, const struct oribi_request *r, 
     int named = r->host && r->host_len;
     size_t len = named ? r->host_len : 0;
     if (ctx->t_host_set && ctx->t_host_listener == (named ? -1 : listener) && ctx->t_host_len == len &&
-        memcmp(ctx->t_host, r->host, len) == 0)
+        (!named || memcmp(ctx->t_host, r->host, len) == 0))
         return;
     if (named) {
         split_host(ctx->tmpl, r->host, r->host_len);
