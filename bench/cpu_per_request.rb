@@ -4,7 +4,7 @@
 # `return 200` (2 workers, the same body), both on unix sockets, loaded by
 # Oribi::Loadgen with 50 connections, keep-alive and a connection per
 # request. The CPU is each server's whole process group from /proc, divided
-# by the requests it served.
+# by the requests it served. It also prints the workers' RSS after the runs.
 #
 #   bundle exec rake compile
 #   bundle exec ruby bench/cpu_per_request.rb [--slices 8] [--slice 1.5] [--oribi-root DIR]...
@@ -35,6 +35,7 @@ module Bench
       puts "#{@o.threads} loadgen threads, #{@o.connections} connections, unix sockets, " \
            "#{@o.slices} slices of #{@o.slice}s per server and mode"
       MODES.each { |mode, keepalive| measure(servers, mode, keepalive) }
+      print_rss(servers)
     ensure
       servers&.each_value { |s| s[:group].stop }
       FileUtils.rm_rf(@tmp)
@@ -81,6 +82,15 @@ module Bench
 
         ratios = per_req[label].zip(per_req["nginx"]).filter_map { |a, b| a / b if a && b }
         puts format("  %-8s / nginx: %.2f (slices %.2f..%.2f)", label, median(ratios), ratios.min, ratios.max)
+      end
+    end
+
+    # The mean RSS of the 2 processes that used the most CPU: the workers.
+    def print_rss(servers)
+      puts "\nRSS per worker after the runs:"
+      servers.each do |label, s|
+        workers = s[:group].stats.values.max_by(2) { |cpu, _| cpu }
+        puts format("  %-8s %6.1f MiB", label, workers.sum { |_, rss| rss } / workers.size / 1_048_576.0)
       end
     end
 
