@@ -133,7 +133,7 @@ SSE42 static inline unsigned nontchar16(const char *p)
     return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(lo, hi), _mm_setzero_si128()));
 }
 
-/* Return the first stop byte, or where fewer than 16 bytes remain. */
+/* Returns the first stop byte, or where fewer than 16 bytes remain. */
 SSE42 static inline const char *skip16(const char *p, const char *end, const int value)
 {
     for (; end - p >= 16; p += 16) {
