@@ -8,6 +8,10 @@
 #   bundle exec rake compile
 #   bundle exec ruby bench/compare.rb [--duration 10] [--tcp] [--servers oribi,puma]
 #
+# `--servers oribi,nginx` measures Oribi's own cost against nginx's
+# `return 200` (2 workers, the same body): the table's last lines give the
+# server CPU per request of each, and their ratio, for each mode.
+#
 # Every server gets the same treatment: boot, wait until it answers, a short
 # warm-up run that is discarded, then the measured runs; then it is stopped
 # (its whole process group) and its socket removed. The box is shared by the
@@ -15,6 +19,7 @@
 # not absolute numbers.
 require_relative "loadgen"
 require_relative "pin"
+require_relative "suite/nginx"
 require_relative "suite/process_group"
 require "fileutils"
 require "json"
@@ -91,15 +96,19 @@ module Bench
         return nil unless File.exist?(exe)
 
         %W[bundle exec ruby #{exe} -w 2 -b #{addr[:uri]} #{APP}]
+      when "nginx"
+        return nil unless Suite::Nginx.available?
+
+        Suite::Nginx.return200_argv(@tmp, 2, addr[:path], addr.dig(:target, :port))
       else
-        abort "unknown server #{name} (known: oribi, puma, unicorn)"
+        abort "unknown server #{name} (known: oribi, puma, unicorn, nginx)"
       end
     end
 
     def bench_server(name)
       addr = address(name)
       argv = command(name, addr)
-      return unavailable(name, "exe/oribi not found in #{@o.oribi_root}") unless argv
+      return unavailable(name, name == "nginx" ? "not installed" : "exe/oribi not found in #{@o.oribi_root}") unless argv
 
       log = File.join(@tmp, "#{name}.log")
       chdir = name == "oribi" ? @o.oribi_root : ROOT
@@ -191,7 +200,26 @@ module Bench
                       ms(r[:latency][:p50]), ms(r[:latency][:p99]), ratio, cpu_us(r), failures(r))
         end
       end
+      print_cpu_ratios
     end
+
+    # Server CPU per request, Oribi's over each other server's (under 1.00:
+    # Oribi spent less), per mode.
+    def print_cpu_ratios
+      MODES.each_key do |mode|
+        rows = @results.select { |_, m, r| m == mode && r && r[:server_cpu] && r[:requests].positive? }
+        oribi = rows.find { |s, _, _| s == "oribi" }&.last
+        next unless oribi
+
+        rows.each do |server, _, r|
+          next if server == "oribi"
+
+          puts format("cpu per request, %-10s oribi / %-8s %.2f", mode, server, per_request(oribi) / per_request(r))
+        end
+      end
+    end
+
+    def per_request(result) = result[:server_cpu] / result[:requests]
   end
 
   def self.compare_main(argv)
@@ -207,7 +235,7 @@ module Bench
       p.on("--connections N", Integer, "load generator connections (50)") { |v| o.connections = v }
       p.on("--timeout SECONDS", Float, "per-request timeout (10)") { |v| o.timeout = v }
       p.on("--tcp", "listen on 127.0.0.1 instead of a unix socket") { o.tcp = true }
-      p.on("--servers LIST", Array, "among oribi,puma,unicorn (all)") { |v| o.servers = v }
+      p.on("--servers LIST", Array, "among oribi,puma,unicorn,nginx (oribi,puma,unicorn)") { |v| o.servers = v }
       p.on("--oribi-root DIR", "checkout whose exe/oribi to run (this one)") do |v|
         o.oribi_root = File.expand_path(v)
       end

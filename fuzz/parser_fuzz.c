@@ -17,7 +17,7 @@
  * any read past buf + len.
  *
  * Properties checked besides memory safety:
- *   - the SSE4.2 and portable instantiations give identical results;
+ *   - the AVX2, SSE4.2 and portable instantiations give identical results;
  *   - a resumed call (last_len) that answers gives the one-shot answer, and
  *     one that says INCOMPLETE is never hiding a complete head;
  *   - an answer on a prefix is the answer on the whole input (the parse
@@ -157,6 +157,11 @@ static void fuzz_parser(const uint8_t *data, size_t size, const size_t *cuts, si
         run(data, size, 0, su, parse_sse42, &simd);
         run(data, size, 0, su, parse_portable, &portable);
         CHECK(memcmp(&simd, &portable, sizeof(simd)) == 0);
+        CHECK(memcmp(&simd, &full, sizeof(simd)) == 0);
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        static struct snap simd;
+        run(data, size, 0, su, parse_avx2, &simd);
         CHECK(memcmp(&simd, &full, sizeof(simd)) == 0);
     }
 #endif
@@ -341,6 +346,10 @@ static void fuzz_response(const uint8_t *data, size_t size, const size_t *cuts, 
         run_response(data, size, head_request, cap, parse_response_sse42, &other);
         CHECK(memcmp(&other, &full, sizeof(full)) == 0);
         run_response(data, size, head_request, cap, parse_response_portable, &other);
+        CHECK(memcmp(&other, &full, sizeof(full)) == 0);
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        run_response(data, size, head_request, cap, parse_response_avx2, &other);
         CHECK(memcmp(&other, &full, sizeof(full)) == 0);
     }
 #endif

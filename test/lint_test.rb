@@ -165,4 +165,33 @@ class LintTest < Minitest::Test
   ensure
     s&.close
   end
+
+  # The env of each request is built from a template that keeps the last
+  # request's method, peer and host: a request unlike the last must get
+  # its own, on one connection (one worker, one exchange) as anywhere.
+  def test_values_never_carry_over_between_requests
+    s = server.tcp
+    want = [
+      ["DELETE /a HTTP/1.1\r\nHost: one.example:8081\r\n\r\n",
+       { "REQUEST_METHOD" => "DELETE", "SERVER_NAME" => "one.example", "SERVER_PORT" => "8081", "body" => "" }],
+      ["PURGE /b HTTP/1.1\r\nHost: two.example\r\n\r\n",
+       { "REQUEST_METHOD" => "PURGE", "SERVER_NAME" => "two.example", "SERVER_PORT" => "80" }],
+      ["GET /c HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+       { "REQUEST_METHOD" => "GET", "SERVER_NAME" => "127.0.0.1", "SERVER_PORT" => server.port.to_s,
+         "SERVER_PROTOCOL" => "HTTP/1.0" }],
+      ["POST /d HTTP/1.1\r\nHost: two.example\r\nContent-Length: 3\r\n\r\nabc",
+       { "REQUEST_METHOD" => "POST", "SERVER_NAME" => "two.example", "SERVER_PORT" => "80", "body" => "abc",
+         "SERVER_PROTOCOL" => "HTTP/1.1" }],
+      ["GET /e HTTP/1.1\r\nHost: one.example:8081\r\n\r\n",
+       { "REQUEST_METHOD" => "GET", "SERVER_NAME" => "one.example", "SERVER_PORT" => "8081", "body" => "",
+         "REMOTE_ADDR" => "127.0.0.1" }]
+    ]
+    want.each do |request, expected|
+      s.write(request)
+      f = fields(HTTPClient.read_response(s))
+      expected.each { |k, v| assert_equal v, f[k], "#{k} for #{request.lines.first.inspect}" }
+    end
+  ensure
+    s&.close
+  end
 end

@@ -469,12 +469,45 @@ class ParserTest < Minitest::Test
 
   def test_simd_flag
     assert_includes [true, false], P.simd?
+    assert_includes %w[AVX2 SSE4.2 portable], P.path
+    assert_equal P.path != "portable", P.simd?
   end
 
-  def test_portable_path_gives_identical_results
-    inputs = SAMPLES + [
+  TCHAR = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".bytes.freeze
+
+  # Every byte in a field name and a field value, early in a line and past
+  # the first SIMD block: the classifiers must say what the RFC sets say.
+  def every_byte_inputs
+    (0..255).flat_map do |b|
+      c = b.chr.b
+      [req("X#{c}name: v\r\n"), req("#{'x' * 20}#{c}n: v\r\n"),
+       req("X: v#{c}w\r\n"), req("X: #{'v' * 35}#{c}w#{'v' * 40}\r\n"),
+       "GET /#{'p' * 40}#{c}q HTTP/1.1\r\nHost: a\r\n\r\n"]
+    end
+  end
+
+  def test_every_byte_in_names_values_and_targets
+    (0..255).each do |b|
+      c = b.chr.b
+      name_ok = TCHAR.include?(b) || b == 0x3a # "X:name: v" is field X
+      value_ok = b == 9 || b == 32 || (0x21..0x7e).cover?(b) || b >= 0x80
+      target_ok = (0x21..0x7e).cover?(b) && b != 0x23 || b >= 0x80 # '#': no fragments
+      [req("X#{c}name: v\r\n"), req("#{'x' * 20}#{c}n: v\r\n")].each do |s|
+        assert_equal name_ok, !parse(s)[:consumed].nil?, "name byte #{b} (#{P.path})"
+      end
+      [req("X: v#{c}w\r\n"), req("X: #{'v' * 35}#{c}w#{'v' * 40}\r\n")].each do |s|
+        assert_equal value_ok, !parse(s)[:consumed].nil?, "value byte #{b} (#{P.path})"
+      end
+      t = "GET /#{'p' * 40}#{c}q HTTP/1.1\r\nHost: a\r\n\r\n"
+      assert_equal target_ok, !parse(t)[:consumed].nil?, "target byte #{b} (#{P.path})"
+    end
+  end
+
+  def test_other_paths_give_identical_results
+    inputs = SAMPLES + every_byte_inputs + [
       req("X: #{'v' * 40}\tw\x80\r\nY: #{'z' * 17}\x01\r\n"),
       req("X: #{'v' * 33}\x7f#{'v' * 3}\r\n"),
+      req("X:\t #{'v' * 50}\t\t#{'v' * 20} \t\r\n"),
       "GET /#{'p' * 47}\x00 HTTP/1.1\r\n\r\n",
       "GET /#{'p' * 31} HTTP/1.1\r\nHost: #{'h' * 64}\r\n\r\n",
       File.binread(__FILE__).byteslice(0, 300)
@@ -493,17 +526,19 @@ class ParserTest < Minitest::Test
         end
         [Oribi::Parser.parse(s, 0), inc]
       end
-      $stdout.binmode.write(Marshal.dump([Oribi::Parser.simd?, res]))
+      $stdout.binmode.write(Marshal.dump([Oribi::Parser.path, res]))
     RUBY
     lib = File.expand_path("../lib", __dir__)
-    out = IO.popen({ "ORIBI_NO_SSE42" => "1" }, [RbConfig.ruby, "-I", lib, "-e", code], "r+b") do |io|
-      io.write(Marshal.dump(inputs.map(&:b)))
-      io.close_write
-      io.read
+    { "ORIBI_NO_SSE42" => "portable", "ORIBI_NO_AVX2" => %w[SSE4.2 portable] }.each do |var, want|
+      out = IO.popen({ var => "1" }, [RbConfig.ruby, "-I", lib, "-e", code], "r+b") do |io|
+        io.write(Marshal.dump(inputs.map(&:b)))
+        io.close_write
+        io.read
+      end
+      path, theirs = Marshal.load(out) # rubocop:disable Security/MarshalLoad
+      assert_includes Array(want), path, "#{var}=1 must select the #{Array(want).first} path"
+      mine.zip(theirs, inputs).each { |a, b, s| assert_equal a, b, "#{var}=1: #{s.inspect}" }
     end
-    simd, theirs = Marshal.load(out) # rubocop:disable Security/MarshalLoad
-    refute simd, "ORIBI_NO_SSE42=1 must select the portable path"
-    mine.zip(theirs, inputs).each { |a, b, s| assert_equal a, b, s.inspect }
   end
 end
 

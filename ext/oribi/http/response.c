@@ -165,6 +165,23 @@ size_t oribi_error_response(char *out, size_t cap, int status, time_t now, int k
     return (n < 0 || (size_t)n >= cap) ? 0 : (size_t)n;
 }
 
+size_t oribi_content_length(char *out, uint64_t n)
+{
+    static const char name[] = "content-length: ";
+    char tmp[20];
+    size_t i = 0, len = sizeof(name) - 1;
+    memcpy(out, name, len);
+    do {
+        tmp[i++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    while (i)
+        out[len++] = tmp[--i];
+    out[len++] = '\r';
+    out[len++] = '\n';
+    return len;
+}
+
 size_t oribi_chunk_prefix(char *out, size_t n)
 {
     static const char hex[] = "0123456789abcdef";

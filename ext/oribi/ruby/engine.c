@@ -100,6 +100,7 @@ static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE mul
     s->ctx.tmpl = s->ctx.tmpl_errors = Qnil;
     s->self = oribi_exchange_wrap(engine, s);
     s->empty_input = rb_funcall(cStringIO, id_new, 1, rb_obj_freeze(rb_str_new(NULL, 0)));
+    s->ctx.empty_input = s->empty_input;
     s->ctx.listeners = e->listeners;
     s->ctx.multiprocess = multiprocess;
     s->ctx.multithread = multithread;

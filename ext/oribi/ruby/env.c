@@ -137,12 +137,13 @@ void oribi_env_init(void)
     }
 }
 
+/* The shared frozen value of a common method, or Qnil. */
 static VALUE method_value(const char *m, size_t len)
 {
     for (size_t i = 0; i < NMETHODS; i++)
         if (strlen(methods[i]) == len && memcmp(methods[i], m, len) == 0)
             return method_vals[i];
-    return rb_str_new(m, (long)len);
+    return Qnil;
 }
 
 /* The env key for a header field; Qnil for a name that must not become one.
@@ -191,6 +192,19 @@ static VALUE remote_addr(const struct oribi_conn *c, int is_unix)
     /* Interned: the same peer (a proxy, a load balancer) comes back again
      * and again, and an interned string is a lookup, not an allocation. */
     return rb_interned_str_cstr(ip);
+}
+
+/* What tells peers apart for REMOTE_ADDR: the family and the address. */
+static void peer_key(unsigned char key[17], const struct oribi_conn *c, int is_unix)
+{
+    memset(key, 0, 17);
+    if (is_unix || c->peer.ss_family == AF_UNIX)
+        return;
+    key[0] = (unsigned char)c->peer.ss_family;
+    if (c->peer.ss_family == AF_INET)
+        memcpy(key + 1, &((const struct sockaddr_in *)&c->peer)->sin_addr, 4);
+    else if (c->peer.ss_family == AF_INET6)
+        memcpy(key + 1, &((const struct sockaddr_in6 *)&c->peer)->sin6_addr, 16);
 }
 
 /* SERVER_NAME and SERVER_PORT from a Host value: "name", "name:port",
@@ -243,41 +257,133 @@ static VALUE upgrade_protocols(const struct oribi_request *r)
     return list;
 }
 
-/* The pairs that are the same in every env of an engine, hashed once:
+/* The pairs that are the same in every env of an exchange, hashed once:
  * rb_hash_dup copies the table with its stored hashes, so a request pays
- * only for the keys whose values are its own. */
+ * only for the keys whose values are its own. Ruby hashes a String key
+ * again on every insert, so the values that repeat from one request to the
+ * next (the method, the peer, the host; tmpl_* below) are kept there too,
+ * as the last request had them: only a request unlike the last updates
+ * them, once. Only shared frozen values go in. */
 static void build_template(struct oribi_env_ctx *ctx)
 {
     VALUE t = rb_hash_new_capa(32); /* a copy keeps this capacity: room for the headers */
-    VALUE same[] =
-        {
-            k_script_name,     v_empty,
-            k_query_string,    v_empty,  /* replaced when there is a query */
-            k_server_protocol, v_http11, /* replaced for HTTP/1.0 */
-            k_server_software, v_software,
-            k_rack_errors,     rb_stderr,
-            k_url_scheme,      v_http,
-            k_multithread,     ctx->multithread,
-            k_multiprocess,    ctx->multiprocess,
-            k_run_once,        Qfalse,
-            k_hijack_p,        Qtrue,
-            k_hijack,          ctx->hijack,
-            k_early_hints,     ctx->early_hints, /* removed for HTTP/1.0: no 1xx there (RFC 9110 15.2) */
-        };
+    VALUE same[] = {
+        k_script_name,     v_empty,
+        k_query_string,    v_empty,  /* replaced when there is a query */
+        k_server_protocol, v_http11, /* replaced for HTTP/1.0 */
+        k_server_software, v_software,
+        k_rack_errors,     rb_stderr,
+        k_url_scheme,      v_http,
+        k_multithread,     ctx->multithread,
+        k_multiprocess,    ctx->multiprocess,
+        k_run_once,        Qfalse,
+        k_hijack_p,        Qtrue,
+        k_hijack,          ctx->hijack,
+        k_early_hints,     ctx->early_hints, /* removed for HTTP/1.0: no 1xx there (RFC 9110 15.2) */
+        oribi_key_input,   ctx->empty_input, /* replaced when there is a body */
+    };
     rb_hash_bulk_insert((long)(sizeof(same) / sizeof(same[0])), same, t);
     ctx->tmpl = t;
     ctx->tmpl_errors = rb_stderr;
+    ctx->t_method = Qundef;
+    memset(ctx->t_peer, 0xff, sizeof(ctx->t_peer)); /* no family is 0xff */
+    ctx->t_host_set = 0;
 }
 
-/* The first header with the same name as headers[i] (i itself when none):
- * same name, same env key, since names with '_' never get one. */
-static size_t first_of_name(const struct oribi_request *r, size_t i)
+static void tmpl_method(struct oribi_env_ctx *ctx, VALUE method)
 {
-    const struct oribi_header *h = &r->headers[i];
-    for (size_t j = 0; j < i; j++)
-        if (r->headers[j].name_len == h->name_len && strncasecmp(r->headers[j].name, h->name, h->name_len) == 0)
-            return j;
-    return i;
+    if (ctx->t_method != method) {
+        rb_hash_aset(ctx->tmpl, oribi_key_request_method, method);
+        ctx->t_method = method;
+    }
+}
+
+static void tmpl_peer(struct oribi_env_ctx *ctx, const struct oribi_conn *c, int is_unix)
+{
+    unsigned char key[sizeof(ctx->t_peer)];
+    peer_key(key, c, is_unix);
+    if (memcmp(key, ctx->t_peer, sizeof(key)) != 0) {
+        rb_hash_aset(ctx->tmpl, k_remote_addr, remote_addr(c, is_unix));
+        memcpy(ctx->t_peer, key, sizeof(key));
+    }
+}
+
+/* SERVER_NAME and SERVER_PORT: from the Host, or the listener's address
+ * when the request names none. */
+static void tmpl_host(struct oribi_env_ctx *ctx, const struct oribi_request *r, int listener)
+{
+    int named = r->host && r->host_len;
+    size_t len = named ? r->host_len : 0;
+    if (ctx->t_host_set && ctx->t_host_listener == (named ? -1 : listener) && ctx->t_host_len == len &&
+        (!named || memcmp(ctx->t_host, r->host, len) == 0))
+        return;
+    if (named) {
+        split_host(ctx->tmpl, r->host, r->host_len);
+    } else {
+        rb_hash_aset(ctx->tmpl, k_server_name, ctx->listeners[listener].server_name);
+        rb_hash_aset(ctx->tmpl, k_server_port, ctx->listeners[listener].server_port);
+    }
+    ctx->t_host_set = len <= sizeof(ctx->t_host);
+    ctx->t_host_listener = named ? -1 : listener;
+    ctx->t_host_len = len;
+    if (named && ctx->t_host_set)
+        memcpy(ctx->t_host, r->host, len);
+}
+
+/* Pairs gathered for one rb_hash_bulk_insert, which costs less per key
+ * than rb_hash_aset. */
+struct pairs {
+    VALUE env;
+    long n;
+    int flushed; /* some went in already */
+    VALUE kv[64];
+};
+
+static void pairs_flush(struct pairs *p)
+{
+    rb_hash_bulk_insert(p->n, p->kv, p->env);
+    p->n = 0;
+    p->flushed = 1;
+}
+
+static void pairs_add(struct pairs *p, VALUE key, VALUE value)
+{
+    if (p->n == (long)(sizeof(p->kv) / sizeof(p->kv[0])))
+        pairs_flush(p);
+    p->kv[p->n++] = key;
+    p->kv[p->n++] = value;
+}
+
+/* The value already given to key in this env, or Qundef. Keys are interned,
+ * so the same key is the same object. */
+static VALUE pairs_get(const struct pairs *p, VALUE key)
+{
+    for (long i = 0; i < p->n; i += 2)
+        if (p->kv[i] == key)
+            return p->kv[i + 1];
+    return p->flushed ? rb_hash_lookup2(p->env, key, Qundef) : Qundef;
+}
+
+/* HTTP_* (and CONTENT_*) pairs from the header fields. Names with the same
+ * env key are the same name (names with '_' never get one). */
+static void header_pairs(struct pairs *p, const struct oribi_request *r)
+{
+    for (size_t i = 0; i < r->num_headers; i++) {
+        const struct oribi_header *h = &r->headers[i];
+        VALUE key = header_key(h->name, h->name_len);
+        if (NIL_P(key))
+            continue;
+        VALUE prev = pairs_get(p, key);
+        if (prev == Qundef) {
+            pairs_add(p, key, rb_str_new(h->value, (long)h->value_len));
+        } else if (key != k_content_length) { /* duplicates were checked equal */
+            /* RFC 9110 5.3: repeated fields combine with commas; cookies with
+             * "; " (RFC 6265 5.4). */
+            int cookie = h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0;
+            rb_str_cat(prev, cookie ? "; " : ", ", 2);
+            rb_str_cat(prev, h->value, (long)h->value_len);
+        }
+    }
 }
 
 VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input)
@@ -286,66 +392,40 @@ VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE inp
     const struct oribi_env_listener *l = &ctx->listeners[c->listener];
     if (ctx->tmpl_errors != rb_stderr) /* $stderr was replaced: rack.errors follows */
         build_template(ctx);
-    VALUE env = rb_hash_dup(ctx->tmpl);
+    VALUE method = method_value(r->method, r->method_len);
+    if (!NIL_P(method))
+        tmpl_method(ctx, method);
+    tmpl_peer(ctx, c, l->is_unix);
+    tmpl_host(ctx, r, c->listener);
+
+    struct pairs p = {.env = rb_hash_dup(ctx->tmpl)};
     const char *q = memchr(r->path, '?', r->path_len);
     size_t plen = q ? (size_t)(q - r->path) : r->path_len;
-    VALUE own[16] = {
-        oribi_key_request_method,
-        method_value(r->method, r->method_len),
-        k_path_info,
-        rb_str_new(r->path, (long)plen),
-        k_request_uri,
-        rb_str_new(r->target, (long)r->target_len),
-        k_remote_addr,
-        remote_addr(c, l->is_unix),
-        oribi_key_input,
-        input,
-        k_response_finished,
-        rb_ary_new(),
-    };
-    long n = 12;
-    if (q) {
-        own[n++] = k_query_string;
-        own[n++] = rb_str_new(q + 1, (long)(r->path_len - plen - 1));
-    }
+    pairs_add(&p, k_path_info, rb_str_new(r->path, (long)plen));
+    pairs_add(&p, k_request_uri, rb_str_new(r->target, (long)r->target_len));
+    pairs_add(&p, k_response_finished, rb_ary_new());
+    if (NIL_P(method))
+        pairs_add(&p, oribi_key_request_method, rb_str_new(r->method, (long)r->method_len));
+    if (input != ctx->empty_input)
+        pairs_add(&p, oribi_key_input, input);
+    if (q)
+        pairs_add(&p, k_query_string, rb_str_new(q + 1, (long)(r->path_len - plen - 1)));
     if (r->minor_version != 1) {
-        own[n++] = k_server_protocol;
-        own[n++] = v_http10;
-        rb_hash_delete(env, k_early_hints);
+        pairs_add(&p, k_server_protocol, v_http10);
+        rb_hash_delete(p.env, k_early_hints);
     }
-    rb_hash_bulk_insert(n, own, env);
+    header_pairs(&p, r);
+    pairs_flush(&p);
 
-    for (size_t i = 0; i < r->num_headers; i++) {
-        const struct oribi_header *h = &r->headers[i];
-        VALUE key = header_key(h->name, h->name_len);
-        if (NIL_P(key))
-            continue;
-        if (first_of_name(r, i) == i) {
-            rb_hash_aset(env, key, rb_str_new(h->value, (long)h->value_len));
-        } else if (key != k_content_length) { /* duplicates were checked equal */
-            /* RFC 9110 5.3: repeated fields combine with commas; cookies with
-             * "; " (RFC 6265 5.4). */
-            VALUE prev = rb_hash_lookup(env, key);
-            int cookie = h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0;
-            rb_str_cat(prev, cookie ? "; " : ", ", 2);
-            rb_str_cat(prev, h->value, (long)h->value_len);
-        }
-    }
+    VALUE env = p.env;
     if (r->chunked) {
         char cl[24];
         snprintf(cl, sizeof(cl), "%lld", (long long)c->body_total);
         rb_hash_aset(env, k_content_length, rb_str_new_cstr(cl));
     }
-    if (r->host) {
-        if (r->host_len)
-            split_host(env, r->host, r->host_len);
-        if (r->target[0] != '/' && r->target[0] != '*') /* absolute-form: its authority wins */
-            rb_hash_aset(env, k_http_host, rb_str_new(r->host, (long)r->host_len));
-    }
-    if (!r->host || !r->host_len) {
-        rb_hash_aset(env, k_server_name, l->server_name);
-        rb_hash_aset(env, k_server_port, l->server_port);
-    }
+    /* absolute-form: its authority wins */
+    if (r->host && r->target[0] != '/' && r->target[0] != '*')
+        rb_hash_aset(env, k_http_host, rb_str_new(r->host, (long)r->host_len));
     if (r->upgrade && r->minor_version == 1)
         rb_hash_aset(env, k_protocol, upgrade_protocols(r));
     return env;

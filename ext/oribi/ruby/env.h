@@ -22,8 +22,17 @@ struct oribi_env_ctx {
     VALUE multithread;
     VALUE hijack;      /* env["rack.hijack"], shared by all requests */
     VALUE early_hints; /* env["rack.early_hints"] (HTTP/1.1 requests), shared */
+    VALUE empty_input; /* rack.input of a request without a body, shared */
     VALUE tmpl;        /* the pairs every env has, copied per request */
     VALUE tmpl_errors; /* rb_stderr when tmpl was built */
+    /* tmpl also holds the last request's method, peer and host values
+     * (env.c, tmpl_*): what they were, to compare the next one with */
+    VALUE t_method;           /* Qundef: none yet */
+    unsigned char t_peer[17]; /* address family, then the address */
+    int t_host_set;           /* t_host* below are valid */
+    int t_host_listener;      /* the listener named when no host was, else -1 */
+    size_t t_host_len;
+    char t_host[64];
 };
 
 void oribi_env_init(void);
@@ -31,7 +40,8 @@ void oribi_env_init(void);
 /* A frozen, interned String kept alive for good: for the keys the engine
  * compares and inserts on every request. */
 VALUE oribi_fstr(const char *s);
-/* ctx->multiprocess, multithread, hijack and early_hints must be set. */
+/* ctx->multiprocess, multithread, hijack, early_hints and empty_input must
+ * be set. */
 VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input);
 
 /* Frozen keys shared with the engine. */

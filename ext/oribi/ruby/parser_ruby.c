@@ -246,6 +246,11 @@ static VALUE parser_simd_p(VALUE self)
     return oribi_parser_simd() ? Qtrue : Qfalse;
 }
 
+static VALUE parser_path(VALUE self)
+{
+    return rb_str_new_cstr(oribi_parser_path());
+}
+
 void Init_oribi_parser(VALUE mOribi)
 {
     VALUE m = rb_define_module_under(mOribi, "Parser");
@@ -254,6 +259,8 @@ void Init_oribi_parser(VALUE mOribi)
     rb_define_module_function(m, "parse_response", parser_parse_response, -1);
     rb_define_module_function(m, "discard_chunked", parser_discard_chunked, 1);
     rb_define_module_function(m, "simd?", parser_simd_p, 0);
+    /* "AVX2", "SSE4.2" or "portable" */
+    rb_define_module_function(m, "path", parser_path, 0);
     rb_define_const(m, "DEFAULT_MAX_REQUEST_LINE", SIZET2NUM(ORIBI_DEFAULT_MAX_REQUEST_LINE));
     rb_define_const(m, "DEFAULT_MAX_HEADER_BYTES", SIZET2NUM(ORIBI_DEFAULT_MAX_HEADER_BYTES));
     rb_define_const(m, "DEFAULT_MAX_HEADERS", SIZET2NUM(ORIBI_DEFAULT_MAX_HEADERS));

@@ -306,7 +306,7 @@ static void accept_protocol(struct oribi_rack_response *r)
 static void cat_length(struct oribi_exchange *x, int64_t n)
 {
     char cl[40];
-    out_cat(x, cl, (size_t)snprintf(cl, sizeof(cl), "content-length: %lld\r\n", (long long)n));
+    out_cat(x, cl, oribi_content_length(cl, (uint64_t)n));
 }
 
 /* Opens the file of a to_path body; 0 when the body has none usable (it is
