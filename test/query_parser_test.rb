@@ -85,15 +85,35 @@ class QueryParserTest < Minitest::Test
     Rack::Utils.default_query_parser = saved
   end
 
-  def test_install_leaves_a_rack_it_was_not_checked_against
+  # A Rack whose parser answers one of the probes otherwise (as an older
+  # or newer release would) keeps its own parser, and the log says which.
+  def test_install_leaves_a_rack_that_parses_otherwise
     saved = Rack::Utils.default_query_parser
     Rack::Utils.default_query_parser = rack = Rack::QueryParser.make_default(32)
-    Rack.stub(:release, "3.1.9") do
-      _, err = capture_subprocess_io { assert_same rack, Oribi::QueryParser.install }
-      assert_match(/mirrors Rack 3.2 and this is Rack 3.1.9/, err)
+    _, err = capture_subprocess_io do
+      with_dialect_probed(-> { { "a" => { "b" => "" } } if _1 == "a[b][c]=1" }) do
+        assert_nil Oribi::QueryParser.dialect
+        assert_same rack, Oribi::QueryParser.install
+        refute Oribi::QueryParser.new(Rack::QueryParser::Params, 32).instance_variable_get(:@native)
+      end
     end
+    assert_match(/fast_query_parser: off, Rack #{Rack.release} parses "a\[b\]\[c\]=1" otherwise/, err)
+    assert Oribi::QueryParser.dialect, "probed again with Rack's own answers"
   ensure
     Rack::Utils.default_query_parser = saved
+  end
+
+  # Probes the Rack in place with parse_nested_query answering odd.(qs)
+  # where that is not nil, then again as it is.
+  def with_dialect_probed(odd)
+    patch = Module.new { define_method(:parse_nested_query) { |qs, *a| odd.(qs) || super(qs, *a) } }
+    Rack::QueryParser.prepend(patch)
+    Oribi::QueryParser.remove_instance_variable(:@dialect)
+    yield
+  ensure
+    patch.send(:remove_method, :parse_nested_query)
+    Oribi::QueryParser.remove_instance_variable(:@dialect)
+    Oribi::QueryParser.dialect
   end
 
   def test_seeded_random_inputs_agree

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "oribi/query_parser"
+require "pp"
 
 # Rack::QueryParser and Oribi::QueryParser given the same input: their
 # results (deeply: classes, String bytes, encodings, frozenness) or errors
