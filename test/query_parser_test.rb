@@ -52,7 +52,7 @@ class QueryParserTest < Minitest::Test
 
   def assert_raises_like_rack(limits, qs)
     rack, oribi = D.parsers(limits)
-    expected = assert_raises(Rack::BadRequest) { rack.parse_nested_query(qs) }
+    expected = assert_raises(StandardError) { rack.parse_nested_query(qs) }
     actual = assert_raises(expected.class) { oribi.parse_nested_query(qs) }
     assert_equal [expected.message, expected.message.encoding], [actual.message, actual.message.encoding]
   end
@@ -74,7 +74,7 @@ class QueryParserTest < Minitest::Test
     Rack::Utils.default_query_parser = Rack::QueryParser.new(Rack::QueryParser::Params, 7, bytesize_limit: 99)
     installed = Oribi::QueryParser.install
     assert_instance_of Oribi::QueryParser, Rack::Utils.default_query_parser
-    assert_equal [7, 99], [installed.param_depth_limit, installed.bytesize_limit]
+    assert_equal [7, 99], [installed.param_depth_limit, installed.instance_variable_get(:@bytesize_limit)]
     Rack::Utils.param_depth_limit = 3
     assert_instance_of Oribi::QueryParser, Rack::Utils.default_query_parser
     own = Class.new(Rack::QueryParser).make_default(5)
