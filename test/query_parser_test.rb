@@ -108,12 +108,17 @@ class QueryParserTest < Minitest::Test
   def with_dialect_probed(odd)
     patch = Module.new { define_method(:parse_nested_query) { |qs, *a| odd.(qs) || super(qs, *a) } }
     Rack::QueryParser.prepend(patch)
-    Oribi::QueryParser.remove_instance_variable(:@dialect)
+    forget_dialect
     yield
   ensure
     patch.send(:remove_method, :parse_nested_query)
-    Oribi::QueryParser.remove_instance_variable(:@dialect)
+    forget_dialect
     Oribi::QueryParser.dialect
+  end
+
+  def forget_dialect
+    parser = Oribi::QueryParser
+    parser.remove_instance_variable(:@dialect) if parser.instance_variable_defined?(:@dialect)
   end
 
   def test_seeded_random_inputs_agree
@@ -127,8 +132,9 @@ class QueryParserTest < Minitest::Test
   def test_time_grows_linearly_with_input
     parser = D.parsers(D::Limits.new(32, 2**24, 2**20)).last
     small, big = [100, 10_000].map { |n| Array.new(n) { |i| "k#{i}[x]=%41+#{i}" }.join("&") }
-    t_small = elapsed { 20.times { parser.parse_nested_query(small) } } / 20
-    t_big = elapsed { parser.parse_nested_query(big) }
+    # The best of a few tries each: a neighbour's burst slows one try.
+    t_small = Array.new(5) { elapsed { 20.times { parser.parse_nested_query(small) } } / 20 }.min
+    t_big = Array.new(3) { elapsed { parser.parse_nested_query(big) } }.min
     assert_operator t_big, :<, t_small * 100 * 8, "100x the input took #{(t_big / t_small).round}x the time"
   end
 

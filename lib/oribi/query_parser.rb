@@ -135,6 +135,27 @@ module Oribi
       Query.parse(qs, sep, @flags, @params_class, @param_depth_limit, @bytesize_limit, @params_limit) || super
     end
 
+    # Rack 3.2's Request#POST reads a urlencoded form with these two: the
+    # pairs, then normalize_params on each into make_params.
+    if Rack::QueryParser.method_defined?(:parse_query_pairs)
+      def parse_query_pairs(qs, separator = nil)
+        sep = @native && SEPARATORS[separator]
+        return super unless sep
+
+        Query.parse(qs, sep, @flags | Query::PAIRS, @params_class, @param_depth_limit, @bytesize_limit,
+                    @params_limit) || super
+      end
+    end
+
+    # Where Params is a Hash (3.1, 3.2) and the name a UTF-8 String (what
+    # unescaping gives; a byte walk is a character walk there).
+    def normalize_params(params, name, v, _depth = nil)
+      return super unless @native && @flags.anybits?(Query::PARAMS_HASH) && params.instance_of?(@params_class) &&
+                          name.instance_of?(String) && name.encoding == Encoding::UTF_8
+
+      Query.normalize(params, name, v, @flags | Query::NESTED, @params_class, @param_depth_limit)
+    end
+
     private
 
     # Rack's limits compared in C must fit a C long; below 1 Rack raises

@@ -17,6 +17,8 @@ enum {
     QUERY_PARAMS_HASH = 2,   /* Params < Hash (3.2): nested hashes are Params, else plain Hashes */
     QUERY_WRAP_FLAT = 4,     /* parse_query's ArgumentError becomes InvalidParameterError (3.2) */
     QUERY_SIZE_IN_LIMIT = 8, /* "total query size (N) exceeds limit (L)" (3.0, 3.2.0) */
+    QUERY_PAIRS = 16,        /* parse_query_pairs: [[k, v], ...] (3.2) */
+    QUERY_BARE_ERRORS = 32,  /* normalize_params: no rescue turns ArgumentError into Rack's */
 };
 
 /* Arguments of one parse, shared by the per-pair helpers. */
@@ -37,7 +39,9 @@ static VALUE rack_error(const char *name)
  * parse_query in Rack 3.2), else ArgumentError itself. */
 static VALUE argument_error_class(struct query_parse *q)
 {
-    if (q->flags & (QUERY_NESTED | QUERY_WRAP_FLAT))
+    if (q->flags & QUERY_BARE_ERRORS)
+        return rb_eArgError;
+    if (q->flags & (QUERY_NESTED | QUERY_WRAP_FLAT | QUERY_PAIRS))
         return rack_error("Rack::QueryParser::InvalidParameterError");
     return rb_eArgError;
 }
@@ -144,16 +148,19 @@ static VALUE make_params(struct query_parse *q)
     return q->flags & QUERY_PARAMS_HASH ? rb_obj_alloc(q->params_class) : rb_hash_new();
 }
 
-/* params_hash_type?: every Hash in the tree is (or stands for) a Params. */
-static int params_hash_p(VALUE obj)
+/* params_hash_type?: kind_of?(Params) where Params is a Hash (3.2); where
+ * it is not, the plain Hashes this walk makes stand for Params. */
+static int params_hash_p(struct query_parse *q, VALUE obj)
 {
+    if (q->flags & QUERY_PARAMS_HASH)
+        return RB_TYPE_P(obj, T_HASH) && RTEST(rb_obj_is_kind_of(obj, q->params_class));
     return RB_TYPE_P(obj, T_HASH);
 }
 
 NORETURN(static void raise_type(struct query_parse *q, const char *expected, VALUE got, VALUE k));
 static void raise_type(struct query_parse *q, const char *expected, VALUE got, VALUE k)
 {
-    VALUE cls = params_hash_p(got) ? q->params_class : rb_obj_class(got);
+    VALUE cls = !(q->flags & QUERY_PARAMS_HASH) && RB_TYPE_P(got, T_HASH) ? q->params_class : rb_obj_class(got);
     VALUE msg = rb_sprintf("expected %s (got %" PRIsVALUE ") for param `", expected, rb_class_name(cls));
     rb_enc_associate(msg, rb_utf8_encoding());
     rb_str_append(msg, k);
@@ -196,7 +203,7 @@ static int has_key(struct query_parse *q, VALUE hash, struct name key)
             i++;
         if (i == start)
             continue;
-        if (!params_hash_p(h))
+        if (!params_hash_p(q, h))
             return 0;
         VALUE v = rb_hash_lookup2(h, rb_utf8_str_new(p + start, i - start), Qundef);
         p = RSTRING_PTR(str);
@@ -224,7 +231,7 @@ static void normalize_array_child(struct query_parse *q, VALUE params, VALUE k, 
     VALUE arr = fetch_array(q, params, k);
     long n = RARRAY_LEN(arr);
     VALUE last = n > 0 ? RARRAY_AREF(arr, n - 1) : Qnil;
-    if (params_hash_p(last) && !has_key(q, last, child))
+    if (params_hash_p(q, last) && !has_key(q, last, child))
         normalize(q, last, child, v, depth + 1);
     else
         rb_ary_push(arr, normalize(q, make_params(q), child, v, depth + 1));
@@ -270,7 +277,7 @@ static VALUE normalize(struct query_parse *q, VALUE params, struct name name, VA
         if (!RTEST(cur)) {
             cur = make_params(q);
             aset(params, kstr, cur);
-        } else if (!params_hash_p(cur)) {
+        } else if (!params_hash_p(q, cur)) {
             raise_type(q, "Hash", cur, kstr);
         }
         aset(params, kstr, normalize(q, cur, after, v, depth + 1));
@@ -284,7 +291,9 @@ static void add_pair(struct query_parse *q, const char *piece, size_t len)
     size_t klen = eq ? (size_t)(eq - piece) : len;
     VALUE k = unescape(q, piece, klen);
     VALUE v = eq ? unescape(q, eq + 1, len - klen - 1) : Qnil;
-    if (q->flags & QUERY_NESTED)
+    if (q->flags & QUERY_PAIRS)
+        rb_ary_push(q->params, rb_assoc_new(k, v));
+    else if (q->flags & QUERY_NESTED)
         normalize(q, q->params, (struct name){k, 0, RSTRING_LEN(k)}, v, 0);
     else
         add_flat(q->params, k, v);
@@ -335,7 +344,7 @@ static VALUE query_parse(VALUE mod, VALUE qs, VALUE sep, VALUE flags, VALUE para
 {
     if (!RB_TYPE_P(qs, T_STRING) || !byte_scannable(qs))
         return Qfalse;
-    VALUE params = rb_hash_new();
+    VALUE params = NUM2INT(flags) & QUERY_PAIRS ? rb_ary_new() : rb_hash_new();
     if (RSTRING_LEN(qs) == 0)
         return params;
     /* No Ruby code runs and the GVL is held until this returns, so the
@@ -357,10 +366,31 @@ static VALUE query_parse(VALUE mod, VALUE qs, VALUE sep, VALUE flags, VALUE para
     return params;
 }
 
+/*
+ * normalize(params, name, v, flags, params_class, depth_limit): Rack's
+ * normalize_params(params, name, v) (what Rack::Request#POST runs for each
+ * form pair) on a Params, for a UTF-8 name; returns params. The caller
+ * checks the types.
+ */
+static VALUE query_normalize(VALUE mod, VALUE params, VALUE name, VALUE v, VALUE flags, VALUE params_class,
+                             VALUE depth_limit)
+{
+    struct query_parse q = {
+        name, params, params_class, NULL, 0, 0, NUM2INT(flags) | QUERY_BARE_ERRORS, NUM2LONG(depth_limit)};
+    /* A copy: the walk freezes the name it stores as a key, and this one
+     * is the caller's (Rack::Request keeps the form's pairs). */
+    VALUE own = rb_str_dup(name);
+    VALUE ret = normalize(&q, params, (struct name){own, 0, RSTRING_LEN(own)}, v, 0);
+    RB_GC_GUARD(own);
+    return ret;
+}
+
 void Init_oribi_query_parser(VALUE mOribi)
 {
     VALUE m = rb_define_module_under(mOribi, "Query");
     rb_define_module_function(m, "parse", query_parse, 7);
+    rb_define_module_function(m, "normalize", query_normalize, 6);
+    rb_define_const(m, "PAIRS", INT2FIX(QUERY_PAIRS));
     rb_define_const(m, "NESTED", INT2FIX(QUERY_NESTED));
     rb_define_const(m, "PARAMS_HASH", INT2FIX(QUERY_PARAMS_HASH));
     rb_define_const(m, "WRAP_FLAT", INT2FIX(QUERY_WRAP_FLAT));
