@@ -58,10 +58,10 @@ class QueryParserTest < Minitest::Test
   end
 
   def test_the_c_loop_runs_for_the_requests_it_is_meant_for
+    parser = D.parsers(DEFAULT).last # (its first one asks Rack, through Query.parse)
     calls = 0
     counting = Module.new { define_method(:parse) { |*a| calls += 1 and super(*a) } }
     Oribi::Query.singleton_class.prepend(counting)
-    parser = D.parsers(DEFAULT).last
     assert_equal({ "a" => { "b" => ["1"] } }, parser.parse_nested_query("a[b][]=1", "&"))
     assert_equal({ "q" => "x y" }, parser.parse_query("q=x+y"))
     assert_equal 2, calls
@@ -100,6 +100,20 @@ class QueryParserTest < Minitest::Test
     assert_match(/fast_query_parser: off, Rack #{Rack.release} parses "a\[b\]\[c\]=1" otherwise/, err)
     assert Oribi::QueryParser.dialect, "probed again with Rack's own answers"
   ensure
+    Rack::Utils.default_query_parser = saved
+  end
+
+  def test_install_leaves_a_later_rack
+    saved = Rack::Utils.default_query_parser
+    Rack::Utils.default_query_parser = rack = Rack::QueryParser.make_default(32)
+    Rack.stub(:release, "3.3.0") do
+      forget_dialect
+      _, err = capture_subprocess_io { assert_same rack, Oribi::QueryParser.install }
+      assert_match(/fast_query_parser: off, Rack 3.3.0 is newer than the releases it was checked against/, err)
+    end
+  ensure
+    forget_dialect
+    Oribi::QueryParser.dialect
     Rack::Utils.default_query_parser = saved
   end
 
@@ -167,10 +181,10 @@ class QueryParserServerTest < Minitest::Test
   def test_the_option_installs_the_c_parser_with_rack_results
     rack = Rack::QueryParser.make_default(32)
     expected = "#{rack.parse_nested_query(QUERY).inspect}\n#{rack.parse_nested_query(FORM).inspect}"
-    ok, bad = params_over("--fast-query-parser")
+    ok, bad = params_over # on by default
     assert_equal "Oribi::QueryParser 32\n#{expected}", ok
     assert_equal "Oribi::QueryParser 32\nRack::QueryParser::InvalidParameterError: invalid %-encoding (%zz)", bad
-    ok, = params_over
+    ok, = params_over("--no-fast-query-parser")
     assert_equal "Rack::QueryParser 32\n#{expected}", ok
   end
 end

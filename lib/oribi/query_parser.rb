@@ -19,6 +19,11 @@ module Oribi
     # this is left to Rack.
     MAX_NATIVE_DEPTH = 1000
 
+    # The release series whose parsers this one was compared with (and
+    # their differences mirrored): a later one may walk names otherwise
+    # where no probe looks.
+    KNOWN_RELEASES = /\A3\.[012]\./
+
     # Inputs on which the loaded Rack and the C loop must agree before the
     # C loop is used: one for each way the Rack releases differ.
     PROBES = [
@@ -62,6 +67,9 @@ module Oribi
       private
 
       def detect
+        unless KNOWN_RELEASES.match?(Rack.release)
+          return unsupported("Rack #{Rack.release} is newer than the releases it was checked against (3.0 to 3.2)")
+        end
         unless Rack::QueryParser.instance_method(:initialize).parameters.include?(%i[key params_limit])
           return unsupported("Rack #{Rack.release} has no params_limit (3.0.16, 3.1.14 and later have)")
         end
@@ -120,31 +128,14 @@ module Oribi
                 @param_depth_limit <= MAX_NATIVE_DEPTH && fixnum_limit?(@bytesize_limit) && fixnum_limit?(@params_limit)
     end
 
-    def parse_nested_query(qs, separator = nil)
-      sep = @native && SEPARATORS[separator]
-      return super unless sep
+    def parse_nested_query(qs, separator = nil) = native(qs, separator, Query::NESTED) || super
 
-      Query.parse(qs, sep, @flags | Query::NESTED, @params_class, @param_depth_limit, @bytesize_limit,
-                  @params_limit) || super
-    end
+    def parse_query(qs, separator = nil, &unescaper) = (!unescaper && native(qs, separator, 0)) || super
 
-    def parse_query(qs, separator = nil, &unescaper)
-      sep = !unescaper && @native && SEPARATORS[separator]
-      return super unless sep
-
-      Query.parse(qs, sep, @flags, @params_class, @param_depth_limit, @bytesize_limit, @params_limit) || super
-    end
-
-    # Rack 3.2's Request#POST reads a urlencoded form with these two: the
-    # pairs, then normalize_params on each into make_params.
+    # Rack 3.2's Request#POST reads a urlencoded form with this and
+    # normalize_params on each pair (into make_params).
     if Rack::QueryParser.method_defined?(:parse_query_pairs)
-      def parse_query_pairs(qs, separator = nil)
-        sep = @native && SEPARATORS[separator]
-        return super unless sep
-
-        Query.parse(qs, sep, @flags | Query::PAIRS, @params_class, @param_depth_limit, @bytesize_limit,
-                    @params_limit) || super
-      end
+      def parse_query_pairs(qs, separator = nil) = native(qs, separator, Query::PAIRS) || super
     end
 
     # Where Params is a Hash (3.1, 3.2) and the name a UTF-8 String (what
@@ -157,6 +148,12 @@ module Oribi
     end
 
     private
+
+    # What Query.parse makes of qs, or false when Rack must parse it.
+    def native(qs, separator, mode)
+      sep = @native && SEPARATORS[separator]
+      sep && Query.parse(qs, sep, @flags | mode, @params_class, @param_depth_limit, @bytesize_limit, @params_limit)
+    end
 
     # Rack's limits compared in C must fit a C long; below 1 Rack raises
     # or splits differently, so those stay Rack's too.
