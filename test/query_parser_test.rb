@@ -88,9 +88,7 @@ class QueryParserTest < Minitest::Test
   # A Rack whose parser answers one of the probes otherwise (as an older
   # or newer release would) keeps its own parser, and the log says which.
   def test_install_leaves_a_rack_that_parses_otherwise
-    saved = Rack::Utils.default_query_parser
-    Rack::Utils.default_query_parser = rack = Rack::QueryParser.make_default(32)
-    _, err = capture_subprocess_io do
+    err = install_over_rack do |rack|
       with_dialect_probed(-> { { "a" => { "b" => "" } } if _1 == "a[b][c]=1" }) do
         assert_nil Oribi::QueryParser.dialect
         assert_same rack, Oribi::QueryParser.install
@@ -99,21 +97,28 @@ class QueryParserTest < Minitest::Test
     end
     assert_match(/fast_query_parser: off, Rack #{Rack.release} parses "a\[b\]\[c\]=1" otherwise/, err)
     assert Oribi::QueryParser.dialect, "probed again with Rack's own answers"
-  ensure
-    Rack::Utils.default_query_parser = saved
   end
 
   def test_install_leaves_a_later_rack
+    err = install_over_rack do |rack|
+      Rack.stub(:release, "3.3.0") do
+        forget_dialect
+        assert_same rack, Oribi::QueryParser.install
+      end
+    ensure
+      forget_dialect
+      Oribi::QueryParser.dialect
+    end
+    assert_match(/fast_query_parser: off, Rack 3.3.0 is newer than the releases it was checked against/, err)
+  end
+
+  # Rack's own default parser in place for the block; returns what was
+  # logged meanwhile.
+  def install_over_rack
     saved = Rack::Utils.default_query_parser
     Rack::Utils.default_query_parser = rack = Rack::QueryParser.make_default(32)
-    Rack.stub(:release, "3.3.0") do
-      forget_dialect
-      _, err = capture_subprocess_io { assert_same rack, Oribi::QueryParser.install }
-      assert_match(/fast_query_parser: off, Rack 3.3.0 is newer than the releases it was checked against/, err)
-    end
+    capture_subprocess_io { yield rack }[1]
   ensure
-    forget_dialect
-    Oribi::QueryParser.dialect
     Rack::Utils.default_query_parser = saved
   end
 
