@@ -27,6 +27,8 @@ module Bench
       "typical (10 params)" => Array.new(10) { |i| "param#{i}=value+#{i}%21" }.join("&"),
       "plack (5 params)" => "foo=bar&bar=baz&q=HTTP%3A%3ARequest%3A%3ACommon&ie=UTF-8&sourceid=chrome",
       "nested (5 params)" => "user[name]=Ann&user[email]=a%40b.c&user[roles][]=x&user[roles][]=y&page=2",
+      "deep (5 params)" => "order[items][][sku]=A1&order[items][][qty]=2&order[items][][sku]=B2&" \
+                           "order[items][][qty]=1&order[ship][addr][city]=Paris",
       "4 KB form" => FORM.byteslice(0, FORM.rindex("&", 4096))
     }.freeze
 

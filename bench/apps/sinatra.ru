@@ -1,7 +1,9 @@
 # frozen_string_literal: true
 
 # A Sinatra app with a few routes and an ERB template: a framework's
-# per-request cost on top of the server's. The suite requests /items/42.
+# per-request cost on top of the server's. The suite requests /items/42,
+# and /search with 20 parameters in the query or a form (the
+# parameter-heavy workloads).
 require "sinatra/base"
 
 class BenchApp < Sinatra::Base
@@ -17,6 +19,9 @@ class BenchApp < Sinatra::Base
     erb :items
   end
   post("/items") { status 201 }
+  search = ->(params) { "#{params.size} params: #{params['q']}, #{params.dig('filter', 'tags')&.size} tags\n" }
+  get("/search") { search.call(params) }
+  post("/search") { search.call(params) }
 end
 
 run BenchApp

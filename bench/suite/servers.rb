@@ -40,6 +40,11 @@ module Bench
                    [RUBY, File.join(ROOT, "exe", "oribi"), "-E", "production", "-w", w.to_s, "-t", "1",
                     *(u ? ["-b", "unix://#{u}"] : []), *(p ? ["-b", "tcp://127.0.0.1:#{p}"] : []), app]
                  }),
+      Server.new(name: "oribi-fqp", gem: "oribi", unix: true, multi: true, keepalive: true,
+                 note: "oribi with --fast-query-parser (Rack's query and form parsing in C)",
+                 argv: lambda { |d, w, u, p, app, wl|
+                   SERVERS.first.argv.call(d, w, u, p, app, wl).insert(2, "--fast-query-parser")
+                 }),
       Server.new(name: "unicorn", gem: "unicorn", unix: true, multi: true, keepalive: false,
                  note: "no keep-alive: closes after every response",
                  argv: lambda { |d, w, u, p, app, _wl|

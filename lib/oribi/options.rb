@@ -229,7 +229,7 @@ module Oribi
       opt(:rolling_interval,   ["--rolling-interval SEC"],    SECONDS, 1,                                   zero_is("no pause"), "pause between workers in a rolling restart"),
       opt(:refork_after,       ["--refork-after N,N"],        COUNTS,  [].freeze,                           nil,                 "refork workers from a warm one after N requests"),
       opt(:oob_gc,             ["--oob-gc N"],                INT,     0,                                   GC_EVERY,            "run GC between requests every N requests; 0 = off"),
-      opt(:fast_query_parser,  ["--[no-]fast-query-parser"],  BOOL,    false,                               nil,                 "Rack's query and form parsing, in C (Oribi::QueryParser)"),
+      opt(:fast_query_parser,  ["--[no-]fast-query-parser"],  BOOL,    true,                                nil,                 "Rack's query and form parsing, in C (Oribi::QueryParser)"),
       opt(:shutdown_timeout,   ["--shutdown-timeout SEC"],    SECONDS, 25,                                  POSITIVE,            "kill workers still busy this long after TERM"),
       opt(:access_log,         ["--access-log [FILE]"],       LOG,     unset("off"),                        nil,                 "log each request to FILE, stderr without one"),
       opt(:access_log_format,  ["--access-log-format FMT"],   FORMATS, "combined",                          nil,                 "access log format: combined, ltsv or json"),

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "oribi/query_parser"
+require "pp"
 
 # Rack::QueryParser and Oribi::QueryParser given the same input: their
 # results (deeply: classes, String bytes, encodings, frozenness) or errors
@@ -67,11 +68,24 @@ module QueryDifferential
   def outcome(parser, method, qs, sep, block)
     verbose = $VERBOSE
     $VERBOSE = nil
+    return shape(form(parser, qs, sep)) if method == :form
+
     shape(block ? parser.public_send(method, qs, sep, &block) : parser.public_send(method, qs, sep))
   rescue StandardError => e
     [:error, e.class, e.message, e.message.encoding]
   ensure
     $VERBOSE = verbose
+  end
+
+  # Rack::Request#POST on a urlencoded form (expand_param_pairs): the
+  # pairs (Rack's own, so each parser's normalize_params gets the same
+  # names), then normalize_params on each; the pairs must stay as they were.
+  def form(parser, qs, sep)
+    pairs = Rack::QueryParser.new(Rack::QueryParser::Params, 32).parse_query_pairs(qs, sep)
+    before = shape(pairs)
+    params = parser.make_params
+    pairs.each { |k, v| parser.normalize_params(params, k, v) }
+    [params.to_params_hash, shape(pairs) == before]
   end
 
   def shape(obj)
@@ -97,8 +111,14 @@ module QueryDifferential
     Array.new(n) { random_case(rng) }.compact
   end
 
+  # The entry points the loaded Rack has: parse_query_pairs is 3.2's, and
+  # :form is what its Request#POST does with a form (the pairs, then
+  # normalize_params on each).
+  METHODS = [:parse_query, :parse_nested_query, :parse_nested_query, :parse_nested_query,
+             *([:parse_query_pairs, :form] if Rack::QueryParser.method_defined?(:parse_query_pairs))].freeze
+
   def random_case(rng, max_pairs: 8)
-    method = rng.rand(4).zero? ? :parse_query : :parse_nested_query
+    method = METHODS.sample(random: rng)
     block = method == :parse_query && rng.rand(10).zero? ? ->(s) { s.upcase } : nil
     qs = encode(rng, input(rng, max_pairs: max_pairs))
     compare(limits(rng), method, qs, SEPARATORS.sample(random: rng), block)
