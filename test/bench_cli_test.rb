@@ -1,15 +1,9 @@
 # frozen_string_literal: true
 
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
-require "minitest/autorun"
-require "oribi/bench"
 require_relative "support/bench_cli"
 require "socket"
-require "stringio"
 require "open3"
 require "tempfile"
-require "timeout"
-require "json"
 require "pty"
 require "rbconfig"
 

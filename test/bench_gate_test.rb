@@ -1,12 +1,6 @@
 # frozen_string_literal: true
 
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
-require "minitest/autorun"
-require "oribi/bench"
 require_relative "support/bench_cli"
-require "stringio"
-require "timeout"
-require "json"
 require_relative "support/tiny_server"
 
 # `--threshold` (exit 1 when one fails, for CI gates) and rate stages

@@ -1,12 +1,6 @@
 # frozen_string_literal: true
 
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
-require "minitest/autorun"
-require "oribi/bench"
 require_relative "support/bench_cli"
-require "stringio"
-require "timeout"
-require "json"
 require_relative "support/tls_nginx"
 
 # https:// against a real nginx with a self-signed certificate made by the
