@@ -195,7 +195,9 @@ class ControlTest < Minitest::Test
     assert_equal 403, control("/stats", headers: { "Authorization" => "Bearer wrong" }).status
     assert_equal 403, control("/stats?token=wrong").status
     assert_equal 200, control("/stats", headers: { "Authorization" => "Bearer #{TOKEN}" }).status
-    assert_equal 200, control("/readyz?token=#{TOKEN}").status
+    # ready once every worker serves (503 "booting" until then, a slow
+    # machine's boot): the token in the query is taken as well
+    assert wait_until(timeout: 30) { control("/readyz?token=#{TOKEN}").status == 200 }
     status, out = ctl("ready", "--token", TOKEN)
     assert_equal [0, "ready\n"], [status, out]
     status, = ctl("ready", "--token", "nope")
