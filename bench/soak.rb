@@ -209,6 +209,8 @@ module Soak
 
     def worker_pids = Oribi::Tune::Resources.children(@pid)
 
+    def log_tail(n) = File.readlines(File.join(@dir, "server.log")).last(n).join
+
     def stop
       Process.kill(:TERM, @pid)
       Process.wait(@pid)
@@ -329,6 +331,7 @@ module Soak
       0
     else
       problems.each { |m| puts "soak: FAIL #{m}" }
+      puts "soak: the server's log, last 40 lines:", server.log_tail(40)
       1
     end
   ensure
