@@ -14,15 +14,13 @@ class BenchGateTest < Minitest::Test
   include BenchCLIHelper
 
   # Every request answered after DELAY; every fourth (per connection) a 500.
-  def serve(delay: DELAY, fail_every: nil)
-    server = TinyServer.new do |sock, _head, i|
+  def serve(delay: DELAY, fail_every: nil, &block)
+    handler = lambda do |sock, _head, i|
       sleep delay # the delay is what is measured, not a synchronisation
       sock.write(fail_every && (i % fail_every == fail_every - 1) ? FAIL : OK)
       :keep
     end
-    yield "http://127.0.0.1:#{server.port}/"
-  ensure
-    server&.close
+    TinyServer.serving(handler, &block)
   end
 
   def test_latency_thresholds_pass_and_fail_on_a_fixed_delay

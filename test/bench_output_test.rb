@@ -20,18 +20,16 @@ class BenchOutputTest < Minitest::Test
   # Answers 200 and a 503 every 7th request on a connection; closes the
   # connection without a word at its 11th (the client sends it again on a
   # new one) and every 5th new connection at its first (a read error).
-  def serve
+  def serve(&block)
     lock = Mutex.new
     opened = 0
-    server = TinyServer.new do |sock, _head, i|
+    handler = lambda do |sock, _head, i|
       next nil if i == 10 || (i.zero? && (lock.synchronize { opened += 1 } % 5).zero?)
 
       sock.write((i % 7) == 6 ? BUSY : OK)
       :keep
     end
-    yield "http://127.0.0.1:#{server.port}/"
-  ensure
-    server&.close
+    TinyServer.serving(handler, &block)
   end
 
   def setup

@@ -27,6 +27,15 @@ class TinyServer
     @acceptor = Thread.new { accept_loop }
   end
 
+  # A TCP server running handler (as for new) while the block runs; the
+  # block gets its URL.
+  def self.serving(handler)
+    server = new(&handler)
+    yield "http://127.0.0.1:#{server.port}/"
+  ensure
+    server&.close
+  end
+
   def accepted
     @lock.synchronize { @accepted }
   end

@@ -151,8 +151,9 @@ static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, 
 static void spool_finish(struct oribi_rack_response *r)
 {
     if (r->spooling && !r->gone)
-        oribi_spool_hand(&r->spool, r->c);
-    oribi_spool_close(&r->spool);
+        oribi_spool_hand(&r->spool, r->c); /* closes the spool too */
+    else
+        oribi_spool_close(&r->spool);
     r->spooling = 0;
 }
 
