@@ -152,8 +152,10 @@ SSE42 static inline unsigned outside16(const char *p, const char *by_low)
 #define nontchar16(p) outside16(p, tchar_by_low)
 
 /* The first byte in [p, end) that is not a reg-name byte, or end, while 16
- * bytes can be read before `limit` (>= end); else where the bytes ran out. */
-SSE42 __attribute__((noinline)) static const char *skip_regname16(const char *p, const char *end, const char *limit)
+ * bytes can be read before `limit` (>= end); else where the bytes ran out.
+ * Out of line (hosts are one field of many), once per path: AVX2 code
+ * calling legacy-encoded SSE pays a state transition on some cores. */
+static ALWAYS_INLINE const char *skip_regname(const char *p, const char *end, const char *limit)
 {
     for (; limit - p >= 16; p += 16) {
         unsigned m = outside16(p, regname_by_low);
@@ -163,6 +165,16 @@ SSE42 __attribute__((noinline)) static const char *skip_regname16(const char *p,
             return end;
     }
     return p;
+}
+
+SSE42 __attribute__((noinline)) static const char *skip_regname_sse42(const char *p, const char *end, const char *limit)
+{
+    return skip_regname(p, end, limit);
+}
+
+AVX2 __attribute__((noinline)) static const char *skip_regname_avx2(const char *p, const char *end, const char *limit)
+{
+    return skip_regname(p, end, limit);
 }
 
 /* Returns the first stop byte, or where fewer than 16 bytes remain. */
@@ -294,9 +306,9 @@ static const char *ip_literal_end(const char *p, const char *end)
 /* uri-host [ ":" port ] (RFC 3986). Userinfo, paths, spaces and non-ASCII
  * hosts are refused: they are how Host confusion attacks start. A port
  * without a host (":80") is refused even where the host may be empty: the
- * empty Host of RFC 9112 3.2 is an empty field value. A `limit` (the SIMD
- * paths) says bytes up to it may be read, for a 16-byte skip. */
-static int valid_authority(const char *p, const char *end, int need_host, int need_port, const char *limit)
+ * empty Host of RFC 9112 3.2 is an empty field value. On the SIMD paths
+ * (level), bytes up to `limit` may be read, for a 16-byte skip. */
+static int valid_authority(const char *p, const char *end, int need_host, int need_port, const char *limit, int level)
 {
     const char *h = p;
     if (p != end && *p == '[') {
@@ -306,10 +318,10 @@ static int valid_authority(const char *p, const char *end, int need_host, int ne
     } else {
         for (;;) {
 #ifdef HAVE_SSE42_PATH
-            if (limit)
-                p = skip_regname16(p, end, limit);
+            if (level)
+                p = (level == PATH_AVX2 ? skip_regname_avx2 : skip_regname_sse42)(p, end, limit);
 #else
-            (void)limit;
+            (void)limit, (void)level;
 #endif
             while (p != end && regname_tbl[(unsigned char)*p])
                 p++;
@@ -444,13 +456,13 @@ static const char semantic_names[18][4] = {
 
 /* Returns 0 or the status to fail with. */
 static int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s,
-                          const char *limit)
+                          const char *limit, int level)
 {
     switch (name_len) {
     case 4:
         if (!ieq(name, "host", 4))
             return 0;
-        if (s->host_fields++ || !valid_authority(v, v + vlen, 0, 0, limit))
+        if (s->host_fields++ || !valid_authority(v, v + vlen, 0, 0, limit, level))
             return 400;
         s->host = v;
         s->host_len = vlen;
@@ -603,7 +615,7 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
          * through the compare */
         if (name_len - 4 < 14 && (load32(name) | 0x20202020u) == load32(names[name_len])) {
             st = response ? response_field(name, name_len, value, (size_t)(vend - value), s)
-                          : semantic_field(name, name_len, value, (size_t)(vend - value), s, level ? hend : NULL);
+                          : semantic_field(name, name_len, value, (size_t)(vend - value), s, hend, level);
             if (st)
                 return st;
         }
@@ -694,7 +706,7 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     req->path_len = req->target_len;
     if (req->method_len == 7 && memcmp(req->method, "CONNECT", 7) == 0) {
         connect = 1;
-        if (!valid_authority(req->target, target_end, 1, 1, level ? rl_end : NULL))
+        if (!valid_authority(req->target, target_end, 1, 1, rl_end, level))
             FAIL(400);
     } else if (req->target[0] == '/') {
         /* origin-form */
@@ -712,7 +724,7 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
         for (ae = a; ae != target_end && *ae != '/' && *ae != '?'; ae++)
             ;
         /* an http(s) URI with an empty host is invalid (RFC 9110 4.2.1) */
-        if (!valid_authority(a, ae, 1, 0, level ? rl_end : NULL))
+        if (!valid_authority(a, ae, 1, 0, rl_end, level))
             FAIL(400);
         abs_host = a;
         abs_host_len = (size_t)(ae - a);
