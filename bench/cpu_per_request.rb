@@ -4,7 +4,8 @@
 # `return 200` (2 workers, the same body), both on unix sockets, loaded by
 # Oribi::Loadgen with 50 connections, keep-alive and a connection per
 # request. The CPU is each server's whole process group from /proc, divided
-# by the requests it served. It also prints the workers' RSS after the runs.
+# by the requests it served, beside the context switches of all its threads
+# per request. It also prints the workers' RSS after the runs.
 #
 #   bundle exec rake compile
 #   bundle exec ruby bench/cpu_per_request.rb [--slices 8] [--slice 1.5] [--oribi-root DIR]...
@@ -67,7 +68,7 @@ module Bench
     end
 
     def measure(servers, mode, keepalive)
-      per_req = Hash.new { |h, k| h[k] = [] } # label => [cpu s per request, one per slice]
+      per_req = Hash.new { |h, k| h[k] = [] } # label => [[cpu s, context switches] per request, one per slice]
       servers.each_key { |label| slice(servers[label], keepalive, 0.5) } # warm-up
       @o.slices.times do
         servers.each { |label, s| per_req[label] << slice(s, keepalive, @o.slice) }
@@ -75,12 +76,13 @@ module Bench
       puts "\n#{mode}:"
       servers.each_key do |label|
         v = per_req[label].compact
-        puts format("  %-8s %6.2f us/request (median of %d slices)", label, median(v) * 1e6, v.size)
+        puts format("  %-8s %6.2f us/request, %.2f context switches/request (medians of %d slices)", label,
+                    median(v.map(&:first)) * 1e6, median(v.map(&:last)), v.size)
       end
       servers.each_key do |label|
         next if label == "nginx"
 
-        ratios = per_req[label].zip(per_req["nginx"]).filter_map { |a, b| a / b if a && b }
+        ratios = per_req[label].zip(per_req["nginx"]).filter_map { |a, b| a[0] / b[0] if a && b }
         puts format("  %-8s / nginx: %.2f (slices %.2f..%.2f)", label, median(ratios), ratios.min, ratios.max)
       end
     end
@@ -94,17 +96,31 @@ module Bench
       end
     end
 
-    # CPU seconds per request over one slice of load, nil when none came back.
+    # [CPU seconds, context switches] per request over one slice of load,
+    # nil when none came back.
     def slice(server, keepalive, seconds)
       before = cpu(server[:group])
+      switched = switches(server[:group])
       r = Oribi::Loadgen.run(unix_path: server[:path], threads: @o.threads, connections: @o.connections,
                              duration: seconds, keepalive: keepalive, timeout: 10.0,
                              request: LoadgenCLI.request_for("/", "localhost", keepalive: keepalive))
       ok = r[:status].sum { |code, n| code == 200 ? n : 0 }
-      ok.positive? ? (cpu(server[:group]) - before) / ok : nil
+      ok.positive? ? [(cpu(server[:group]) - before) / ok, (switches(server[:group]) - switched).fdiv(ok)] : nil
     end
 
     def cpu(group) = group.stats.sum { |_, (seconds, _)| seconds }
+
+    # Context switches (voluntary and not) of every thread of the server's
+    # processes so far: each is a wake-up or a preemption the CPU paid for.
+    def switches(group)
+      group.stats.keys.sum do |pid|
+        Dir.glob("/proc/#{pid}/task/*/status").sum do |f|
+          File.read(f).scan(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)/).sum { |(n)| n.to_i }
+        rescue SystemCallError
+          0
+        end
+      end
+    end
 
     def median(values)
       s = values.sort

@@ -148,6 +148,12 @@ class ParserTest < Minitest::Test
     assert_status 400, "GET http://a/x#frag HTTP/1.1\r\nHost: a\r\n\r\n"
     assert_status 400, "GET /#{'a' * 40}# HTTP/1.1\r\nHost: a\r\n\r\n"
     assert_ok "GET /a%23b HTTP/1.1\r\nHost: a\r\n\r\n"
+    # wherever the '#' falls against the wide scan's blocks, and as soon as
+    # it arrives (the scan stops at it)
+    (0..40).each do |n|
+      assert_status 400, "GET /#{'p' * n}#q HTTP/1.0\r\n\r\n"
+      assert_status 400, "GET /#{'p' * n}#"
+    end
   end
 
   def test_asterisk_form
@@ -287,6 +293,23 @@ class ParserTest < Minitest::Test
     ["a b", "a/b", "a@b", "u:p@a", "a?b", "a#b", "a:8x", "a:80:80", "[::1", "[]", "a\"", "%4", "%zz", "h\xC3\xA9", "a\\b",
      "[evil.com]", "[evil.com]:80", "[v1.x]", "[fe80::1%25eth0]", "[1234]", "[::g]", ":80", ":"].each do |h|
       assert_status 400, "GET / HTTP/1.1\r\nHost: #{h}\r\n\r\n"
+    end
+  end
+
+  # Long hosts go through a 16-byte skip on the SIMD paths: a refused byte
+  # anywhere in one, at its end, or in a port after it
+  def test_long_host_values
+    [15, 16, 17, 31, 40].each do |n|
+      host = "h" * n
+      ["", ":8080", "%41", ".example:1"].each do |tail|
+        assert_equal host + tail, assert_ok("GET / HTTP/1.1\r\nHost: #{host}#{tail}\r\n\r\n")[:host]
+      end
+      ["a b", "@", "\xC3\xA9", "/", "[", "%zz", ":8x", "\""].each do |bad|
+        [0, n / 2, n].each do |at|
+          h = host.dup.insert(at, bad)
+          assert_status 400, "GET / HTTP/1.1\r\nHost: #{h}\r\n\r\n"
+        end
+      end
     end
   end
 
@@ -510,6 +533,8 @@ class ParserTest < Minitest::Test
       req("X:\t #{'v' * 50}\t\t#{'v' * 20} \t\r\n"),
       "GET /#{'p' * 47}\x00 HTTP/1.1\r\n\r\n",
       "GET /#{'p' * 31} HTTP/1.1\r\nHost: #{'h' * 64}\r\n\r\n",
+      "GET /#{'p' * 9}#q HTTP/1.0\r\n\r\n", "GET /#{'p' * 20}#q HTTP/1.0\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost: #{'h' * 20}@#{'h' * 20}\r\n\r\n", "GET / HTTP/1.1\r\nHost: #{'h' * 17}:80\r\n\r\n",
       File.binread(__FILE__).byteslice(0, 300)
     ]
     mine = inputs.map { |s| [parse(s), parse_bytewise(s)] }

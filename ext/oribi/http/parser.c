@@ -33,9 +33,12 @@
 /* Keeps every head length well inside an int return value. */
 #define MAX_LIMIT ((size_t)1 << 28)
 
-/* request-target: anything visible; obs-text passes so UTF-8 paths work. */
+/* request-target: anything visible but '#' (no form has a fragment: it is
+ * refused rather than passed on for the app to trip over); obs-text passes
+ * so UTF-8 paths work. */
 static const unsigned char target_tbl[256] = {
-    [0x21 ... 0x7e] = 1,
+    [0x21 ... 0x22] = 1,
+    [0x24 ... 0x7e] = 1,
     [0x80 ... 0xff] = 1,
 };
 
@@ -71,15 +74,18 @@ static int path;
 #define ONES  0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
-/* Skips 8-byte words holding no byte below `below` and no DEL. Exact as a
- * "clean word" test; tabs in values just send their word to the byte loop. */
-static ALWAYS_INLINE const char *skip8(const char *p, const char *end, unsigned below)
+/* Skips 8-byte words holding no byte below `below`, no DEL and, in a
+ * target (not `value`), no '#'. Exact as a "clean word" test; tabs in
+ * values just send their word to the byte loop. */
+static ALWAYS_INLINE const char *skip8(const char *p, const char *end, unsigned below, const int value)
 {
     while (end - p >= 8) {
-        uint64_t v, del;
+        uint64_t v, del, hash;
         memcpy(&v, p, 8);
         del = v ^ (0x7f * ONES);
-        if (((v - below * ONES) & ~v & HIGHS) | ((del - ONES) & ~del & HIGHS))
+        hash = v ^ ('#' * ONES);
+        if (((v - below * ONES) & ~v & HIGHS) | ((del - ONES) & ~del & HIGHS) |
+            (value ? 0 : (hash - ONES) & ~hash & HIGHS))
             break;
         p += 8;
     }
@@ -87,15 +93,18 @@ static ALWAYS_INLINE const char *skip8(const char *p, const char *end, unsigned 
 }
 
 #ifdef HAVE_SSE42_PATH
-/* Bit i set when byte i of b may stop a scan: a CTL, SP outside a field
- * value, or DEL. HTAB, the one CTL a value holds, is taken out only when a
+/* Bit i set when byte i of b may stop a scan: a CTL, SP and '#' outside a
+ * field value, or DEL. HTAB, the one CTL a value holds, is taken out only when a
  * block has a candidate (tabs16): two compares fewer on every clean block.
  * Plain compares: on current cores they are several times cheaper than
  * one PCMPESTRI. */
 SSE42 static inline unsigned stops16(__m128i b, const int value)
 {
     const __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(b, _mm_set1_epi8(value ? 0x1f : 0x20)), b);
-    return (unsigned)_mm_movemask_epi8(_mm_or_si128(ctl, _mm_cmpeq_epi8(b, _mm_set1_epi8(0x7f))));
+    __m128i stop = _mm_or_si128(ctl, _mm_cmpeq_epi8(b, _mm_set1_epi8(0x7f)));
+    if (!value)
+        stop = _mm_or_si128(stop, _mm_cmpeq_epi8(b, _mm_set1_epi8('#')));
+    return (unsigned)_mm_movemask_epi8(stop);
 }
 
 SSE42 static inline unsigned tabs16(__m128i b)
@@ -106,7 +115,10 @@ SSE42 static inline unsigned tabs16(__m128i b)
 AVX2 static inline unsigned stops32(__m256i b, const int value)
 {
     const __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(b, _mm256_set1_epi8(value ? 0x1f : 0x20)), b);
-    return (unsigned)_mm256_movemask_epi8(_mm256_or_si256(ctl, _mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7f))));
+    __m256i stop = _mm256_or_si256(ctl, _mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7f)));
+    if (!value)
+        stop = _mm256_or_si256(stop, _mm256_cmpeq_epi8(b, _mm256_set1_epi8('#')));
+    return (unsigned)_mm256_movemask_epi8(stop);
 }
 
 AVX2 static inline unsigned tabs32(__m256i b)
@@ -123,14 +135,46 @@ static const char tchar_by_low[16] = {0x3a, 0x3f, 0x3e, 0x3f, 0x3f, 0x3f, 0x3f, 
                                       0x3e, 0x3e, 0x3d, 0x15, 0x34, 0x15, 0x3d, 0x1c};
 static const char tchar_by_high[16] = {0, 0, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20};
 
-/* Bit i set when p[i] is not a tchar. */
-SSE42 static inline unsigned nontchar16(const char *p)
+/* regname_tbl the same way (its bytes are all in 0x21..0x7e too). */
+static const char regname_by_low[16] = {0x2a, 0x3f, 0x3e, 0x3e, 0x3f, 0x3e, 0x3f, 0x3f,
+                                        0x3f, 0x3f, 0x3d, 0x17, 0x15, 0x17, 0x35, 0x1c};
+
+/* Bit i set when p[i] is outside the set the two nibble tables give. */
+SSE42 static inline unsigned outside16(const char *p, const char *by_low)
 {
     const __m128i b = _mm_loadu_si128((const __m128i *)p), nibble = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)tchar_by_low), _mm_and_si128(b, nibble));
+    const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)by_low), _mm_and_si128(b, nibble));
     const __m128i hi =
         _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)tchar_by_high), _mm_and_si128(_mm_srli_epi16(b, 4), nibble));
     return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(lo, hi), _mm_setzero_si128()));
+}
+
+#define nontchar16(p) outside16(p, tchar_by_low)
+
+/* The first byte in [p, end) that is not a reg-name byte, or end, while 16
+ * bytes can be read before `limit` (>= end); else where the bytes ran out.
+ * Out of line (hosts are one field of many), once per path: AVX2 code
+ * calling legacy-encoded SSE pays a state transition on some cores. */
+static ALWAYS_INLINE const char *skip_regname(const char *p, const char *end, const char *limit)
+{
+    for (; limit - p >= 16; p += 16) {
+        unsigned m = outside16(p, regname_by_low);
+        if (m)
+            return p + __builtin_ctz(m) < end ? p + __builtin_ctz(m) : end;
+        if (end - p <= 16)
+            return end;
+    }
+    return p;
+}
+
+SSE42 __attribute__((noinline)) static const char *skip_regname_sse42(const char *p, const char *end, const char *limit)
+{
+    return skip_regname(p, end, limit);
+}
+
+AVX2 __attribute__((noinline)) static const char *skip_regname_avx2(const char *p, const char *end, const char *limit)
+{
+    return skip_regname(p, end, limit);
 }
 
 /* Returns the first stop byte, or where fewer than 16 bytes remain. */
@@ -177,7 +221,7 @@ static ALWAYS_INLINE const char *scan(const char *p, const char *end, const unsi
 #endif
     for (;;) {
         const char *stop;
-        p = skip8(p, end, below);
+        p = skip8(p, end, below, value);
         stop = end - p > 8 ? p + 8 : end;
         while (p != stop && ok[(unsigned char)*p])
             p++;
@@ -262,8 +306,9 @@ static const char *ip_literal_end(const char *p, const char *end)
 /* uri-host [ ":" port ] (RFC 3986). Userinfo, paths, spaces and non-ASCII
  * hosts are refused: they are how Host confusion attacks start. A port
  * without a host (":80") is refused even where the host may be empty: the
- * empty Host of RFC 9112 3.2 is an empty field value. */
-static int valid_authority(const char *p, const char *end, int need_host, int need_port)
+ * empty Host of RFC 9112 3.2 is an empty field value. On the SIMD paths
+ * (level), bytes up to `limit` may be read, for a 16-byte skip. */
+static int valid_authority(const char *p, const char *end, int need_host, int need_port, const char *limit, int level)
 {
     const char *h = p;
     if (p != end && *p == '[') {
@@ -272,6 +317,12 @@ static int valid_authority(const char *p, const char *end, int need_host, int ne
         p++;
     } else {
         for (;;) {
+#ifdef HAVE_SSE42_PATH
+            if (level)
+                p = (level == PATH_AVX2 ? skip_regname_avx2 : skip_regname_sse42)(p, end, limit);
+#else
+            (void)limit, (void)level;
+#endif
             while (p != end && regname_tbl[(unsigned char)*p])
                 p++;
             if (p == end || *p != '%')
@@ -404,13 +455,14 @@ static const char semantic_names[18][4] = {
     [4] = "host", [6] = "expe", [7] = "upgr", [10] = "conn", [14] = "cont", [17] = "tran"};
 
 /* Returns 0 or the status to fail with. */
-static int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s)
+static int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s,
+                          const char *limit, int level)
 {
     switch (name_len) {
     case 4:
         if (!ieq(name, "host", 4))
             return 0;
-        if (s->host_fields++ || !valid_authority(v, v + vlen, 0, 0))
+        if (s->host_fields++ || !valid_authority(v, v + vlen, 0, 0, limit, level))
             return 400;
         s->host = v;
         s->host_len = vlen;
@@ -563,7 +615,7 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
          * through the compare */
         if (name_len - 4 < 14 && (load32(name) | 0x20202020u) == load32(names[name_len])) {
             st = response ? response_field(name, name_len, value, (size_t)(vend - value), s)
-                          : semantic_field(name, name_len, value, (size_t)(vend - value), s);
+                          : semantic_field(name, name_len, value, (size_t)(vend - value), s, hend, level);
             if (st)
                 return st;
         }
@@ -649,15 +701,12 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     req->minor_version = minor;
 
     /* request-target forms (RFC 9112 3.2); method names are case-sensitive.
-     * None has a fragment: a '#' is refused here rather than passed on
-     * for the app to trip over. */
-    if (memchr(req->target, '#', req->target_len))
-        FAIL(400);
+     * None has a fragment: the scan above stopped at a '#'. */
     req->path = req->target;
     req->path_len = req->target_len;
     if (req->method_len == 7 && memcmp(req->method, "CONNECT", 7) == 0) {
         connect = 1;
-        if (!valid_authority(req->target, target_end, 1, 1))
+        if (!valid_authority(req->target, target_end, 1, 1, rl_end, level))
             FAIL(400);
     } else if (req->target[0] == '/') {
         /* origin-form */
@@ -675,7 +724,7 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
         for (ae = a; ae != target_end && *ae != '/' && *ae != '?'; ae++)
             ;
         /* an http(s) URI with an empty host is invalid (RFC 9110 4.2.1) */
-        if (!valid_authority(a, ae, 1, 0))
+        if (!valid_authority(a, ae, 1, 0, rl_end, level))
             FAIL(400);
         abs_host = a;
         abs_host_len = (size_t)(ae - a);
