@@ -583,23 +583,27 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
             return 431;
         name = p;
         p = scan_token(p + 1, hend, level);
-        if (p == hend)
-            OUT_OF_FIELDS();
-        if (*p != ':')
+        if (unlikely(p == hend || *p != ':')) {
+            if (p == hend)
+                OUT_OF_FIELDS();
             return 400; /* includes whitespace before the colon */
+        }
         name_len = (size_t)(p - name);
         value = ++p;
         p = scan_value(p, hend, level);
-        if (p == hend)
-            OUT_OF_FIELDS();
-        if (*p != '\r')
-            return 400; /* bare LF, NUL, other CTLs, DEL */
-        if (p + 1 == hend)
-            OUT_OF_FIELDS();
-        if (p[1] != '\n')
+        /* the usual CRLF in one compare, each way it can be wrong apart */
+        if (unlikely(hend - p < 2 || p[0] != '\r' || p[1] != '\n')) {
+            if (p == hend)
+                OUT_OF_FIELDS();
+            if (*p != '\r')
+                return 400; /* bare LF, NUL, other CTLs, DEL */
+            if (p + 1 == hend)
+                OUT_OF_FIELDS();
             return 400; /* bare CR */
+        }
         /* OWS around the value: the scan let only SP and HTAB through of the
          * bytes up to ' ' */
+        value += *value == ' '; /* the usual one SP (at worst *value is the CR) */
         while (value != p && (unsigned char)*value <= ' ')
             value++;
         for (vend = p; vend != value && (unsigned char)vend[-1] <= ' '; vend--)
