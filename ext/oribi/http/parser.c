@@ -308,7 +308,7 @@ static const char *ip_literal_end(const char *p, const char *end)
  * without a host (":80") is refused even where the host may be empty: the
  * empty Host of RFC 9112 3.2 is an empty field value. On the SIMD paths
  * (level), bytes up to `limit` may be read, for a 16-byte skip. */
-static int valid_authority(const char *p, const char *end, int need_host, int need_port, const char *limit, int level)
+static ALWAYS_INLINE int valid_authority(const char *p, const char *end, int need_host, int need_port, const char *limit, int level)
 {
     const char *h = p;
     if (p != end && *p == '[') {
@@ -455,7 +455,7 @@ static const char semantic_names[18][4] = {
     [4] = "host", [6] = "expe", [7] = "upgr", [10] = "conn", [14] = "cont", [17] = "tran"};
 
 /* Returns 0 or the status to fail with. */
-static int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s,
+static ALWAYS_INLINE int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s,
                           const char *limit, int level)
 {
     switch (name_len) {
@@ -583,23 +583,27 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
             return 431;
         name = p;
         p = scan_token(p + 1, hend, level);
-        if (p == hend)
-            OUT_OF_FIELDS();
-        if (*p != ':')
+        if (unlikely(p == hend || *p != ':')) {
+            if (p == hend)
+                OUT_OF_FIELDS();
             return 400; /* includes whitespace before the colon */
+        }
         name_len = (size_t)(p - name);
         value = ++p;
         p = scan_value(p, hend, level);
-        if (p == hend)
-            OUT_OF_FIELDS();
-        if (*p != '\r')
-            return 400; /* bare LF, NUL, other CTLs, DEL */
-        if (p + 1 == hend)
-            OUT_OF_FIELDS();
-        if (p[1] != '\n')
+        /* the usual CRLF in one compare, each way it can be wrong apart */
+        if (unlikely(hend - p < 2 || p[0] != '\r' || p[1] != '\n')) {
+            if (p == hend)
+                OUT_OF_FIELDS();
+            if (*p != '\r')
+                return 400; /* bare LF, NUL, other CTLs, DEL */
+            if (p + 1 == hend)
+                OUT_OF_FIELDS();
             return 400; /* bare CR */
+        }
         /* OWS around the value: the scan let only SP and HTAB through of the
          * bytes up to ' ' */
+        value += *value == ' '; /* the usual one SP (at worst *value is the CR) */
         while (value != p && (unsigned char)*value <= ' ')
             value++;
         for (vend = p; vend != value && (unsigned char)vend[-1] <= ' '; vend--)
