@@ -308,7 +308,8 @@ static const char *ip_literal_end(const char *p, const char *end)
  * without a host (":80") is refused even where the host may be empty: the
  * empty Host of RFC 9112 3.2 is an empty field value. On the SIMD paths
  * (level), bytes up to `limit` may be read, for a 16-byte skip. */
-static ALWAYS_INLINE int valid_authority(const char *p, const char *end, int need_host, int need_port, const char *limit, int level)
+static ALWAYS_INLINE int valid_authority(const char *p, const char *end, int need_host, int need_port,
+                                         const char *limit, int level)
 {
     const char *h = p;
     if (p != end && *p == '[') {
@@ -456,7 +457,7 @@ static const char semantic_names[18][4] = {
 
 /* Returns 0 or the status to fail with. */
 static ALWAYS_INLINE int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s,
-                          const char *limit, int level)
+                                        const char *limit, int level)
 {
     switch (name_len) {
     case 4:
