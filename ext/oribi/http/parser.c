@@ -94,8 +94,9 @@ static ALWAYS_INLINE const char *skip8(const char *p, const char *end, unsigned 
 
 #ifdef HAVE_SSE42_PATH
 /* Bit i set when byte i of b may stop a scan: a CTL, SP and '#' outside a
- * field value, or DEL. HTAB, the one CTL a value holds, is taken out only when a
- * block has a candidate (tabs16): two compares fewer on every clean block.
+ * field value, or DEL. HTAB, the one CTL a value holds, is taken out only
+ * when a block has a candidate (tabs16): two compares fewer on every clean
+ * block.
  * Plain compares: on current cores they are several times cheaper than
  * one PCMPESTRI. */
 SSE42 static inline unsigned stops16(__m128i b, const int value)
@@ -153,7 +154,7 @@ SSE42 static inline unsigned outside16(const char *p, const char *by_low)
 
 /* The first byte in [p, end) that is not a reg-name byte, or end, while 16
  * bytes can be read before `limit` (>= end); else where the bytes ran out.
- * Out of line (hosts are one field of many), once per path: AVX2 code
+ * Called through the out-of-line copies below, one per path: AVX2 code
  * calling legacy-encoded SSE pays a state transition on some cores. */
 static ALWAYS_INLINE const char *skip_regname(const char *p, const char *end, const char *limit)
 {
