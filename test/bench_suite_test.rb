@@ -9,6 +9,7 @@ require "timeout"
 require_relative "../bench/pin"
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require_relative "../bench/suite/process_group"
+require_relative "support/process"
 
 # bench/suite.rb's machinery without the peers (no bench/Gemfile): Oribi
 # and the minimal C server (compiled by the suite) on hello world, both
@@ -55,12 +56,6 @@ class BenchSuiteTest < Minitest::Test
     end
   end
 
-  def alive?(pid)
-    pid && !File.read("/proc/#{pid}/stat").split(") ", 2)[1].start_with?("Z", "X")
-  rescue SystemCallError
-    false
-  end
-
   # A worker that leaves its parent's process group and session (as
   # Pitchfork's, children of a mold, do) still counts for the server's CPU
   # and RSS, and is stopped with it.
@@ -91,8 +86,8 @@ class BenchSuiteTest < Minitest::Test
         group.stop
       end
       gone_by = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
-      sleep 0.02 while alive?(worker) && Process.clock_gettime(Process::CLOCK_MONOTONIC) < gone_by
-      refute alive?(worker), "the worker outlived stop" if worker
+      sleep 0.02 while process_alive?(worker) && Process.clock_gettime(Process::CLOCK_MONOTONIC) < gone_by
+      refute process_alive?(worker), "the worker outlived stop" if worker
     end
   end
 end

@@ -389,11 +389,11 @@ class ControlTest < Minitest::Test
     assert wait_until(timeout: 20) { (File.read(pid_file).to_i rescue old) != old }, "no new generation" # rubocop:disable Style/RescueModifier
     new = File.read(pid_file).to_i
     assert wait_until(timeout: 10) { (stats["pid"] rescue nil) == new } # rubocop:disable Style/RescueModifier
-    assert wait_until(timeout: 10) { !File.exist?("/proc/#{old}") || File.read("/proc/#{old}/stat").split[2] == "Z" }
+    assert wait_until(timeout: 10) { !process_alive?(old) }
     assert_equal 200, control("/readyz").status # the file stayed: the new master serves it
   ensure
     Process.kill(:TERM, new) if new && new != old
-    wait_until(timeout: 10) { !File.exist?("/proc/#{new}") } if new
+    wait_until(timeout: 10) { !process_alive?(new) } if new
   end
 
   def test_totals_keep_what_replaced_workers_served

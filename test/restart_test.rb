@@ -15,13 +15,6 @@ class RestartTest < Minitest::Test
     pid
   end
 
-  def alive?(pid)
-    stat = File.read("/proc/#{pid}/stat")
-    stat.sub(/\A.*\) /, "")[0] != "Z"
-  rescue Errno::ENOENT
-    false
-  end
-
   # Runs Oribi::Loadgen (GVL released) against the unix socket while the
   # block restarts the server; returns its result.
   def under_load(sock, keepalive:, seconds:)
@@ -48,7 +41,7 @@ class RestartTest < Minitest::Test
         flunk "pid file gone before restart #{i + 1}:\n#{srv.log[-4000..]}"
       end
       Process.kill(:USR2, old)
-      assert wait_until(timeout: 20) { master_pid(pid_file) != old && !alive?(old) },
+      assert wait_until(timeout: 20) { master_pid(pid_file) != old && !process_alive?(old) },
              "restart #{i + 1}: the old master #{old} did not hand over:\n#{srv.log[-3000..]}"
       begin
         Process.wait(old, Process::WNOHANG) # our own child, the first time
@@ -71,12 +64,12 @@ class RestartTest < Minitest::Test
         last = master_pid(pid_file)
         assert_equal 200, HTTPClient.request(srv.unix, "/").status
         Process.kill(:TERM, last)
-        assert wait_until(timeout: 20) { !alive?(last) }
+        assert wait_until(timeout: 20) { !process_alive?(last) }
         refute File.exist?(srv.sock), "the last generation removes its unix socket"
         refute File.exist?(pid_file)
       ensure
         srv&.stop
-        Process.kill(:KILL, last) if last && alive?(last)
+        Process.kill(:KILL, last) if last && process_alive?(last)
       end
     end
   end

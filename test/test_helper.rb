@@ -10,6 +10,7 @@ require "oribi/tune/resources"
 require "oribi"
 require "oribi/oribi_bench" # the load generator, for tests that drive load
 require_relative "support/wait"
+require_relative "support/process"
 
 ROOT = File.expand_path("..", __dir__)
 APPS = File.join(__dir__, "apps")
@@ -65,11 +66,7 @@ class ServerProcess
   def worker_pids = Oribi::Tune::Resources.children(@pid)
 
   # Whether a process of this server still runs (a zombie does not)
-  def self.alive?(pid)
-    File.read("/proc/#{pid}/stat")[/\) (\S)/, 1] != "Z"
-  rescue SystemCallError
-    false
-  end
+  def self.alive?(pid) = process_alive?(pid)
 
   # VmRSS in KiB and the open fds of a process of this server
   def rss_kib(pid = @pid) = File.read("/proc/#{pid}/status")[/^VmRSS:\s+(\d+)/, 1].to_i

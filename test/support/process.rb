@@ -1,0 +1,12 @@
+# frozen_string_literal: true
+
+# Whether a process still runs: false once it has exited, whether or not it
+# has been reaped yet (a zombie or a dead task does not run). Reads /proc
+# once, so a process that is reaped between two checks cannot raise.
+def process_alive?(pid)
+  return false unless pid
+
+  !File.read("/proc/#{pid}/stat").split(") ", 2)[1].start_with?("Z", "X")
+rescue SystemCallError
+  false
+end
