@@ -267,6 +267,38 @@ class ParserTest < Minitest::Test
     end
   end
 
+  # With 16 bytes in view a name's end is found by its colon; a byte that
+  # is not a token byte before that colon must still refuse the field, and
+  # a colon further on must still be found.
+  def test_field_names_with_a_block_in_view
+    pad = "Pad: #{'p' * 20}\r\n"
+    ["X : a", "X\t: a", "X(: a", "X\"y: a", "X/y: a", "X a: b", "\xC3\xA9: a", "X@Y: a", "X\x00: a",
+     "#{'n' * 14}\x7f: a", "#{'n' * 14} : a"].each do |line|
+      assert_status 400, req("#{line}\r\n#{pad}")
+    end
+    r = assert_ok(req("Abc:def: x\r\n#{pad}"))
+    assert_equal "Abc", r[:headers][1][0]
+    assert_equal "def: x", r[:headers][1][1]
+    (1..40).each do |n|
+      r = assert_ok(req("#{'N' * n}: v#{n}\r\n#{pad}"))
+      assert_equal ["N" * n, "v#{n}"], r[:headers][1], "name of #{n} bytes"
+    end
+  end
+
+  # The usual value (one SP, then bytes up to the CR) skips the trimming
+  # loops; every other shape of OWS goes through them.
+  def test_value_whitespace_shapes
+    {
+      "X: a" => "a", "X:a" => "a", "X:  a" => "a", "X: a " => "a", "X: a\t" => "a", "X:\ta" => "a",
+      "X: " => "", "X:" => "", "X:  " => "", "X: \t " => "", "X: a b" => "a b", "X: \x80" => "\x80".b
+    }.each do |line, value|
+      r = assert_ok(req("#{line}\r\nPad: #{'p' * 20}\r\n"))
+      assert_equal value, r[:headers][1][1], line.inspect
+      r = assert_ok(req("#{line}\r\n"))
+      assert_equal value, r[:headers][1][1], "#{line.inspect} last"
+    end
+  end
+
   def test_bare_lf_line_ends
     assert_status 400, "GET / HTTP/1.1\r\nHost: a\n\r\n"
     assert_status 400, "GET / HTTP/1.1\r\nHost: a\r\n\n"
@@ -531,6 +563,8 @@ class ParserTest < Minitest::Test
       req("X: #{'v' * 40}\tw\x80\r\nY: #{'z' * 17}\x01\r\n"),
       req("X: #{'v' * 33}\x7f#{'v' * 3}\r\n"),
       req("X:\t #{'v' * 50}\t\t#{'v' * 20} \t\r\n"),
+      req("X\x01name: v\r\nPad: #{'p' * 20}\r\n"), req("Abc:def: x\r\nPad: #{'p' * 20}\r\n"),
+      req("#{'n' * 15}: v\r\n#{'m' * 16}: w\r\n#{'o' * 17}\x7f: x\r\n"),
       "GET /#{'p' * 47}\x00 HTTP/1.1\r\n\r\n",
       "GET /#{'p' * 31} HTTP/1.1\r\nHost: #{'h' * 64}\r\n\r\n",
       "GET /#{'p' * 9}#q HTTP/1.0\r\n\r\n", "GET /#{'p' * 20}#q HTTP/1.0\r\n\r\n",

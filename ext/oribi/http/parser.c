@@ -181,26 +181,34 @@ AVX2 __attribute__((noinline)) static const char *skip_regname_avx2(const char *
 /* Returns the first stop byte, or where fewer than 16 bytes remain. */
 SSE42 static inline const char *skip16(const char *p, const char *end, const int value)
 {
-    for (; end - p >= 16; p += 16) {
+    if (end - p < 16)
+        return p;
+    const char *last = end - 16; /* the loop's one test */
+    do {
         const __m128i b = _mm_loadu_si128((const __m128i *)p);
         unsigned m = stops16(b, value);
         if (m && value)
             m &= ~tabs16(b);
         if (m)
             return p + __builtin_ctz(m);
-    }
+        p += 16;
+    } while (p <= last);
     return p;
 }
 
 AVX2 static inline const char *skip32(const char *p, const char *end, const int value)
 {
-    for (; end - p >= 32; p += 32) {
-        const __m256i b = _mm256_loadu_si256((const __m256i *)p);
-        unsigned m = stops32(b, value);
-        if (m && value)
-            m &= ~tabs32(b);
-        if (m)
-            return p + __builtin_ctz(m);
+    if (end - p >= 32) {
+        const char *last = end - 32; /* the loop's one test */
+        do {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)p);
+            unsigned m = stops32(b, value);
+            if (m && value)
+                m &= ~tabs32(b);
+            if (m)
+                return p + __builtin_ctz(m);
+            p += 32;
+        } while (p <= last);
     }
     return skip16(p, end, value);
 }
@@ -238,10 +246,14 @@ static ALWAYS_INLINE const char *scan(const char *p, const char *end, const unsi
 static ALWAYS_INLINE const char *scan_token(const char *p, const char *end, const int level)
 {
 #ifdef HAVE_SSE42_PATH
-    for (; level && end - p >= 16; p += 16) {
-        unsigned m = nontchar16(p);
-        if (m)
-            return p + __builtin_ctz(m);
+    if (level && end - p >= 16) {
+        const char *last = end - 16; /* the loop's one test */
+        do {
+            unsigned m = nontchar16(p);
+            if (m)
+                return p + __builtin_ctz(m);
+            p += 16;
+        } while (p <= last);
     }
 #else
     (void)level;
@@ -249,6 +261,24 @@ static ALWAYS_INLINE const char *scan_token(const char *p, const char *end, cons
     while (p != end && oribi_tchar[(unsigned char)*p])
         p++;
     return p;
+}
+
+/* A field name: the first byte in [p, end) that is not a tchar, or end.
+ * In a 16-byte block holding the colon the address of what follows hangs
+ * on one compare with ':' alone; that no other byte before it stops the
+ * name is checked beside it, off that chain. */
+static ALWAYS_INLINE const char *scan_name(const char *p, const char *end, const int level)
+{
+#ifdef HAVE_SSE42_PATH
+    if (level && end - p >= 16) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)p);
+        const unsigned colon = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(b, _mm_set1_epi8(':')));
+        const unsigned bad = nontchar16(p);
+        if (colon && !(bad & ((colon & -colon) - 1)))
+            return p + __builtin_ctz(colon);
+    }
+#endif
+    return scan_token(p, end, level);
 }
 
 static ALWAYS_INLINE uint64_t load64(const char *s)
@@ -584,7 +614,7 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
         if (num == cap)
             return 431;
         name = p;
-        p = scan_token(p + 1, hend, level);
+        p = scan_name(p + 1, hend, level);
         if (unlikely(p == hend || *p != ':')) {
             if (p == hend)
                 OUT_OF_FIELDS();
@@ -606,10 +636,15 @@ static ALWAYS_INLINE int parse_fields(const char **pp, const char *hend, int cap
         /* OWS around the value: the scan let only SP and HTAB through of the
          * bytes up to ' ' */
         value += *value == ' '; /* the usual one SP (at worst *value is the CR) */
-        while (value != p && (unsigned char)*value <= ' ')
-            value++;
-        for (vend = p; vend != value && (unsigned char)vend[-1] <= ' '; vend--)
-            ;
+        vend = p;
+        /* more OWS, or an empty value (then *value is the CR): trim byte by
+         * byte; p[-1] is read only once *value shows the value has a byte */
+        if (unlikely((unsigned char)*value <= ' ' || (unsigned char)p[-1] <= ' ')) {
+            while (value != p && (unsigned char)*value <= ' ')
+                value++;
+            for (; vend != value && (unsigned char)vend[-1] <= ' '; vend--)
+                ;
+        }
         p += 2;
         if (!response || headers) {
             headers[num].name = name;
