@@ -5,10 +5,13 @@
 # Oribi::Loadgen with 50 connections, keep-alive and a connection per
 # request. The CPU is each server's whole process group from /proc, divided
 # by the requests it served, beside the context switches of all its threads
-# per request. It also prints the workers' RSS after the runs.
+# per request. It also prints the workers' RSS after the runs. With
+# --split (needs perf) one more keep-alive slice per server runs under
+# `perf record`, and its CPU per request is split by where the samples fell:
+# the kernel, the Ruby VM, libc, the server's own code.
 #
 #   bundle exec rake compile
-#   bundle exec ruby bench/cpu_per_request.rb [--slices 8] [--slice 1.5] [--oribi-root DIR]...
+#   bundle exec ruby bench/cpu_per_request.rb [--slices 8] [--slice 1.5] [--split] [--oribi-root DIR]...
 #
 # The servers run side by side and take turns under load in short slices
 # (oribi, nginx, oribi, nginx, ...): on a shared machine a neighbour's burst
@@ -23,7 +26,10 @@ module Bench
     ROOT = Compare::ROOT
     APP = Compare::APP
     MODES = Compare::MODES
-    Options = Struct.new(:slices, :slice, :connections, :threads, :roots, keyword_init: true)
+    Options = Struct.new(:slices, :slice, :connections, :threads, :roots, :split, keyword_init: true)
+    # perf's object names, grouped the way the split is printed
+    PLACES = [["kernel", /\A\[kernel/], ["Ruby VM", /libruby/], ["libc", /\Alibc[.-]/], ["oribi.so", /\Aoribi\.so\z/],
+              ["nginx", /\Anginx\z/]].freeze
 
     def initialize(opts)
       @o = opts
@@ -36,6 +42,7 @@ module Bench
       puts "#{@o.threads} loadgen threads, #{@o.connections} connections, unix sockets, " \
            "#{@o.slices} slices of #{@o.slice}s per server and mode"
       MODES.each { |mode, keepalive| measure(servers, mode, keepalive) }
+      split(servers) if @o.split
       print_rss(servers)
     ensure
       servers&.each_value { |s| s[:group].stop }
@@ -84,6 +91,38 @@ module Bench
 
         ratios = per_req[label].zip(per_req["nginx"]).filter_map { |a, b| a[0] / b[0] if a && b }
         puts format("  %-8s / nginx: %.2f (slices %.2f..%.2f)", label, median(ratios), ratios.min, ratios.max)
+      end
+    end
+
+    # One keep-alive slice per server under perf: its CPU per request, split
+    # by the object each sample ran in.
+    def split(servers)
+      return puts("\n--split needs perf (apt-get install linux-perf)") unless system("perf --version > /dev/null 2>&1")
+
+      puts "\nkeep-alive, where the CPU went (us/request, one slice under perf record):"
+      puts format("  %-8s %7s %s", "", "total", PLACES.map { |name, _| format("%9s", name) }.join + "     other")
+      servers.each do |label, s|
+        data = File.join(@tmp, "#{label}.perf")
+        rec = Process.spawn("perf", "record", "-q", "-e", "cpu-clock", "-o", data, "-p", s[:group].stats.keys.join(","),
+                            %i[out err] => File::NULL)
+        per_req, = slice(s, true, @o.slice)
+        Process.kill(:INT, rec)
+        Process.wait(rec)
+        shares = perf_shares(data)
+        cells = PLACES.map { |name, _| format("%9.2f", (shares.delete(name) || 0) * per_req * 1e6) }
+        puts format("  %-8s %7.2f %s %9.2f", label, per_req * 1e6, cells.join, shares.values.sum * per_req * 1e6)
+      end
+    end
+
+    # { place => share of the samples }, places as PLACES names them (any
+    # other object under its own name).
+    def perf_shares(data)
+      out = IO.popen(["perf", "report", "-i", data, "--sort", "dso", "--stdio", "-q", "-g", "none"], err: File::NULL, &:read)
+      out.each_line.with_object(Hash.new(0.0)) do |line, shares|
+        next unless (m = line.match(/\A\s*([\d.]+)%\s+(\S+)/))
+
+        place = PLACES.find { |_, re| m[2].match?(re) }&.first || m[2]
+        shares[place] += m[1].to_f / 100
       end
     end
 
@@ -136,6 +175,7 @@ module Bench
       p.on("--slice SECONDS", Float, "length of a slice (1.5)") { |v| o.slice = v }
       p.on("--connections N", Integer, "load generator connections (50)") { |v| o.connections = v }
       p.on("--threads N", Integer, "load generator threads (2)") { |v| o.threads = v }
+      p.on("--split", "also split keep-alive CPU per request by where it ran (perf)") { o.split = true }
       p.on("--oribi-root DIR", "a checkout whose exe/oribi to run; repeat to compare trees (this one)") do |v|
         o.roots << File.expand_path(v)
       end
