@@ -65,9 +65,6 @@ class ServerProcess
   # pids of the master's live children (the workers)
   def worker_pids = Oribi::Tune::Resources.children(@pid)
 
-  # Whether a process of this server still runs (a zombie does not)
-  def self.alive?(pid) = process_alive?(pid)
-
   # VmRSS in KiB and the open fds of a process of this server
   def rss_kib(pid = @pid) = File.read("/proc/#{pid}/status")[/^VmRSS:\s+(\d+)/, 1].to_i
   def fd_count(pid = @pid) = Dir.children("/proc/#{pid}/fd").size
