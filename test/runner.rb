@@ -79,7 +79,18 @@ class TestRunner
     mark = r.ok ? "ok  " : "FAIL"
     $stdout.puts format("%s %6.1f s  %-40s %d runs, %d failures, %d errors, %d skips",
                         mark, r.seconds, r.file, runs, failures, errors, skips)
+    failures_in(r).each { |line| $stdout.puts "       #{line}" } unless r.ok
     $stdout.flush
+  end
+
+  # The failing tests of a file, a line each (name, place, first line of the
+  # message), so that a log cut short still names them; the last lines of
+  # the output when the file ended without a summary (a crash).
+  def failures_in(result)
+    found = result.output.scan(/^\s*\d+\) (?:Failure|Error):\n(\S+?)(?: \[([^\]\n]+)\])?:\n(.*)$/)
+    return result.output.lines.last(5).map(&:chomp) if found.empty?
+
+    found.map { |name, place, message| [name, place && "[#{place}]", message.strip[0, 160]].compact.join(" ") }
   end
 
   def report(results, wall)
