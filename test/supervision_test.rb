@@ -18,7 +18,7 @@ class SupervisionTest < Minitest::Test
     res = HTTPClient.read_response(s)
     assert_equal 200, res.status
     assert_equal "close", res["connection"]
-    assert wait_until(timeout: 2) { workers.none? { |w| process_alive?(w) } }, "orphaned workers still run"
+    assert wait_until(timeout: 5) { workers.none? { |w| process_alive?(w) } }, "orphaned workers still run"
     assert_match(/the master \(pid #{srv.pid}\) is gone; draining and exiting/, srv.log)
   ensure
     srv&.stop
@@ -30,7 +30,7 @@ class SupervisionTest < Minitest::Test
     workers = old.worker_pids
     Process.kill(:KILL, old.pid)
     t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    assert wait_until(timeout: 2) { workers.none? { |w| process_alive?(w) } }, "orphaned workers still run"
+    assert wait_until(timeout: 5) { workers.none? { |w| process_alive?(w) } }, "orphaned workers still run"
     gone = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
     assert_operator gone, :<, 1.0, "the workers took #{gone.round(2)} s to exit"
     fresh = ServerProcess.new("env.ru", workers: 2, sock: old.sock, port: old.port)
@@ -68,7 +68,7 @@ class SupervisionTest < Minitest::Test
       served = Array.new(40) { get.call&.body.to_s.split[1].to_i }
       assert_empty served & orphans, "the dead master's workers served after the next generation came up\n#{File.read(log)}"
       refute_includes served, 0, "a request failed"
-      assert wait_until(timeout: 2) { orphans.none? { |w| process_alive?(w) } }, File.read(log)
+      assert wait_until(timeout: 5) { orphans.none? { |w| process_alive?(w) } }, File.read(log)
     ensure
       begin
         Process.kill(:TERM, starter)
