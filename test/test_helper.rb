@@ -36,7 +36,9 @@ class ServerProcess
       binds = []
       binds += ["-b", "tcp://127.0.0.1:#{@port}"] if tcp
       binds += ["-b", "unix://#{@sock}"] if unix
-      cmd = [RbConfig.ruby, exe, *(["-w", workers.to_s] if workers), *binds, *args, app]
+      # Its own binds last: once its socket accepts, the listeners a test
+      # named in args are bound too (the server binds in order).
+      cmd = [RbConfig.ruby, exe, *(["-w", workers.to_s] if workers), *args, *binds, app]
       @pid = Process.spawn(env, *cmd, %i[out err] => @log_path, pgroup: true, **spawn)
       begin
         wait_ready
