@@ -71,10 +71,12 @@ class DrainTest < Minitest::Test
     end
     status = srv.wait_exit(20)
     assert status&.success?, "exit status #{status.inspect}\n#{srv.log}"
-    # The backlog is shared: both workers answered part of it.
+    # The backlog is shared: both workers answered part of it. (A worker
+    # that hoards takes it all at once; on a busy machine one worker may
+    # get the CPU less often, so the bound on the smaller share is loose.)
     per_worker = responses.map { |r| r.body[/pid (\d+)/, 1] }.tally
     assert_equal WORKERS, per_worker.size, "one worker took the whole backlog: #{per_worker.values}"
-    assert_operator per_worker.values.min, :>=, queued / 5, "backlog split #{per_worker.values}"
+    assert_operator per_worker.values.min, :>=, queued / 10, "backlog split #{per_worker.values}"
   ensure
     srv&.stop
   end

@@ -412,7 +412,10 @@ class LoadgenTest < Minitest::Test
       assert_equal no_errors, r[:errors]
       assert_equal 100, s.accepted, "a connection per request"
       assert_equal 0, r[:dropped]
-      assert_in_delta 0.198, r[:attack], 0.1, "100 sends at 500/s span 198 ms"
+      # 100 sends at 500/s span 198 ms: never less; more only when sends ran
+      # behind schedule on a busy machine, and then they are counted late
+      assert_operator r[:attack], :>=, 0.197, "100 sends at 500/s span 198 ms"
+      assert_operator r[:late], :>=, 1, "sends spanned #{r[:attack]} s, none counted late" if r[:attack] > 0.2
     end
   end
 

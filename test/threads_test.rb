@@ -105,12 +105,16 @@ class ThreadsTest < Minitest::Test
 
   def test_soft_timeout_reports_each_thread
     srv = ServerProcess.new("threads.ru", "-t", "2", "--soft-timeout", "0.3", workers: 1)
-    t = now
-    srv.send_gets(%w[/one?sleep=1 /two?sleep=1]).each { |s| assert_equal 200, HTTPClient.read_response(s, timeout: 10).status }
-    assert_operator now - t, :<, 1.9 # side by side
+    socks = srv.send_gets(%w[/one?sleep=2 /two?sleep=2])
+    # Side by side: both are in the app before either is answered (one
+    # after the other, the second starts once the first is out).
+    both = srv.log_until(%r{sleeping 2\.0 /(one|two).*sleeping 2\.0 /(one|two)}m, timeout: 10)
+    assert_match(%r{sleeping 2\.0 /(one|two).*sleeping 2\.0 /(one|two)}m, both)
+    assert_nil IO.select(socks, nil, nil, 0), "a request was answered before the other began"
+    socks.each { |s| assert_equal 200, HTTPClient.read_response(s, timeout: 10).status }
     log = srv.log_until(%r{soft_timeout: GET /two.*soft_timeout: GET /one|soft_timeout: GET /one.*soft_timeout: GET /two}m)
-    assert_match(%r{soft_timeout: GET /one\?sleep=1 running}, log)
-    assert_match(%r{soft_timeout: GET /two\?sleep=1 running}, log)
+    assert_match(%r{soft_timeout: GET /one\?sleep=2 running}, log)
+    assert_match(%r{soft_timeout: GET /two\?sleep=2 running}, log)
   ensure
     srv&.stop
   end
