@@ -23,6 +23,27 @@ class SignalsTest < Minitest::Test
     srv&.stop
   end
 
+  # A worker that has not trapped its own signals yet acts on none: on
+  # Ruby 3.3 and later a signal its master had not handled when it forked
+  # reaches the new worker too, and a TERM, HUP or USR2 meant for the master
+  # killed it (TTIN stopped it) before it could serve. A master stopping
+  # while its workers boot then lost every queued connection. Sent here to
+  # the booting worker directly, as the copy arrives: it boots, serves, and
+  # is the same worker.
+  def test_a_booting_worker_acts_on_no_signal
+    srv = ServerProcess.new("slow_boot.ru", "--no-preload", workers: 1)
+    assert wait_until { srv.log.include?("booting pid") }, srv.log
+    worker = srv.worker_pids.first
+    %i[TERM HUP USR2 USR1 TTIN].each { |sig| Process.kill(sig, worker) }
+    s = srv.unix
+    s.write("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+    res = HTTPClient.read_response(s, timeout: 20)
+    assert_equal "pid #{worker}\n", res&.body, srv.log
+    refute_match(/failed|exited|killed/, srv.log)
+  ensure
+    srv&.stop
+  end
+
   def test_second_term_stops_at_once
     srv = ServerProcess.new("slow.ru", workers: 1)
     s = srv.tcp

@@ -24,8 +24,10 @@ module Oribi
       @generation = generation
     end
 
+    SIGNALS = %w[TERM INT QUIT USR2].freeze # each one ends the mold
+
     def run
-      %w[TERM INT QUIT USR2].each { |sig| trap(sig) { exit!(0) } }
+      SIGNALS.each { |sig| trap(sig) { exit!(0) } }
       trap("URG", "IGNORE")
       Process.setproctitle("oribi mold (generation #{@generation})")
       # What is garbage now would be copied into every worker: collect it
@@ -45,6 +47,7 @@ module Oribi
       ours, theirs = UNIXSocket.pair
       r, w = IO.pipe
       middle = fork do
+        Signals.quiet(SIGNALS) # the mold's handlers are not the worker's (Signals.quiet)
         r.close
         ours.close
         pid = fork do

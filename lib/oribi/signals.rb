@@ -30,10 +30,25 @@ module Oribi
     end
 
     # In a forked child: the parent's handlers and pipe are not its own.
+    # Until the child traps its own, each of these signals does nothing
+    # there (Signals.quiet).
     def reset
-      @names.each { |name| trap(name, "DEFAULT") }
+      Signals.quiet(@names)
       close
     end
+
+    # A child forked a moment ago may see a signal that was sent to its
+    # parent: on Ruby 3.3 and later one not yet handled when the parent
+    # forked is handled in both. So until a child traps its own, the
+    # signals its parent acts on do nothing there. None is lost: what is
+    # meant for a worker, its master sends once the worker has booted
+    # (Master#signal). CHLD keeps its default, which ignores it and leaves
+    # waiting for children as it is.
+    def self.quiet(names)
+      names.each { |name| trap(name, name == "CHLD" ? "DEFAULT" : NOTHING) }
+    end
+
+    NOTHING = proc {} # a handler, not IGNORE: an exec'd program gets its defaults back
 
     # The pipe, once others have trapped the signals (the handlers stay).
     def close
