@@ -159,6 +159,61 @@ class ResponseTest < Minitest::Test
     s&.close
   end
 
+  MISTAKES = %w[huge-status negative-status bignum-status status-600 status-99 float-status headers-array
+                body-nil body-int-element not-an-array to-ary-raises].freeze
+
+  # distinct sockets a process holds (the loop's copies of the listeners
+  # are the same sockets; Ruby's own pipes and eventfds are not counted)
+  def sockets(pid)
+    Dir.children("/proc/#{pid}/fd").filter_map do |fd|
+      File.readlink("/proc/#{pid}/fd/#{fd}")
+    rescue SystemCallError
+      nil
+    end.grep(/\Asocket:/).uniq.size
+  end
+
+  # Whatever the app gets wrong between its return and the first byte (a
+  # status outside a C int or outside 100..599, headers that are not a
+  # Hash, a body that is not one, a response that is no triple) is the
+  # server's 500, logged with its cause; the exchange ends and the
+  # connection's fd is freed. A status outside a C int used to raise before
+  # the response was set up: the client hung, its fd stayed open, and with
+  # threads the worker froze until worker_timeout killed it.
+  def assert_mistakes_are_logged_500s(srv)
+    pid = HTTPClient.request(srv.tcp, "/pid").body.to_i
+    before = sockets(pid)
+    MISTAKES.each do |kind|
+      s = srv.tcp
+      s.write("GET /mistake?kind=#{kind} HTTP/1.1\r\nHost: t\r\n\r\n")
+      res = HTTPClient.read_response(s, timeout: 5)
+      assert_equal 500, res&.status, "#{kind}: #{res&.raw.inspect}"
+      assert_match(/kind=#{kind}: (response failed|app raised): \S/, srv.log_until(/kind=#{kind}: /), kind)
+      # the connection goes on or closes cleanly
+      s.write("GET /cookies HTTP/1.1\r\nHost: t\r\n\r\n")
+      after = HTTPClient.read_response(s, timeout: 5)
+      assert_equal 200, after.status, kind if after
+      s.close
+    end
+    assert wait_until(timeout: 5) { sockets(pid) <= before }, "sockets: #{before} before, #{sockets(pid)} after"
+    assert_equal pid, HTTPClient.request(srv.tcp, "/pid").body.to_i, "the worker was replaced:\n#{srv.log}"
+  end
+
+  def test_app_mistakes_are_logged_500s
+    assert_mistakes_are_logged_500s(server)
+  end
+
+  def test_app_mistakes_are_logged_500s_with_threads
+    srv = ServerProcess.new("responses.ru", "--threads", "2", "--worker-timeout", "60", workers: 1)
+    assert_mistakes_are_logged_500s(srv)
+    # two at once: neither freezes the other
+    socks = Array.new(2) { srv.tcp.tap { |s| s.write("GET /mistake?kind=huge-status HTTP/1.1\r\nHost: t\r\n\r\n") } }
+    socks.each { |s| assert_equal 500, HTTPClient.read_response(s, timeout: 5)&.status }
+    assert_equal 200, HTTPClient.request(srv.tcp, "/cookies").status
+  ensure
+    socks&.each(&:close)
+    srv&.stop
+  end
+
   # A 1xx is never a final answer (RFC 9110 15.2): sent as one, the client
   # takes the next response for this request's. A 101 switches only a
   # request that asked to (15.2.2). Each is the server's 500, logged.

@@ -261,9 +261,13 @@ module Oribi
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: response failed", e)
     end
 
+    # The triple is taken apart here, under the rescue: a response that is
+    # no Array (its to_ary raising) is the app's error, answered with a 500,
+    # and never leaves its exchange without a respond.
     def call_app(env)
       @in_app[Thread.current] = [env, Process.clock_gettime(Process::CLOCK_MONOTONIC)] if @soft
-      @app.call(env)
+      status, headers, body = @app.call(env)
+      [status, headers, body, nil]
     rescue SystemExit, SignalException
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException

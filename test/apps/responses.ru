@@ -68,6 +68,21 @@ run lambda { |env|
     [200, { "set-cookie" => ["a=1; path=/", "b=2"] }, ["c"]]
   when "/bad-status"
     ["200", {}, ["x"]]
+  when "/mistake" # a response shape Rack 3 does not allow, one per kind
+    case q["kind"]
+    when "huge-status" then [(2**31) + 200, {}, ["x"]]
+    when "negative-status" then [-(2**31) - 5, {}, ["x"]]
+    when "bignum-status" then [2**64, {}, ["x"]]
+    when "status-600" then [600, {}, ["x"]]
+    when "status-99" then [99, {}, ["x"]]
+    when "float-status" then [200.0, {}, ["x"]]
+    when "headers-array" then [200, [%w[x-a 1]], ["x"]]
+    when "body-nil" then [200, {}, nil]
+    when "body-int-element" then [200, {}, [1]]
+    when "not-an-array" then Object.new
+    when "to-ary-raises" then Class.new { def to_ary = raise("to_ary failed") }.new
+    else [200, {}, ["unknown kind"]]
+    end
   when "/rack-key"
     [200, { "rack.internal" => "x", "x-ok" => "1" }, ["r"]]
   when "/pid"

@@ -517,17 +517,29 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
                                     .spool = ORIBI_SPOOL_INIT,
                                     .app_length = -1,
                                     .keepalive = c->req.keepalive && !e->loop.stopping};
-    r.status = FIXNUM_P(status) ? FIX2INT(status) : 0;
+    /* FIX2INT would raise on a Fixnum outside a C int, here, before the
+     * response is set up: the exchange would never end. */
+    long st = FIXNUM_P(status) ? FIX2LONG(status) : 0;
+    r.status = st >= 100 && st <= 599 ? (int)st : 0;
     r.head_only = c->req.method_len == 4 && memcmp(c->req.method, "HEAD", 4) == 0;
     s->out_len = 0;
     s->phase = PHASE_RESPONDING;
     s->resp = &r;
     int state = 0;
     VALUE exc = Qnil;
-    if (r.status < 100 || r.status > 999) {
-        oribi_rack_response_close((VALUE)&r);
+    if (!r.status) { /* RFC 9110 15: a status is three digits, 1xx to 5xx */
+        rb_protect(oribi_rack_response_close, (VALUE)&r, &state);
+        rb_set_errinfo(Qnil);
+        state = 0;
         r.status = 500;
-        exc = rb_exc_new_str(rb_eArgError, rb_sprintf("status is not an Integer in 100..999: %+" PRIsVALUE, status));
+        exc = rb_exc_new_str(rb_eArgError, rb_sprintf("status is not an Integer in 100..599: %+" PRIsVALUE, status));
+    } else if (!RB_TYPE_P(headers, T_HASH)) {
+        rb_protect(oribi_rack_response_close, (VALUE)&r, &state);
+        rb_set_errinfo(Qnil);
+        state = 0;
+        r.status = 500;
+        exc = rb_exc_new_str(rb_eTypeError,
+                             rb_sprintf("headers are not a Hash: %" PRIsVALUE, rb_obj_class(headers)));
     } else {
         rb_protect(respond_all, (VALUE)&r, &state);
         if (state) {
