@@ -89,7 +89,8 @@ static VALUE engine_alloc(VALUE klass)
 
 /* ---- exchanges: what an env callable or a stream holds on to ---- */
 
-static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread)
+static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread,
+                          int early_hints)
 {
     struct oribi_exchange *s = &e->exchanges[i];
     s->engine = e;
@@ -107,7 +108,10 @@ static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE mul
     /* One callable each per exchange, not per request: they act on whichever
      * request the exchange has. */
     s->ctx.hijack = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_hijack")));
-    s->ctx.early_hints = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints")));
+    /* Off unless configured: nginx before 1.29 takes a 103 for the final
+     * response (docs/DEPLOYMENT.md). */
+    s->ctx.early_hints =
+        early_hints ? rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints"))) : Qnil;
 }
 
 struct oribi_engine *oribi_engine_get(VALUE self)
@@ -226,6 +230,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     e->tmpdir = rb_obj_freeze(rb_str_new_cstr(StringValueCStr(tmpdir)));
     o.tmpdir = RSTRING_PTR(e->tmpdir);
     int64_t threads = opt_int(opts, "threads", 1, ORIBI_MAX_THREADS);
+    int early_hints = opt_bool(opts, "early_hints");
 
     for (long i = 0; i < n; i++)
         describe_listener(&e->listeners[i], &ls[i], NUM2INT(rb_ary_entry(fds, i)));
@@ -237,7 +242,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     e->hb.in_loop = &e->in_loop;
     e->exchanges = ZALLOC_N(struct oribi_exchange, threads);
     for (int i = 0; i < threads; i++) {
-        exchange_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse);
+        exchange_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse, early_hints);
         e->nexchanges = i + 1;
     }
     return self;
