@@ -98,6 +98,8 @@ struct oribi_loop {
     uint64_t rejected;                /* requests answered with an error by the loop */
     unsigned nidle;                   /* conns waiting for a next request (on the idle timer) */
     struct oribi_tally shed;          /* conns closed to make room for new ones (max_connections) */
+    struct oribi_tally shed_fds;      /* ... for want of a file descriptor (RLIMIT_NOFILE) */
+    int spare_fd;                     /* held for an accept when out of fds (EMFILE), -1 none */
     struct oribi_score *score;        /* where the conn counts are published, or NULL */
     struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog) */
     struct oribi_tally dropped;       /* clients dropped for reading nothing (max_write_backlog) */

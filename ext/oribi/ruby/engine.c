@@ -110,8 +110,7 @@ static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE mul
     s->ctx.hijack = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_hijack")));
     /* Off unless configured: nginx before 1.29 takes a 103 for the final
      * response (docs/DEPLOYMENT.md). */
-    s->ctx.early_hints =
-        early_hints ? rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints"))) : Qnil;
+    s->ctx.early_hints = early_hints ? rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints"))) : Qnil;
 }
 
 struct oribi_engine *oribi_engine_get(VALUE self)
@@ -543,8 +542,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
         rb_set_errinfo(Qnil);
         state = 0;
         r.status = 500;
-        exc = rb_exc_new_str(rb_eTypeError,
-                             rb_sprintf("headers are not a Hash: %" PRIsVALUE, rb_obj_class(headers)));
+        exc = rb_exc_new_str(rb_eTypeError, rb_sprintf("headers are not a Hash: %" PRIsVALUE, rb_obj_class(headers)));
     } else {
         rb_protect(respond_all, (VALUE)&r, &state);
         if (state) {
