@@ -1133,9 +1133,14 @@ void oribi_loop_stop(struct oribi_loop *loop, long drain)
      * (with connection: close); the ones that stay silent are closed then. */
     if (loop->timeout_ms[TIMER_IDLE] > ORIBI_DRAIN_IDLE_MS)
         loop->timeout_ms[TIMER_IDLE] = ORIBI_DRAIN_IDLE_MS;
+    /* Nor is a head still coming a request in flight: it gets the same
+     * grace (the rest of a head split over segments is on its way), then
+     * its 408, instead of a header_timeout that would outlast the drain. */
+    if (loop->timeout_ms[TIMER_HEAD] > ORIBI_DRAIN_IDLE_MS)
+        loop->timeout_ms[TIMER_HEAD] = ORIBI_DRAIN_IDLE_MS;
     for (int fd = 0; fd < loop->by_fd_cap; fd++) {
         struct oribi_conn *c = loop->by_fd[fd];
-        if (c && c->state == CONN_HEAD && c->len == 0)
-            timer_arm(loop, c, TIMER_IDLE);
+        if (c && c->state == CONN_HEAD)
+            timer_arm(loop, c, c->len == 0 ? TIMER_IDLE : TIMER_HEAD);
     }
 }
