@@ -209,6 +209,7 @@ module Oribi
       opt(:header_timeout,     ["--header-timeout SEC"],      SECONDS, 30,                                  POSITIVE,            "408 when a request head takes longer"),
       opt(:body_timeout,       ["--body-timeout SEC"],        SECONDS, 30,                                  POSITIVE,            "408 when a body gains less than 8 KiB in SEC"),
       opt(:write_timeout,      ["--write-timeout SEC"],       SECONDS, 30,                                  POSITIVE,            "drop a client that reads nothing for SEC"),
+      opt(:min_body_rate,      ["--min-body-rate BYTES"],     INT,     1024,                                int(0..(2**32) - 1),  "408 for a body slower than BYTES per second after 5 s; 0 = no minimum"),
       opt(:max_body,           ["--max-body BYTES"],          INT,     100 * 1024 * 1024,                   int(0..),            "413 for larger request bodies; 0 = no limit"),
       opt(:body_buffer,        ["--body-buffer BYTES"],       INT,     112 * 1024,                          int(0..),            "bodies larger than this go to a tmpfile"),
       opt(:max_request_line,   ["--max-request-line BYTES"],  INT,     Parser::DEFAULT_MAX_REQUEST_LINE,    int(16..),           "414 for longer request lines"),
