@@ -81,7 +81,12 @@ module Oribi
     end
 
     def engine_options
-      ENGINE.to_h { |k| [k, self[k]] }
+      ENGINE.to_h { |k| [k, self[k]] }.merge(trusted_networks: trusted_networks)
+    end
+
+    # trusted_proxies as [packed address, prefix bits] for the engine
+    def trusted_networks
+      self[:trusted_proxies].map { |a| IPAddr.new(a).then { |ip| [ip.hton, ip.prefix] } }
     end
 
     # Runs a hook if configured; hooks get the server and a worker index.

@@ -192,6 +192,31 @@ static void describe_listener(struct oribi_env_listener *l, struct oribi_listene
     l->server_port = rb_obj_freeze(rb_str_new_cstr(port));
 }
 
+/* [[packed address, prefix bits], ...] (Config#engine_options, from
+ * trusted_proxies) into e->trusted. */
+static void trusted_networks(struct oribi_engine *e, VALUE nets)
+{
+    Check_Type(nets, T_ARRAY);
+    if (RARRAY_LEN(nets) > ORIBI_MAX_TRUSTED)
+        rb_raise(rb_eArgError, "at most %d trusted proxies", ORIBI_MAX_TRUSTED);
+    e->ntrusted = 0;
+    for (long i = 0; i < RARRAY_LEN(nets); i++) {
+        VALUE n = rb_ary_entry(nets, i);
+        Check_Type(n, T_ARRAY);
+        VALUE addr = rb_ary_entry(n, 0);
+        StringValue(addr);
+        long len = RSTRING_LEN(addr);
+        int prefix = NUM2INT(rb_ary_entry(n, 1));
+        if ((len != 4 && len != 16) || prefix < 0 || prefix > len * 8)
+            rb_raise(rb_eArgError, "engine option trusted_networks: a bad network");
+        struct oribi_net *t = &e->trusted[e->ntrusted++];
+        memset(t, 0, sizeof(*t));
+        memcpy(t->addr, RSTRING_PTR(addr), (size_t)len);
+        t->len = (int)len;
+        t->prefix = prefix;
+    }
+}
+
 /* Engine.new(listener_fds, options) — options are documented in docs/CONFIGURATION.md */
 static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
 {
@@ -231,6 +256,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     o.tmpdir = RSTRING_PTR(e->tmpdir);
     int64_t threads = opt_int(opts, "threads", 1, ORIBI_MAX_THREADS);
     int early_hints = opt_bool(opts, "early_hints");
+    trusted_networks(e, opt_get(opts, "trusted_networks"));
 
     for (long i = 0; i < n; i++)
         describe_listener(&e->listeners[i], &ls[i], NUM2INT(rb_ary_entry(fds, i)));
@@ -272,8 +298,42 @@ static VALUE request_input(struct oribi_exchange *s, struct oribi_conn *c)
     return s->empty_input;
 }
 
+/* Whether addr (len bytes) is in net. */
+static int net_has(const struct oribi_net *net, const unsigned char *addr, int len)
+{
+    if (net->len != len)
+        return 0;
+    int full = net->prefix / 8, rest = net->prefix % 8;
+    if (memcmp(net->addr, addr, (size_t)full) != 0)
+        return 0;
+    return !rest || ((net->addr[full] ^ addr[full]) & (0xff00 >> rest) & 0xff) == 0;
+}
+
+/* Whether the conn's peer is a trusted proxy. A unix socket peer is
+ * 127.0.0.1 (as in the access log); an IPv4-mapped IPv6 peer is its IPv4
+ * address. */
+static int peer_trusted(const struct oribi_engine *e, const struct oribi_conn *c)
+{
+    static const unsigned char loopback[4] = {127, 0, 0, 1}, mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    const unsigned char *addr = loopback;
+    int len = 4;
+    if (c->peer.ss_family == AF_INET) {
+        addr = (const unsigned char *)&((const struct sockaddr_in *)&c->peer)->sin_addr;
+    } else if (c->peer.ss_family == AF_INET6) {
+        addr = ((const struct sockaddr_in6 *)&c->peer)->sin6_addr.s6_addr;
+        if (memcmp(addr, mapped, 12) == 0)
+            addr += 12;
+        else
+            len = 16;
+    }
+    for (int i = 0; i < e->ntrusted; i++)
+        if (net_has(&e->trusted[i], addr, len))
+            return 1;
+    return 0;
+}
+
 /* The scoreboard learns what goes to the app, and the request's queue
- * time: from X-Request-Start when a proxy sent a usable one (up to a day
+ * time: from X-Request-Start when a trusted proxy sent a usable one (up to a day
  * old; a proxy clock slightly ahead counts as 0), else from when the loop
  * first saw the request. The worker is busy since its oldest request in
  * the app (worker_timeout): this one when no other is. */
@@ -288,7 +348,8 @@ static void score_take(struct oribi_engine *e, struct oribi_exchange *s, struct 
     int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     int64_t queue_us = c->seen_us ? mono_us - c->seen_us : -1;
     int from_header = 0;
-    int64_t start = oribi_request_start_us(&c->req);
+    /* Any other peer's stamp is the client's word: one moved the sum by a day. */
+    int64_t start = peer_trusted(e, c) ? oribi_request_start_us(&c->req) : -1;
     if (start >= 0 && wall_us - start < 86400LL * 1000000) {
         queue_us = wall_us > start ? wall_us - start : 0;
         from_header = 1;
