@@ -216,6 +216,8 @@ class ParserTest < Minitest::Test
     assert r[:keepalive]
     refute assert_ok(req("Connection: upgrade\r\n"))[:upgrade], "needs an Upgrade field too"
     refute assert_ok(req("Upgrade: h2c\r\n"))[:upgrade], "needs the connection option too"
+    refute assert_ok("GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")[:upgrade],
+           "Upgrade is HTTP/1.1 only (RFC 9110 7.8)"
     refute assert_ok(req("Connection: foo,\tclose ,\r\n"))[:keepalive]
     assert_ok(req("Connection:\r\n"))
     assert_status 400, req("Connection: close;x\r\n")

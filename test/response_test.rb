@@ -227,6 +227,12 @@ class ResponseTest < Minitest::Test
       assert_match(/code=#{code}: response failed: ArgumentError: status #{code} /, server.log_until(/status #{code} /))
       s.close
     end
+    # Upgrade is HTTP/1.1 only (RFC 9110 7.8): an HTTP/1.0 request asked for nothing
+    s = server.tcp
+    s.write("GET /status?code=101 HTTP/1.0\r\nUpgrade: x-test\r\nConnection: upgrade\r\n\r\n")
+    assert_equal "HTTP/1.1 500", HTTPClient.read_response(s).raw[0, 12], "a 101 to HTTP/1.0"
+    assert HTTPClient.closed?(s)
+    s.close
     s = server.tcp # asked for: the 101 is the app's to send
     s.write("GET /status?code=101 HTTP/1.1\r\nHost: t\r\nUpgrade: x-test\r\nConnection: upgrade\r\n\r\n")
     assert_equal "HTTP/1.1 101 Switching Protocols\r\n", HTTPClient.read_line(s, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5)

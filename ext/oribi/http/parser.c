@@ -819,7 +819,8 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     req->keepalive = !connect && !s.conn_close && (minor == 1 || s.conn_keepalive);
     /* RFC 9110 10.1.1: 100-continue in an HTTP/1.0 request is ignored */
     req->expect_continue = s.expect_continue && minor == 1;
-    req->upgrade = s.conn_upgrade && s.upgrade_field;
+    /* Upgrade is HTTP/1.1 only (RFC 9110 7.8): an HTTP/1.0 one asks nothing */
+    req->upgrade = s.conn_upgrade && s.upgrade_field && minor == 1;
     req->num_headers = f.num;
     req->head_len = (size_t)(p - buf);
     if (s.te_unknown)
