@@ -159,6 +159,31 @@ class ResponseTest < Minitest::Test
     s&.close
   end
 
+  # One Date field (RFC 9110 6.6.1), the app's when it set one.
+  def test_one_date_field_and_the_apps_wins
+    [["/date", "Tue, 01 Jan 2030 00:00:00 GMT"], ["/date?name=Date", "Tue, 01 Jan 2030 00:00:00 GMT"]].each do |path, want|
+      res, s = get(path)
+      assert_equal [want], res.raw.scan(/^date: (.*)\r$/i).flatten, res.raw
+      s.close
+    end
+    res, s = get("/cookies")
+    assert_equal 1, res.raw.scan(/^date: /i).size, res.raw
+  ensure
+    s&.close
+  end
+
+  # A 205 has no content (RFC 9110 15.3.6): content-length 0, the app's
+  # body not sent, and the connection goes on.
+  def test_205_is_sent_with_content_length_0
+    res, s = get("/status-205")
+    assert_equal 205, res.status
+    assert_equal "0", res["content-length"], res.raw
+    assert_equal "", res.body
+    assert_equal 200, get("/cookies", sock: s)[0].status, "in step afterwards"
+  ensure
+    s&.close
+  end
+
   MISTAKES = %w[huge-status negative-status bignum-status status-600 status-99 float-status headers-array
                 body-nil body-int-element not-an-array to-ary-raises].freeze
 

@@ -64,6 +64,10 @@ run lambda { |env|
     [200, {}, Stream.new(Array.new(2000) { "x" * 65_536 }, on_close: q["file"])]
   when "/big"
     [200, { "content-type" => "application/octet-stream" }, ["y" * (4 * 1024 * 1024)]]
+  when "/date" # the app's own Date (Rack 3 lowercase, or as a Rack 2 app writes it)
+    [200, { q.fetch("name", "date") => "Tue, 01 Jan 2030 00:00:00 GMT" }, ["d"]]
+  when "/status-205"
+    [205, { "content-type" => "text/plain" }, ["not for a 205"]]
   when "/cookies"
     [200, { "set-cookie" => ["a=1; path=/", "b=2"] }, ["c"]]
   when "/bad-status"
