@@ -657,13 +657,16 @@ VALUE oribi_rack_response_close(VALUE arg)
 
 /* env["rack.early_hints"].call(headers): a 103 with the fields that pass
  * the same checks as the final response's. Only while the app runs (the
- * env has it only for HTTP/1.1); later calls do nothing. */
+ * env has it only for HTTP/1.1); later calls do nothing. A hint is only
+ * advice: it goes out only when the client took every byte before it, so
+ * an app hinting in a loop to a client that reads nothing keeps at most
+ * one hint (every other write is bounded by the conn's share too). */
 VALUE oribi_early_hints(VALUE exchange, VALUE headers)
 {
     struct oribi_exchange *x = oribi_exchange_get(exchange);
     Check_Type(headers, T_HASH);
     struct oribi_conn *c = x->phase == PHASE_APP ? oribi_exchange_conn(x) : NULL;
-    if (!c || c->req.minor_version != 1)
+    if (!c || c->req.minor_version != 1 || oribi_conn_pending(c))
         return Qnil;
     x->out_len = 0;
     head_line(x, "HTTP/1.1 103 Early Hints\r\n");
