@@ -261,12 +261,16 @@ module Oribi
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: response failed", e)
     end
 
-    # The triple is taken apart here, under the rescue: a response that is
-    # no Array (its to_ary raising) is the app's error, answered with a 500,
-    # and never leaves its exchange without a respond.
+    # A response that is no Array is taken apart here, under the rescue: its
+    # to_ary raising is the app's error, answered with a 500, and never
+    # leaves its exchange without a respond. (An Array, the usual case, is
+    # taken apart by the caller without a call and without a copy.)
     def call_app(env)
       @in_app[Thread.current] = [env, Process.clock_gettime(Process::CLOCK_MONOTONIC)] if @soft
-      status, headers, body = @app.call(env)
+      res = @app.call(env)
+      return res if res.instance_of?(Array)
+
+      status, headers, body = res
       [status, headers, body, nil]
     rescue SystemExit, SignalException
       raise
