@@ -100,8 +100,8 @@ module Oribi
     ADDRESSES = Type.new(arg: "ADDR,ADDR", pattern: Array,
                          text: from_string { |s| s.split(",").map(&:strip).reject(&:empty?) },
                          show: ->(v) { v.empty? ? "none" : v.join(",") },
-                         check: check("a list of addresses or CIDR ranges") { |v|
-                           v.is_a?(Array) && v.all? { |a| a.is_a?(String) && address?(a) }
+                         check: check("a list of up to 64 addresses or CIDR ranges") { |v|
+                           v.is_a?(Array) && v.size <= 64 && v.all? { |a| a.is_a?(String) && address?(a) }
                          })
     HOOK = Type.new(arg: "PROC", check: check("a block") { |v| v.nil? || v.respond_to?(:call) })
 
