@@ -121,6 +121,20 @@ class ControlTest < Minitest::Test
     assert_operator stats["queue_time"]["sum"], :>=, 8.99 # both stamps rounded to the ms
   end
 
+  # Only a trusted proxy's stamp counts: from any other peer (here loopback
+  # and unix, with only 10.0.0.0/8 trusted) one request moved the sum by
+  # 86,000 s.
+  def test_x_request_start_only_from_trusted_proxies
+    start("--trusted-proxies", "10.0.0.0/8,fd00::/8", workers: 1)
+    stamp = format("t=%.3f", Time.now.to_f - 86_000)
+    get(headers: { "Connection" => "close", "X-Request-Start" => stamp })
+    get(sock: @srv.unix, headers: { "Connection" => "close", "X-Request-Start" => stamp })
+    q = stats["queue_time"]
+    assert_operator q["count"], :>=, 2, q.inspect
+    assert_equal 0, q["from_header"], q.inspect
+    assert_operator q["sum"], :<, 60, q.inspect
+  end
+
   def test_x_request_start_forms
     parse = Oribi::Scoreboard.method(:parse_request_start)
     assert_equal 1_700_000_000_123_000, parse.call("t=1700000000.123") # nginx ${msec}

@@ -69,6 +69,31 @@ class LoggingTest < Minitest::Test
     end
   end
 
+  # X-Forwarded-For is the client's to write: only a syntactically valid
+  # address is taken from it (else the log names the nearest trusted hop),
+  # and every field is escaped alike. A tab in it used to forge LTSV fields.
+  def test_forwarded_garbage_never_forges_a_field
+    Dir.mktmpdir do |d|
+      path = File.join(d, "access.log")
+      srv = ServerProcess.new("echo.ru", "--access-log", path, "--access-log-format", "ltsv",
+                              "--trusted-proxies", "127.0.0.0/8,10.0.0.0/8")
+      ["203.0.113.7\tstatus:999\treqtime:0", "evil.example, 10.0.0.1", "198.51.100.1, 203.0.113.7 x, 10.0.0.2",
+       "2001:db8::1\tua:forged"].each do |xff|
+        assert_equal 200, HTTPClient.request(srv.tcp, "/x", headers: { "X-Forwarded-For" => xff }).status
+      end
+      assert wait_until { File.exist?(path) && File.read(path).lines.size >= 4 }
+      lines = File.read(path).lines
+      hosts = lines.map do |l|
+        fields = l.chomp.split("\t")
+        assert_equal %w[host time method uri protocol status size referer ua reqtime], fields.map { |f| f[/\A[^:]+/] }, l
+        fields.first.delete_prefix("host:")
+      end
+      assert_equal %w[127.0.0.1 10.0.0.1 10.0.0.2 127.0.0.1], hosts
+    ensure
+      srv&.stop
+    end
+  end
+
   def test_combined_format
     line = access_line("combined")
     assert_match(%r{\A127\.0\.0\.1 - - \[\d{2}/\w{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "GET /logged\?q=1 HTTP/1\.1" 200 \d+ "http://r/" "tester\\x22x"\n\z}, line)

@@ -113,7 +113,7 @@ class ParserTest < Minitest::Test
   end
 
   def test_absolute_form
-    r = assert_ok("GET http://Example.COM:8080/p?q=1 HTTP/1.1\r\n\r\n")
+    r = assert_ok("GET http://Example.COM:8080/p?q=1 HTTP/1.1\r\nHost: Example.COM:8080\r\n\r\n")
     assert_equal "http://Example.COM:8080/p?q=1", r[:target]
     assert_equal "/p?q=1", r[:path]
     assert_equal "Example.COM:8080", r[:host]
@@ -123,11 +123,21 @@ class ParserTest < Minitest::Test
     assert_equal "a.test", r[:host], "the authority overrides Host"
     assert_equal [%w[Host other]], r[:headers]
 
-    r = assert_ok("GET http://a?x=1 HTTP/1.1\r\n\r\n")
+    r = assert_ok("GET http://a?x=1 HTTP/1.1\r\nHost: a\r\n\r\n")
     assert_equal "?x=1", r[:path]
     assert_equal "a", r[:host]
 
-    assert_equal "[::1]:80", assert_ok("GET http://[::1]:80/ HTTP/1.0\r\n\r\n")[:host]
+    assert_equal "[::1]:80", assert_ok("GET http://[::1]:80/ HTTP/1.0\r\nHost: [::1]\r\n\r\n")[:host]
+  end
+
+  # A Host field is needed beside an absolute target, HTTP/1.0 too: a proxy
+  # in front matches its rules on the field, never on the target.
+  def test_absolute_form_without_host_field
+    assert_status 400, "GET http://admin.internal/x HTTP/1.1\r\n\r\n"
+    assert_status 400, "GET http://admin.internal/x HTTP/1.0\r\n\r\n"
+    assert_status 400, "OPTIONS https://a:443 HTTP/1.0\r\n\r\n"
+    assert_equal "a", assert_ok("GET http://a/ HTTP/1.0\r\nHost:\r\n\r\n")[:host]
+    assert_nil assert_ok("GET /x HTTP/1.0\r\n\r\n")[:host]
   end
 
   def test_absolute_form_errors
@@ -206,6 +216,8 @@ class ParserTest < Minitest::Test
     assert r[:keepalive]
     refute assert_ok(req("Connection: upgrade\r\n"))[:upgrade], "needs an Upgrade field too"
     refute assert_ok(req("Upgrade: h2c\r\n"))[:upgrade], "needs the connection option too"
+    refute assert_ok("GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")[:upgrade],
+           "Upgrade is HTTP/1.1 only (RFC 9110 7.8)"
     refute assert_ok(req("Connection: foo,\tclose ,\r\n"))[:keepalive]
     assert_ok(req("Connection:\r\n"))
     assert_status 400, req("Connection: close;x\r\n")

@@ -88,6 +88,13 @@ class PumaConfigTest < Minitest::Test
     assert_match(/unknown option `wokers'/, e.message)
   end
 
+  # Puma's early_hints turns on Oribi's (off by default, as in Puma).
+  def test_early_hints
+    refute load("")[0][:early_hints]
+    assert load("early_hints\n")[0][:early_hints]
+    refute load("early_hints false\n")[0][:early_hints]
+  end
+
   def test_rails_max_threads_is_the_default_after_oribi_threads
     assert_equal 5, load("", "RAILS_MAX_THREADS" => "5", "ORIBI_THREADS" => nil)[0][:threads]
     assert_equal 2, load("", "RAILS_MAX_THREADS" => "5", "ORIBI_THREADS" => "2")[0][:threads]

@@ -9,8 +9,8 @@ require "test_helper"
 class ResourceLimitsTest < Minitest::Test
   HEAD = "GET / HTTP/1.1\r\nHost: a\r\n" # a head that never ends
 
-  def with_server(*args, **kw)
-    server = ServerProcess.new("echo.ru", *args, **kw)
+  def with_server(*args, app: "echo.ru", **kw)
+    server = ServerProcess.new(app, *args, **kw)
     yield server
   ensure
     server&.stop
@@ -21,15 +21,17 @@ class ResourceLimitsTest < Minitest::Test
     res.body[/^pid: (\d+)/, 1].to_i
   end
 
-  # With 64 fds and 150 clients holding connections, accept4 fails with
+  # With 64 fds, 30 of them held by the app, and 150 clients each in the
+  # middle of a body (connections that may not be shed), accept4 fails with
   # EMFILE: the worker must neither spin on its listeners nor die, and it
   # serves again as soon as connections close.
   def test_fd_exhaustion_does_not_spin_or_crash
-    with_server("--header-timeout", "60", spawn: { rlimit_nofile: 64 }) do |server|
+    with_server("--header-timeout", "60", "--body-timeout", "60", app: "fds.ru", spawn: { rlimit_nofile: 64 }) do |server|
       pid = pid_of(server)
+      assert_equal 200, HTTPClient.request(server.unix, "/hog?n=30").status
       held = Array.new(150) do
         s = server.unix
-        s.write(HEAD)
+        s.write("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n")
         s
       end
       # saturated: the worker's fds reach the limit
@@ -51,6 +53,57 @@ class ResourceLimitsTest < Minitest::Test
       refute_nil res, "not serving once connections closed"
       assert_equal 200, res.status
       assert_equal pid, pid_of(server), "the worker was replaced"
+    end
+  end
+
+  # The soft RLIMIT_NOFILE is raised to the hard one at boot (systemd's
+  # default soft limit is 1024, its hard one 524288).
+  def test_soft_fd_limit_is_raised_to_the_hard_one
+    with_server(app: "fds.ru", spawn: { rlimit_nofile: [256, 4096] }) do |server|
+      assert_match(/\AMax open files\s+4096\s+4096\b/, HTTPClient.request(server.unix, "/limits").body)
+      refute_match(/max_connections/, server.log)
+    end
+  end
+
+  # 300 clients holding a connection each (silent, over unix) where the
+  # limit is 256 fds: max_connections is capped to what the limit leaves
+  # (with a line saying so), so the worker sheds before it runs out of fds
+  # and a normal client is served. Before: no answer in 3 s (accept4 failed
+  # with EMFILE; nothing was shed below max_connections, 1024).
+  def test_max_connections_is_capped_by_the_fd_limit
+    with_server(app: "fds.ru", spawn: { rlimit_nofile: 256 }) do |server|
+      held = Array.new(300) { server.unix }
+      s = server.unix
+      s.write("GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
+      assert_equal 200, HTTPClient.read_response(s, timeout: 5)&.status
+      assert_match(/max_connections 1024 is more than RLIMIT_NOFILE 256 .*: 192 per worker/, server.log)
+      assert_match(/max_connections \(192\) reached/, server.log_until(/reached/))
+    ensure
+      s&.close
+      held&.each(&:close)
+    end
+  end
+
+  # Out of fds below max_connections (the app holds most of them): a new
+  # client is still served. The worker gives up a spare fd to accept it,
+  # sheds its oldest idle connection and takes the spare back. Before: the
+  # client waited in the backlog behind the silent ones until
+  # header_timeout freed fds.
+  def test_out_of_fds_a_new_client_is_served_by_shedding
+    with_server(app: "fds.ru", spawn: { rlimit_nofile: 256 }) do |server|
+      pid = pid_of(server)
+      assert_equal 200, HTTPClient.request(server.unix, "/hog?n=150").status
+      held = Array.new(100) { server.unix } # more than the fds left
+      assert wait_until(timeout: 10) { server.fd_count(pid) >= 250 }, "never out of fds (#{server.fd_count(pid)})"
+      s = server.unix
+      s.write("GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
+      res = HTTPClient.read_response(s, timeout: 5)
+      assert_equal 200, res&.status
+      assert_match(/out of file descriptors \(RLIMIT_NOFILE 256, \d+ connections\): closed/, server.log_until(/out of file/))
+      assert_equal pid, pid_of(server)
+    ensure
+      s&.close
+      held&.each(&:close)
     end
   end
 

@@ -159,6 +159,86 @@ class ResponseTest < Minitest::Test
     s&.close
   end
 
+  # One Date field (RFC 9110 6.6.1), the app's when it set one.
+  def test_one_date_field_and_the_apps_wins
+    [["/date", "Tue, 01 Jan 2030 00:00:00 GMT"], ["/date?name=Date", "Tue, 01 Jan 2030 00:00:00 GMT"]].each do |path, want|
+      res, s = get(path)
+      assert_equal [want], res.raw.scan(/^date: (.*)\r$/i).flatten, res.raw
+      s.close
+    end
+    res, s = get("/cookies")
+    assert_equal 1, res.raw.scan(/^date: /i).size, res.raw
+  ensure
+    s&.close
+  end
+
+  # A 205 has no content (RFC 9110 15.3.6): content-length 0, the app's
+  # body not sent, and the connection goes on.
+  def test_205_is_sent_with_content_length_0
+    res, s = get("/status-205")
+    assert_equal 205, res.status
+    assert_equal "0", res["content-length"], res.raw
+    assert_equal "", res.body
+    assert_equal 200, get("/cookies", sock: s)[0].status, "in step afterwards"
+  ensure
+    s&.close
+  end
+
+  MISTAKES = %w[huge-status negative-status bignum-status status-600 status-99 float-status headers-array
+                body-nil body-int-element not-an-array to-ary-raises].freeze
+
+  # distinct sockets a process holds (the loop's copies of the listeners
+  # are the same sockets; Ruby's own pipes and eventfds are not counted)
+  def sockets(pid)
+    Dir.children("/proc/#{pid}/fd").filter_map do |fd|
+      File.readlink("/proc/#{pid}/fd/#{fd}")
+    rescue SystemCallError
+      nil
+    end.grep(/\Asocket:/).uniq.size
+  end
+
+  # Whatever the app gets wrong between its return and the first byte (a
+  # status outside a C int or outside 100..599, headers that are not a
+  # Hash, a body that is not one, a response that is no triple) is the
+  # server's 500, logged with its cause; the exchange ends and the
+  # connection's fd is freed. A status outside a C int used to raise before
+  # the response was set up: the client hung, its fd stayed open, and with
+  # threads the worker froze until worker_timeout killed it.
+  def assert_mistakes_are_logged_500s(srv)
+    pid = HTTPClient.request(srv.tcp, "/pid").body.to_i
+    before = sockets(pid)
+    MISTAKES.each do |kind|
+      s = srv.tcp
+      s.write("GET /mistake?kind=#{kind} HTTP/1.1\r\nHost: t\r\n\r\n")
+      res = HTTPClient.read_response(s, timeout: 5)
+      assert_equal 500, res&.status, "#{kind}: #{res&.raw.inspect}"
+      assert_match(/kind=#{kind}: (response failed|app raised): \S/, srv.log_until(/kind=#{kind}: /), kind)
+      # the connection goes on or closes cleanly
+      s.write("GET /cookies HTTP/1.1\r\nHost: t\r\n\r\n")
+      after = HTTPClient.read_response(s, timeout: 5)
+      assert_equal 200, after.status, kind if after
+      s.close
+    end
+    assert wait_until(timeout: 5) { sockets(pid) <= before }, "sockets: #{before} before, #{sockets(pid)} after"
+    assert_equal pid, HTTPClient.request(srv.tcp, "/pid").body.to_i, "the worker was replaced:\n#{srv.log}"
+  end
+
+  def test_app_mistakes_are_logged_500s
+    assert_mistakes_are_logged_500s(server)
+  end
+
+  def test_app_mistakes_are_logged_500s_with_threads
+    srv = ServerProcess.new("responses.ru", "--threads", "2", "--worker-timeout", "60", workers: 1)
+    assert_mistakes_are_logged_500s(srv)
+    # two at once: neither freezes the other
+    socks = Array.new(2) { srv.tcp.tap { |s| s.write("GET /mistake?kind=huge-status HTTP/1.1\r\nHost: t\r\n\r\n") } }
+    socks.each { |s| assert_equal 500, HTTPClient.read_response(s, timeout: 5)&.status }
+    assert_equal 200, HTTPClient.request(srv.tcp, "/cookies").status
+  ensure
+    socks&.each(&:close)
+    srv&.stop
+  end
+
   # A 1xx is never a final answer (RFC 9110 15.2): sent as one, the client
   # takes the next response for this request's. A 101 switches only a
   # request that asked to (15.2.2). Each is the server's 500, logged.
@@ -172,6 +252,12 @@ class ResponseTest < Minitest::Test
       assert_match(/code=#{code}: response failed: ArgumentError: status #{code} /, server.log_until(/status #{code} /))
       s.close
     end
+    # Upgrade is HTTP/1.1 only (RFC 9110 7.8): an HTTP/1.0 request asked for nothing
+    s = server.tcp
+    s.write("GET /status?code=101 HTTP/1.0\r\nUpgrade: x-test\r\nConnection: upgrade\r\n\r\n")
+    assert_equal "HTTP/1.1 500", HTTPClient.read_response(s).raw[0, 12], "a 101 to HTTP/1.0"
+    assert HTTPClient.closed?(s)
+    s.close
     s = server.tcp # asked for: the 101 is the app's to send
     s.write("GET /status?code=101 HTTP/1.1\r\nHost: t\r\nUpgrade: x-test\r\nConnection: upgrade\r\n\r\n")
     assert_equal "HTTP/1.1 101 Switching Protocols\r\n", HTTPClient.read_line(s, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5)

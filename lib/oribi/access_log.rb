@@ -54,38 +54,54 @@ module Oribi
 
     # The peer, or behind trusted proxies the nearest address in
     # X-Forwarded-For that is not one of them (the leftmost when all are).
+    # The field is the client's to write: a hop that is not an address ends
+    # the walk, and the nearest trusted hop that reported it is named.
     def client(env)
       peer = env["REMOTE_ADDR"] || "-"
       forwarded = env["HTTP_X_FORWARDED_FOR"]
       return peer if forwarded.nil? || !trusted?(peer)
 
-      hops = forwarded.split(",").map(&:strip).reject(&:empty?)
-      hops.reverse.find { |a| !trusted?(a) } || hops.first || peer
+      last = peer
+      forwarded.split(",").map(&:strip).reject(&:empty?).reverse_each do |hop|
+        ip = address(hop) or return last
+        return hop unless trusted?(ip)
+
+        last = hop
+      end
+      last
+    end
+
+    # An IPv4 or IPv6 address alone (no prefix, port, name or garbage), or nil.
+    def address(text)
+      return nil unless text.match?(/\A[0-9a-fA-F.:]{2,45}\z/)
+
+      IPAddr.new(text)
+    rescue IPAddr::Error
+      nil
     end
 
     def trusted?(addr)
-      ip = IPAddr.new(addr)
-      @trusted.any? { |net| net.include?(ip) }
-    rescue IPAddr::Error
-      false # not an address: a name or garbage is never a proxy of ours
+      ip = addr.is_a?(IPAddr) ? addr : address(addr)
+      ip && @trusted.any? { |net| net.include?(ip) }
     end
 
     def line(f)
       case @format
       when "ltsv"
-        "host:#{f[:host]}\ttime:#{f[:time].iso8601}\tmethod:#{f[:method]}\turi:#{clean(f[:uri])}\t" \
-          "protocol:#{f[:protocol]}\tstatus:#{f[:status]}\tsize:#{f[:size]}\t" \
+        "host:#{clean(f[:host])}\ttime:#{f[:time].iso8601}\tmethod:#{clean(f[:method])}\turi:#{clean(f[:uri])}\t" \
+          "protocol:#{clean(f[:protocol])}\tstatus:#{f[:status]}\tsize:#{f[:size]}\t" \
           "referer:#{clean(f[:referer])}\tua:#{clean(f[:ua])}\treqtime:#{format('%.6f', f[:duration])}\n"
       when "json"
         JSON.generate(f.merge(time: f[:time].iso8601(3), duration: f[:duration].round(6))) << "\n"
       else
-        %(#{f[:host]} - - [#{f[:time].strftime('%d/%b/%Y:%H:%M:%S %z')}] ) +
-          %("#{f[:method]} #{clean(f[:uri])} #{f[:protocol]}" #{f[:status]} #{f[:size]} ) +
+        %(#{clean(f[:host])} - - [#{f[:time].strftime('%d/%b/%Y:%H:%M:%S %z')}] ) +
+          %("#{clean(f[:method])} #{clean(f[:uri])} #{clean(f[:protocol])}" #{f[:status]} #{f[:size]} ) +
           %("#{clean(f[:referer])}" "#{clean(f[:ua])}"\n)
       end
     end
 
-    # No field may end the line or fake another field.
+    # No field may end the line or fake another field: every text field is
+    # escaped alike (status, size and times are numbers we make).
     def clean(s) = s.to_s.gsub(/[\x00-\x1f\x7f"\\]/) { |c| format("\\x%02x", c.ord) }
   end
 end

@@ -29,7 +29,7 @@ module Oribi
     ENGINE = %i[keepalive keepalive_timeout keepalive_requests header_timeout body_timeout
                 write_timeout max_body body_buffer max_request_line max_header_bytes
                 max_headers max_connections max_write_backlog max_response_spool tmpdir oob_gc
-                threads].freeze
+                threads early_hints min_body_rate].freeze
 
     DEFAULT_FILE = "config/oribi.rb"
 
@@ -81,7 +81,12 @@ module Oribi
     end
 
     def engine_options
-      ENGINE.to_h { |k| [k, self[k]] }
+      ENGINE.to_h { |k| [k, self[k]] }.merge(trusted_networks: trusted_networks)
+    end
+
+    # trusted_proxies as [packed address, prefix bits] for the engine
+    def trusted_networks
+      self[:trusted_proxies].map { |a| IPAddr.new(a).then { |ip| [ip.hton, ip.prefix] } }
     end
 
     # Runs a hook if configured; hooks get the server and a worker index.

@@ -100,8 +100,8 @@ module Oribi
     ADDRESSES = Type.new(arg: "ADDR,ADDR", pattern: Array,
                          text: from_string { |s| s.split(",").map(&:strip).reject(&:empty?) },
                          show: ->(v) { v.empty? ? "none" : v.join(",") },
-                         check: check("a list of addresses or CIDR ranges") { |v|
-                           v.is_a?(Array) && v.all? { |a| a.is_a?(String) && address?(a) }
+                         check: check("a list of up to 64 addresses or CIDR ranges") { |v|
+                           v.is_a?(Array) && v.size <= 64 && v.all? { |a| a.is_a?(String) && address?(a) }
                          })
     HOOK = Type.new(arg: "PROC", check: check("a block") { |v| v.nil? || v.respond_to?(:call) })
 
@@ -209,12 +209,14 @@ module Oribi
       opt(:header_timeout,     ["--header-timeout SEC"],      SECONDS, 30,                                  POSITIVE,            "408 when a request head takes longer"),
       opt(:body_timeout,       ["--body-timeout SEC"],        SECONDS, 30,                                  POSITIVE,            "408 when a body gains less than 8 KiB in SEC"),
       opt(:write_timeout,      ["--write-timeout SEC"],       SECONDS, 30,                                  POSITIVE,            "drop a client that reads nothing for SEC"),
+      opt(:min_body_rate,      ["--min-body-rate BYTES"],     INT,     1024,                                int(0..(2**32) - 1),  "408 for a body slower than BYTES per second after 5 s; 0 = no minimum"),
       opt(:max_body,           ["--max-body BYTES"],          INT,     100 * 1024 * 1024,                   int(0..),            "413 for larger request bodies; 0 = no limit"),
       opt(:body_buffer,        ["--body-buffer BYTES"],       INT,     112 * 1024,                          int(0..),            "bodies larger than this go to a tmpfile"),
       opt(:max_request_line,   ["--max-request-line BYTES"],  INT,     Parser::DEFAULT_MAX_REQUEST_LINE,    int(16..),           "414 for longer request lines"),
       opt(:max_header_bytes,   ["--max-header-bytes BYTES"],  INT,     Parser::DEFAULT_MAX_HEADER_BYTES,    int(16..),           "431 for a larger header section"),
       opt(:max_headers,        ["--max-headers N"],           INT,     Parser::DEFAULT_MAX_HEADERS,         int(1..),            "431 for more header fields"),
       opt(:max_connections,    ["--max-connections N"],       INT,     1024,                                int(1..),            "open connections per worker"),
+      opt(:early_hints,        ["--[no-]early-hints"],        BOOL,    false,                               nil,                 "offer env[\"rack.early_hints\"] (103s); nginx before 1.29 takes a 103 for the answer"),
       opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    int(0..),            "response bytes a worker keeps for slow clients; 0 = no cap"),
       opt(:max_response_spool, ["--max-response-spool BYTES"], INT,    1024 * 1024 * 1024,                  int(0..),            "bytes of one response spooled to tmpdir for a slow client; 0 = never"),
       opt(:max_requests,       ["--max-requests N"],          INT,     0,                                   int(0..),            "recycle a worker after N requests; 0 = never"),
@@ -233,7 +235,7 @@ module Oribi
       opt(:shutdown_timeout,   ["--shutdown-timeout SEC"],    SECONDS, 25,                                  POSITIVE,            "kill workers still busy this long after TERM"),
       opt(:access_log,         ["--access-log [FILE]"],       LOG,     unset("off"),                        nil,                 "log each request to FILE, stderr without one"),
       opt(:access_log_format,  ["--access-log-format FMT"],   FORMATS, "combined",                          nil,                 "access log format: combined, ltsv or json"),
-      opt(:trusted_proxies,    ["--trusted-proxies ADDR,ADDR"], ADDRESSES, %w[127.0.0.0/8 ::1].freeze,    nil,                 "peers whose X-Forwarded-For names the client in the access log"),
+      opt(:trusted_proxies,    ["--trusted-proxies ADDR,ADDR"], ADDRESSES, %w[127.0.0.0/8 ::1].freeze,    nil,                 "peers whose X-Forwarded-For (access log) and X-Request-Start (queue time) count"),
       opt(:stdout_path,        ["--stdout FILE"],             PATH,    unset("inherited"),                  nil,                 "append stdout to FILE, reopened on USR1"),
       opt(:stderr_path,        ["--stderr FILE"],             PATH,    unset("inherited"),                  nil,                 "append stderr to FILE, reopened on USR1"),
       opt(:pid_file,           ["--pid FILE"],                PATH,    nil,                                 nil,                 "write the server's pid to FILE"),

@@ -22,7 +22,6 @@ module Oribi
       prune_bundler: "USR2 restarts from the same command line",
       log_requests: "see access_log",
       quiet: "Oribi logs only what an operator needs",
-      early_hints: "rack.early_hints is always on",
       on_booted: "see after_worker_boot",
       worker_boot_timeout: "a worker that cannot boot is retried with a back-off",
       worker_check_interval: "the master watches the scoreboard every second",
@@ -59,6 +58,7 @@ module Oribi
     end
 
     def pidfile(path) = @config[:pid_file] = path
+    def early_hints(yes = true) = @config[:early_hints] = yes
 
     def stdout_redirect(stdout = nil, stderr = nil, _append = true)
       @config[:stdout_path] = stdout if stdout

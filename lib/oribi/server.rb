@@ -2,6 +2,7 @@
 
 require "rack"
 require "securerandom"
+require_relative "fd_limit"
 
 module Oribi
   # Sets the process up and picks its shape: binds the listeners, loads the
@@ -39,6 +40,7 @@ module Oribi
       ENV["RACK_ENV"] = @config[:environment]
       Log.reopen(@config)
       File.umask(@config[:umask]) if @config[:umask]
+      FdLimit.apply(@config)
       standalone = @config[:workers].zero?
       @control = open_control(standalone) # first: once the listeners accept, it answers too
       # Before the listeners: from the moment a client can connect, a TERM

@@ -261,9 +261,17 @@ module Oribi
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: response failed", e)
     end
 
+    # A response that is no Array is taken apart here, under the rescue: its
+    # to_ary raising is the app's error, answered with a 500, and never
+    # leaves its exchange without a respond. (An Array, the usual case, is
+    # taken apart by the caller without a call and without a copy.)
     def call_app(env)
       @in_app[Thread.current] = [env, Process.clock_gettime(Process::CLOCK_MONOTONIC)] if @soft
-      @app.call(env)
+      res = @app.call(env)
+      return res if res.instance_of?(Array)
+
+      status, headers, body = res
+      [status, headers, body, nil]
     rescue SystemExit, SignalException
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException

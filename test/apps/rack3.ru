@@ -120,6 +120,11 @@ map("/nolint") do
       [200, {}, body]
     when "/early-hints-http10"
       [200, {}, [env.key?("rack.early_hints").to_s]]
+    when "/hints-flood" # ?n= hints of 1 KiB each, to a client that may not read them
+      pad = "x" * 1000
+      Integer(env["QUERY_STRING"][/n=(\d+)/, 1]).times { |i| env["rack.early_hints"].call({ "link" => "</#{i}#{pad}>" }) }
+      $stderr.puts "hints flood done"
+      [200, {}, ["flooded"]]
     when "/hints-bad" # checked like the final response's fields
       env["rack.early_hints"].call({ "x-bad" => "a\r\nInjected: 1", "link" => "</ok.css>", "connection" => "close" })
       env["rack.early_hints"].call({ "x-bad" => "only bad\n" }) # nothing left: no 103 at all

@@ -64,10 +64,29 @@ run lambda { |env|
     [200, {}, Stream.new(Array.new(2000) { "x" * 65_536 }, on_close: q["file"])]
   when "/big"
     [200, { "content-type" => "application/octet-stream" }, ["y" * (4 * 1024 * 1024)]]
+  when "/date" # the app's own Date (Rack 3 lowercase, or as a Rack 2 app writes it)
+    [200, { q.fetch("name", "date") => "Tue, 01 Jan 2030 00:00:00 GMT" }, ["d"]]
+  when "/status-205"
+    [205, { "content-type" => "text/plain" }, ["not for a 205"]]
   when "/cookies"
     [200, { "set-cookie" => ["a=1; path=/", "b=2"] }, ["c"]]
   when "/bad-status"
     ["200", {}, ["x"]]
+  when "/mistake" # a response shape Rack 3 does not allow, one per kind
+    case q["kind"]
+    when "huge-status" then [(2**31) + 200, {}, ["x"]]
+    when "negative-status" then [-(2**31) - 5, {}, ["x"]]
+    when "bignum-status" then [2**64, {}, ["x"]]
+    when "status-600" then [600, {}, ["x"]]
+    when "status-99" then [99, {}, ["x"]]
+    when "float-status" then [200.0, {}, ["x"]]
+    when "headers-array" then [200, [%w[x-a 1]], ["x"]]
+    when "body-nil" then [200, {}, nil]
+    when "body-int-element" then [200, {}, [1]]
+    when "not-an-array" then Object.new
+    when "to-ary-raises" then Class.new { def to_ary = raise("to_ary failed") }.new
+    else [200, {}, ["unknown kind"]]
+    end
   when "/rack-key"
     [200, { "rack.internal" => "x", "x-ok" => "1" }, ["r"]]
   when "/pid"

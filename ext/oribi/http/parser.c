@@ -797,12 +797,16 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     /* Checks that need the whole head. Framing errors (400) come before 501,
      * and 417 last: it is the one error after which the connection can go on,
      * so it may only be answered once the body framing is known to be sound. */
+    /* No Host field: 400 in HTTP/1.1 (RFC 9112 3.2), and in HTTP/1.0 too
+     * when the target is absolute. A proxy in front matches its rules on
+     * the Host field and forwards an absolute target unchanged, so an
+     * authority it never looked at must not name the host. */
+    if (!s.host && (minor == 1 || abs_host))
+        FAIL(400);
     if (abs_host) {
         s.host = abs_host;
         s.host_len = abs_host_len;
     }
-    if (minor == 1 && !s.host)
-        FAIL(400);
     if (s.te_seen && (minor == 0 || s.content_length >= 0))
         FAIL(400);
     /* A CONNECT has no content (RFC 9110 9.3.6): what follows its head is
@@ -819,7 +823,8 @@ static ALWAYS_INLINE int parse_head(const char *buf, size_t len, struct oribi_re
     req->keepalive = !connect && !s.conn_close && (minor == 1 || s.conn_keepalive);
     /* RFC 9110 10.1.1: 100-continue in an HTTP/1.0 request is ignored */
     req->expect_continue = s.expect_continue && minor == 1;
-    req->upgrade = s.conn_upgrade && s.upgrade_field;
+    /* Upgrade is HTTP/1.1 only (RFC 9110 7.8): an HTTP/1.0 one asks nothing */
+    req->upgrade = s.conn_upgrade && s.upgrade_field && minor == 1;
     req->num_headers = f.num;
     req->head_len = (size_t)(p - buf);
     if (s.te_unknown)

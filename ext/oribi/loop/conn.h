@@ -62,6 +62,7 @@ struct oribi_conn {
     size_t body_mem;    /* decoded body bytes held at buf + head_len */
     int64_t body_total; /* decoded body bytes so far (memory + file) */
     int64_t body_mark;  /* body_total when the body timer was last re-armed */
+    int64_t body_start; /* when the body began (ms), for min_body_rate */
     int body_fd;        /* tmpfile once the body outgrew memory, else -1 */
     struct oribi_chunked_decoder dec;
 

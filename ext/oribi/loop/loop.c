@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,6 +94,8 @@ static int next_timeout(struct oribi_loop *loop)
     }
     if (loop->accept_resume_at && (first < 0 || loop->accept_resume_at < first))
         first = loop->accept_resume_at;
+    if (loop->rate_check_at && (first < 0 || loop->rate_check_at < first))
+        first = loop->rate_check_at;
     if (over_budget(loop) && (first < 0 || loop->now + SHED_STALL_MS < first))
         first = loop->now + SHED_STALL_MS; /* shed_backlog looks again then */
     if (first < 0)
@@ -332,7 +335,10 @@ static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_le
         queue_ready(loop, c);
     } else if (r == BODY_MORE) {
         c->state = CONN_BODY;
+        c->body_start = loop->now;
         timer_arm(loop, c, TIMER_BODY);
+        if (loop->opt.min_body_rate && !loop->rate_check_at)
+            loop->rate_check_at = loop->now + ORIBI_BODY_RATE_CHECK_MS;
     } else {
         conn_reject(loop, c, r);
     }
@@ -583,9 +589,10 @@ static uint64_t tally_due(struct oribi_tally *t, int64_t now, int64_t every_ms)
 }
 
 /* A new connection took the place of the oldest that was not sending a
- * request: said in the log at once, then at most every SHED_LOG_MS with
- * the count since. */
-static void shed_one(struct oribi_loop *loop)
+ * request, for want of a slot (max_connections) or of a file descriptor
+ * (fds): said in the log at once, then at most every SHED_LOG_MS with the
+ * count since. */
+static void shed_one(struct oribi_loop *loop, int fds)
 {
     struct oribi_conn *c = shed_candidate(loop);
     if (!c)
@@ -593,12 +600,30 @@ static void shed_one(struct oribi_loop *loop)
     /* An event for it may still be in this epoll batch and reach the
      * conn that reuses its struct: at worst one read that finds nothing. */
     conn_close(loop, c);
-    loop->shed.count++;
-    int first = loop->shed.told == 0;
-    uint64_t n = tally_due(&loop->shed, loop->now, SHED_LOG_MS);
-    if (n)
+    struct oribi_tally *t = fds ? &loop->shed_fds : &loop->shed;
+    t->count++;
+    int first = t->told == 0;
+    uint64_t n = tally_due(t, loop->now, SHED_LOG_MS);
+    if (!n)
+        return;
+    const char *since = first ? "" : " since the last such line";
+    if (fds) {
+        struct rlimit rl = {0, 0};
+        getrlimit(RLIMIT_NOFILE, &rl);
+        oribi_log("out of file descriptors (RLIMIT_NOFILE %llu, %u connections): closed %llu idle or incomplete "
+                  "connection(s) to take new ones%s",
+                  (unsigned long long)rl.rlim_cur, loop->nconns, (unsigned long long)n, since);
+    } else {
         oribi_log("max_connections (%u) reached: closed %llu idle or incomplete connection(s) to take new ones%s",
-                  loop->opt.max_connections, (unsigned long long)n, first ? "" : " since the last such line");
+                  loop->opt.max_connections, (unsigned long long)n, since);
+    }
+}
+
+/* The spare fd back in place, when the fd it gave up is free again. */
+static void spare_restore(struct oribi_loop *loop)
+{
+    if (loop->spare_fd < 0)
+        loop->spare_fd = fcntl(loop->wakefd, F_DUPFD_CLOEXEC, 0);
 }
 
 /* Accepting again, unless something still says no: a pause, every app
@@ -650,7 +675,26 @@ static int accept_one(struct oribi_loop *loop, int li, int in_turn)
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     int fd = accept4(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fds_short = 0;
+    if (fd < 0 && errno == EMFILE && loop->spare_fd >= 0 && shed_candidate(loop)) {
+        /* Out of fds while holding a connection it may shed: the spare
+         * makes room for the accept, the shed (below) for the spare. A
+         * client behind idle ones is served, not left in the backlog until
+         * a header or keep-alive timeout frees an fd. */
+        close(loop->spare_fd);
+        loop->spare_fd = -1;
+        sl = sizeof(ss);
+        fd = accept4(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        fds_short = fd >= 0;
+        if (fd < 0) {
+            int err = errno;
+            spare_restore(loop);
+            errno = err;
+        }
+    }
     if (fd < 0) {
+        /* Out of fds with none to shed (or the spare gone): a pause, and
+         * the backlog's clients wait for a close here or another worker. */
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
             set_accepting(loop, 0);
             loop->accept_resume_at = loop->now + ACCEPT_PAUSE_MS;
@@ -660,12 +704,18 @@ static int accept_one(struct oribi_loop *loop, int li, int in_turn)
     struct oribi_conn *c = conn_new(loop, fd);
     if (!c) {
         close(fd);
+        if (fds_short)
+            spare_restore(loop);
         return -1;
     }
     /* Shed after the accept, not before: the connection may have gone to
      * another worker, and one over the limit for a moment costs one fd. */
-    if (loop->nconns > loop->opt.max_connections)
-        shed_one(loop);
+    if (fds_short) {
+        shed_one(loop, 1);
+        spare_restore(loop);
+    } else if (loop->nconns > loop->opt.max_connections) {
+        shed_one(loop, 0);
+    }
     loop->hot_listener = li;
     note_backlog(loop); /* there may be more behind it */
     if (loop->draining && loop->drain_left > 0 && --loop->drain_left == 0)
@@ -762,7 +812,7 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, co
         errno = EINVAL;
         return -1;
     }
-    loop->epfd = loop->wakefd = -1;
+    loop->epfd = loop->wakefd = loop->spare_fd = -1;
     memcpy(loop->listeners, listeners, (size_t)n * sizeof(*listeners));
     /* Copies of its own: a draining worker serves the backlog after the
      * process has closed its listeners, and closes these once it is empty. */
@@ -803,6 +853,7 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, co
         errno = err;
         return -1;
     }
+    spare_restore(loop); /* none is no error: EMFILE then pauses as it would */
     set_accepting(loop, 1);
     return 0;
 }
@@ -830,7 +881,9 @@ void oribi_loop_free(struct oribi_loop *loop)
         close(loop->epfd);
     if (loop->wakefd >= 0)
         close(loop->wakefd);
-    loop->epfd = loop->wakefd = -1;
+    if (loop->spare_fd >= 0)
+        close(loop->spare_fd);
+    loop->epfd = loop->wakefd = loop->spare_fd = -1;
 }
 
 void oribi_loop_wake(struct oribi_loop *loop)
@@ -867,10 +920,40 @@ static void shed_backlog(struct oribi_loop *loop)
                   before, loop->budget.cap, (unsigned long long)n, SHED_STALL_MS);
 }
 
+/* Bodies that came slower than min_body_rate on average since they began,
+ * once past the grace, get 408 and a close: a connection past its head is
+ * never shed, so clients trickling bodies just above what body_timeout
+ * catches (8 KiB per timeout) could otherwise hold every connection ("slow
+ * POST"). Every body in progress is on the body timer list. */
+static void check_body_rates(struct oribi_loop *loop)
+{
+    loop->rate_check_at = 0;
+    uint64_t cut = 0;
+    struct oribi_conn *c = loop->timers[TIMER_BODY][0], *next;
+    for (; c; c = next) {
+        next = c->tnext;
+        int64_t elapsed = loop->now - c->body_start;
+        if (c->state != CONN_BODY || elapsed < ORIBI_BODY_RATE_GRACE_MS ||
+            c->body_total >= loop->opt.min_body_rate * elapsed / 1000)
+            continue;
+        conn_reject(loop, c, 408);
+        cut++;
+    }
+    loop->slow_bodies.count += cut;
+    uint64_t n = tally_due(&loop->slow_bodies, loop->now, SHED_LOG_MS);
+    if (n)
+        oribi_log("answered 408 to %llu request(s) whose body came slower than min_body_rate (%lld bytes/s)",
+                  (unsigned long long)n, (long long)loop->opt.min_body_rate);
+    if (loop->timers[TIMER_BODY][0])
+        loop->rate_check_at = loop->now + ORIBI_BODY_RATE_CHECK_MS;
+}
+
 static void expire_timers(struct oribi_loop *loop)
 {
     if (over_budget(loop))
         shed_backlog(loop);
+    if (loop->rate_check_at && loop->rate_check_at <= loop->now)
+        check_body_rates(loop);
     for (int k = 1; k < TIMER_KINDS; k++) {
         struct oribi_conn *c;
         while ((c = loop->timers[k][0]) && c->deadline <= loop->now) {
@@ -1089,9 +1172,14 @@ void oribi_loop_stop(struct oribi_loop *loop, long drain)
      * (with connection: close); the ones that stay silent are closed then. */
     if (loop->timeout_ms[TIMER_IDLE] > ORIBI_DRAIN_IDLE_MS)
         loop->timeout_ms[TIMER_IDLE] = ORIBI_DRAIN_IDLE_MS;
+    /* Nor is a head still coming a request in flight: it gets the same
+     * grace (the rest of a head split over segments is on its way), then
+     * its 408, instead of a header_timeout that would outlast the drain. */
+    if (loop->timeout_ms[TIMER_HEAD] > ORIBI_DRAIN_IDLE_MS)
+        loop->timeout_ms[TIMER_HEAD] = ORIBI_DRAIN_IDLE_MS;
     for (int fd = 0; fd < loop->by_fd_cap; fd++) {
         struct oribi_conn *c = loop->by_fd[fd];
-        if (c && c->state == CONN_HEAD && c->len == 0)
-            timer_arm(loop, c, TIMER_IDLE);
+        if (c && c->state == CONN_HEAD)
+            timer_arm(loop, c, c->len == 0 ? TIMER_IDLE : TIMER_HEAD);
     }
 }

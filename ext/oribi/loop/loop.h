@@ -21,10 +21,12 @@
 
 /* Not options: the options' defaults live in lib/oribi/options.rb, and
  * struct oribi_options is always filled from there (Engine.new). */
-#define ORIBI_LINGER_MS     2000
-#define ORIBI_DRAIN_IDLE_MS 1000 /* idle keep-alive grace when draining */
-#define SHED_STALL_MS       250  /* over max_write_backlog, a client that read nothing this long is dropped */
-#define ORIBI_BODY_PROGRESS 8192 /* bytes that re-arm the body timer */
+#define ORIBI_LINGER_MS          2000
+#define ORIBI_DRAIN_IDLE_MS      1000 /* idle keep-alive grace when draining */
+#define SHED_STALL_MS            250  /* over max_write_backlog, a client that read nothing this long is dropped */
+#define ORIBI_BODY_PROGRESS      8192 /* bytes that re-arm the body timer */
+#define ORIBI_BODY_RATE_GRACE_MS 5000 /* a body below min_body_rate is cut only after this */
+#define ORIBI_BODY_RATE_CHECK_MS 1000 /* how often bodies in progress are held to min_body_rate */
 
 struct oribi_options {
     struct oribi_limits limits;
@@ -39,6 +41,7 @@ struct oribi_options {
     unsigned max_connections;
     size_t max_write_backlog;   /* kept output bytes past which stalled clients are dropped; 0: no cap */
     int64_t max_response_spool; /* bytes of one response spooled for a slow client; 0: never spool */
+    int64_t min_body_rate;      /* body bytes per second on average after the grace; 0: no minimum */
     int share_accepts;          /* other workers take from the same listeners */
     const char *tmpdir;
 };
@@ -98,9 +101,13 @@ struct oribi_loop {
     uint64_t rejected;                /* requests answered with an error by the loop */
     unsigned nidle;                   /* conns waiting for a next request (on the idle timer) */
     struct oribi_tally shed;          /* conns closed to make room for new ones (max_connections) */
+    struct oribi_tally shed_fds;      /* ... for want of a file descriptor (RLIMIT_NOFILE) */
+    int spare_fd;                     /* held for an accept when out of fds (EMFILE), -1 none */
     struct oribi_score *score;        /* where the conn counts are published, or NULL */
     struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog) */
     struct oribi_tally dropped;       /* clients dropped for reading nothing (max_write_backlog) */
+    struct oribi_tally slow_bodies;   /* bodies cut for coming slower than min_body_rate */
+    int64_t rate_check_at;            /* next look at the bodies in progress (ms), 0 none due */
 };
 
 enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };

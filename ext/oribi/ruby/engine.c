@@ -89,7 +89,8 @@ static VALUE engine_alloc(VALUE klass)
 
 /* ---- exchanges: what an env callable or a stream holds on to ---- */
 
-static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread)
+static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread,
+                          int early_hints)
 {
     struct oribi_exchange *s = &e->exchanges[i];
     s->engine = e;
@@ -107,7 +108,9 @@ static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE mul
     /* One callable each per exchange, not per request: they act on whichever
      * request the exchange has. */
     s->ctx.hijack = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_hijack")));
-    s->ctx.early_hints = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints")));
+    /* Off unless configured: nginx before 1.29 takes a 103 for the final
+     * response (docs/DEPLOYMENT.md). */
+    s->ctx.early_hints = early_hints ? rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints"))) : Qnil;
 }
 
 struct oribi_engine *oribi_engine_get(VALUE self)
@@ -189,6 +192,31 @@ static void describe_listener(struct oribi_env_listener *l, struct oribi_listene
     l->server_port = rb_obj_freeze(rb_str_new_cstr(port));
 }
 
+/* [[packed address, prefix bits], ...] (Config#engine_options, from
+ * trusted_proxies) into e->trusted. */
+static void trusted_networks(struct oribi_engine *e, VALUE nets)
+{
+    Check_Type(nets, T_ARRAY);
+    if (RARRAY_LEN(nets) > ORIBI_MAX_TRUSTED)
+        rb_raise(rb_eArgError, "at most %d trusted proxies", ORIBI_MAX_TRUSTED);
+    e->ntrusted = 0;
+    for (long i = 0; i < RARRAY_LEN(nets); i++) {
+        VALUE n = rb_ary_entry(nets, i);
+        Check_Type(n, T_ARRAY);
+        VALUE addr = rb_ary_entry(n, 0);
+        StringValue(addr);
+        long len = RSTRING_LEN(addr);
+        int prefix = NUM2INT(rb_ary_entry(n, 1));
+        if ((len != 4 && len != 16) || prefix < 0 || prefix > len * 8)
+            rb_raise(rb_eArgError, "engine option trusted_networks: a bad network");
+        struct oribi_net *t = &e->trusted[e->ntrusted++];
+        memset(t, 0, sizeof(*t));
+        memcpy(t->addr, RSTRING_PTR(addr), (size_t)len);
+        t->len = (int)len;
+        t->prefix = prefix;
+    }
+}
+
 /* Engine.new(listener_fds, options) — options are documented in docs/CONFIGURATION.md */
 static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
 {
@@ -217,6 +245,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     o.max_connections = (unsigned)opt_int(opts, "max_connections", 1, UINT_MAX);
     o.max_write_backlog = (size_t)opt_int(opts, "max_write_backlog", 0, INT64_MAX);
     o.max_response_spool = opt_int(opts, "max_response_spool", 0, INT64_MAX);
+    o.min_body_rate = opt_int(opts, "min_body_rate", 0, UINT32_MAX);
     e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0, INT64_MAX);
     VALUE multiprocess = opt_bool(opts, "multiprocess") ? Qtrue : Qfalse;
     o.share_accepts = RTEST(multiprocess);
@@ -226,6 +255,8 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     e->tmpdir = rb_obj_freeze(rb_str_new_cstr(StringValueCStr(tmpdir)));
     o.tmpdir = RSTRING_PTR(e->tmpdir);
     int64_t threads = opt_int(opts, "threads", 1, ORIBI_MAX_THREADS);
+    int early_hints = opt_bool(opts, "early_hints");
+    trusted_networks(e, opt_get(opts, "trusted_networks"));
 
     for (long i = 0; i < n; i++)
         describe_listener(&e->listeners[i], &ls[i], NUM2INT(rb_ary_entry(fds, i)));
@@ -237,7 +268,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     e->hb.in_loop = &e->in_loop;
     e->exchanges = ZALLOC_N(struct oribi_exchange, threads);
     for (int i = 0; i < threads; i++) {
-        exchange_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse);
+        exchange_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse, early_hints);
         e->nexchanges = i + 1;
     }
     return self;
@@ -267,8 +298,42 @@ static VALUE request_input(struct oribi_exchange *s, struct oribi_conn *c)
     return s->empty_input;
 }
 
+/* Whether addr (len bytes) is in net. */
+static int net_has(const struct oribi_net *net, const unsigned char *addr, int len)
+{
+    if (net->len != len)
+        return 0;
+    int full = net->prefix / 8, rest = net->prefix % 8;
+    if (memcmp(net->addr, addr, (size_t)full) != 0)
+        return 0;
+    return !rest || ((net->addr[full] ^ addr[full]) & (0xff00 >> rest) & 0xff) == 0;
+}
+
+/* Whether the conn's peer is a trusted proxy. A unix socket peer is
+ * 127.0.0.1 (as in the access log); an IPv4-mapped IPv6 peer is its IPv4
+ * address. */
+static int peer_trusted(const struct oribi_engine *e, const struct oribi_conn *c)
+{
+    static const unsigned char loopback[4] = {127, 0, 0, 1}, mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    const unsigned char *addr = loopback;
+    int len = 4;
+    if (c->peer.ss_family == AF_INET) {
+        addr = (const unsigned char *)&((const struct sockaddr_in *)&c->peer)->sin_addr;
+    } else if (c->peer.ss_family == AF_INET6) {
+        addr = ((const struct sockaddr_in6 *)&c->peer)->sin6_addr.s6_addr;
+        if (memcmp(addr, mapped, 12) == 0)
+            addr += 12;
+        else
+            len = 16;
+    }
+    for (int i = 0; i < e->ntrusted; i++)
+        if (net_has(&e->trusted[i], addr, len))
+            return 1;
+    return 0;
+}
+
 /* The scoreboard learns what goes to the app, and the request's queue
- * time: from X-Request-Start when a proxy sent a usable one (up to a day
+ * time: from X-Request-Start when a trusted proxy sent a usable one (up to a day
  * old; a proxy clock slightly ahead counts as 0), else from when the loop
  * first saw the request. The worker is busy since its oldest request in
  * the app (worker_timeout): this one when no other is. */
@@ -283,7 +348,8 @@ static void score_take(struct oribi_engine *e, struct oribi_exchange *s, struct 
     int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     int64_t queue_us = c->seen_us ? mono_us - c->seen_us : -1;
     int from_header = 0;
-    int64_t start = oribi_request_start_us(&c->req);
+    /* Any other peer's stamp is the client's word: one moved the sum by a day. */
+    int64_t start = peer_trusted(e, c) ? oribi_request_start_us(&c->req) : -1;
     if (start >= 0 && wall_us - start < 86400LL * 1000000) {
         queue_us = wall_us > start ? wall_us - start : 0;
         from_header = 1;
@@ -517,17 +583,28 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
                                     .spool = ORIBI_SPOOL_INIT,
                                     .app_length = -1,
                                     .keepalive = c->req.keepalive && !e->loop.stopping};
-    r.status = FIXNUM_P(status) ? FIX2INT(status) : 0;
+    /* FIX2INT would raise on a Fixnum outside a C int, here, before the
+     * response is set up: the exchange would never end. */
+    long st = FIXNUM_P(status) ? FIX2LONG(status) : 0;
+    r.status = st >= 100 && st <= 599 ? (int)st : 0;
     r.head_only = c->req.method_len == 4 && memcmp(c->req.method, "HEAD", 4) == 0;
     s->out_len = 0;
     s->phase = PHASE_RESPONDING;
     s->resp = &r;
     int state = 0;
     VALUE exc = Qnil;
-    if (r.status < 100 || r.status > 999) {
-        oribi_rack_response_close((VALUE)&r);
+    if (!r.status) { /* RFC 9110 15: a status is three digits, 1xx to 5xx */
+        rb_protect(oribi_rack_response_close, (VALUE)&r, &state);
+        rb_set_errinfo(Qnil);
+        state = 0;
         r.status = 500;
-        exc = rb_exc_new_str(rb_eArgError, rb_sprintf("status is not an Integer in 100..999: %+" PRIsVALUE, status));
+        exc = rb_exc_new_str(rb_eArgError, rb_sprintf("status is not an Integer in 100..599: %+" PRIsVALUE, status));
+    } else if (!RB_TYPE_P(headers, T_HASH)) {
+        rb_protect(oribi_rack_response_close, (VALUE)&r, &state);
+        rb_set_errinfo(Qnil);
+        state = 0;
+        r.status = 500;
+        exc = rb_exc_new_str(rb_eTypeError, rb_sprintf("headers are not a Hash: %" PRIsVALUE, rb_obj_class(headers)));
     } else {
         rb_protect(respond_all, (VALUE)&r, &state);
         if (state) {

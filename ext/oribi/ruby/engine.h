@@ -18,6 +18,8 @@
 
 #define ORIBI_MAX_THREADS 1024
 
+#define ORIBI_MAX_TRUSTED 64
+
 struct oribi_engine {
     struct oribi_loop loop;
     int ready;
@@ -36,6 +38,13 @@ struct oribi_engine {
 
     uint64_t oob_gc;   /* out-of-band GC every this many requests, 0 off */
     uint64_t since_gc; /* requests taken since the last one */
+
+    /* trusted_proxies: only their X-Request-Start counts (queue time) */
+    struct oribi_net {
+        unsigned char addr[16]; /* 4 bytes for IPv4 */
+        int len, prefix;        /* address bytes, prefix bits */
+    } trusted[ORIBI_MAX_TRUSTED];
+    int ntrusted;
 };
 
 struct oribi_engine *oribi_engine_get(VALUE self); /* raises IOError once closed */

@@ -283,6 +283,8 @@ static void build_template(struct oribi_env_ctx *ctx)
         oribi_key_input,   ctx->empty_input, /* replaced when there is a body */
     };
     rb_hash_bulk_insert((long)(sizeof(same) / sizeof(same[0])), same, t);
+    if (NIL_P(ctx->early_hints)) /* not configured */
+        rb_hash_delete(t, k_early_hints);
     ctx->tmpl = t;
     ctx->tmpl_errors = rb_stderr;
     ctx->t_method = Qundef;
@@ -412,7 +414,8 @@ VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE inp
         pairs_add(&p, k_query_string, rb_str_new(q + 1, (long)(r->path_len - plen - 1)));
     if (r->minor_version != 1) {
         pairs_add(&p, k_server_protocol, v_http10);
-        rb_hash_delete(p.env, k_early_hints);
+        if (!NIL_P(ctx->early_hints))
+            rb_hash_delete(p.env, k_early_hints);
     }
     header_pairs(&p, r);
     pairs_flush(&p);

@@ -173,6 +173,7 @@ struct head_ctx {
     struct oribi_rack_response *r; /* NULL for early hints */
     int connection_close;
     int fields; /* fields written */
+    int date;   /* the app's date field was written: the server's is not */
 };
 
 static void drop_header(VALUE key, const char *why)
@@ -278,12 +279,16 @@ static int head_each(VALUE key, VALUE val, VALUE arg)
     /* An accepted rack.protocol names the upgrade itself. */
     if (r && !NIL_P(r->protocol) && klen == 7 && strncasecmp(k, "upgrade", 7) == 0)
         return ST_CONTINUE;
+    int written = 0;
     if (RB_TYPE_P(val, T_ARRAY)) {
         for (long i = 0; i < RARRAY_LEN(val); i++)
-            h->fields += head_field(h->x, key, RARRAY_AREF(val, i));
+            written += head_field(h->x, key, RARRAY_AREF(val, i));
     } else {
-        h->fields += head_field(h->x, key, val);
+        written = head_field(h->x, key, val);
     }
+    h->fields += written;
+    if (written && klen == 4 && strncasecmp(k, "date", 4) == 0)
+        h->date = 1;
     return ST_CONTINUE;
 }
 
@@ -402,6 +407,13 @@ static void frame_body(struct oribi_rack_response *r)
         r->keepalive = 0;
         if (r->app_length >= 0 && !tunnel(r)) /* a tunnel has no framing */
             cat_length(x, r->app_length);
+        return;
+    }
+    if (r->status == 205) {
+        /* No content (RFC 9110 15.3.6), said with a length so that the
+         * connection stays framed: the app's body and length are not sent. */
+        r->mode = BODY_NONE;
+        cat_length(x, 0);
         return;
     }
     int bodyless = r->status < 200 || r->status == 204 || r->status == 304;
@@ -606,11 +618,13 @@ VALUE oribi_rack_response_write(VALUE arg)
     check_final_status(r);
     const char *s = oribi_status_line(r->status, &n);
     out_cat(x, s, n);
-    s = oribi_date_header(time(NULL), &n);
-    out_cat(x, s, n);
-    struct head_ctx h = {x, r, 0, 0};
+    struct head_ctx h = {x, r, 0, 0, 0};
     if (RB_TYPE_P(r->headers, T_HASH))
         rb_hash_foreach(r->headers, head_each, (VALUE)&h);
+    if (!h.date) { /* one Date field (RFC 9110 6.6.1): the app's when it set one */
+        s = oribi_date_header(time(NULL), &n);
+        out_cat(x, s, n);
+    }
     if (h.connection_close)
         r->keepalive = 0;
     if (tunnel(r) && NIL_P(r->hijack))
@@ -644,17 +658,20 @@ VALUE oribi_rack_response_close(VALUE arg)
 
 /* env["rack.early_hints"].call(headers): a 103 with the fields that pass
  * the same checks as the final response's. Only while the app runs (the
- * env has it only for HTTP/1.1); later calls do nothing. */
+ * env has it only for HTTP/1.1); later calls do nothing. A hint is only
+ * advice: it goes out only when the client took every byte before it, so
+ * an app hinting in a loop to a client that reads nothing keeps at most
+ * one hint (every other write is bounded by the conn's share too). */
 VALUE oribi_early_hints(VALUE exchange, VALUE headers)
 {
     struct oribi_exchange *x = oribi_exchange_get(exchange);
     Check_Type(headers, T_HASH);
     struct oribi_conn *c = x->phase == PHASE_APP ? oribi_exchange_conn(x) : NULL;
-    if (!c || c->req.minor_version != 1)
+    if (!c || c->req.minor_version != 1 || oribi_conn_pending(c))
         return Qnil;
     x->out_len = 0;
     head_line(x, "HTTP/1.1 103 Early Hints\r\n");
-    struct head_ctx h = {x, NULL, 0, 0};
+    struct head_ctx h = {x, NULL, 0, 0, 0};
     rb_hash_foreach(headers, head_each, (VALUE)&h);
     if (h.fields) {
         head_line(x, "\r\n");

@@ -1,0 +1,50 @@
+# frozen_string_literal: true
+
+module Oribi
+  # Each connection is a file descriptor (two while its body or response
+  # is in a tmpfile). With systemd's default soft RLIMIT_NOFILE of 1024 a
+  # worker ran out of fds before it reached max_connections, so it never
+  # shed: accept4 failed with EMFILE and new clients waited in the backlog.
+  # At boot the soft limit is raised to the hard one (as Go's runtime
+  # does; nginx's worker_rlimit_nofile), and max_connections is capped to
+  # what the limit leaves, with a line saying so. The workers inherit both.
+  module FdLimit
+    # fds a worker keeps besides its connections: Ruby's own, the
+    # listeners (twice), epoll, the log files, the app's (database
+    # connections, files); never less than half the limit for connections.
+    RESERVE = 64
+
+    module_function
+
+    # Raises the soft limit, caps config[:max_connections]; → the soft limit.
+    def apply(config)
+      soft, hard = Process.getrlimit(:NOFILE)
+      target = hard == Process::RLIM_INFINITY ? nr_open : hard
+      if soft < target
+        begin
+          Process.setrlimit(:NOFILE, target, hard)
+          soft = target
+        rescue SystemCallError
+          nil # a container may refuse: the cap below still holds
+        end
+      end
+      cap = connections(soft)
+      if config[:max_connections] > cap
+        Log.info("max_connections #{config[:max_connections]} is more than RLIMIT_NOFILE #{soft} (hard #{show(hard)}) " \
+                 "leaves room for: #{cap} per worker (raise the limit: docs/DEPLOYMENT.md)")
+        config[:max_connections] = cap
+      end
+      soft
+    end
+
+    def connections(limit) = [limit - RESERVE, limit / 2, 1].max
+
+    def nr_open
+      Integer(File.read("/proc/sys/fs/nr_open"))
+    rescue SystemCallError, ArgumentError
+      1 << 20
+    end
+
+    def show(limit) = limit == Process::RLIM_INFINITY ? "unlimited" : limit
+  end
+end
