@@ -25,4 +25,5 @@ module Oribi
   autoload :Refork, "oribi/refork"
   autoload :QueryParser, "oribi/query_parser"
   autoload :Privileges, "oribi/privileges"
+  autoload :Cgroup, "oribi/cgroup"
 end

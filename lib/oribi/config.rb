@@ -46,6 +46,7 @@ module Oribi
 
     def initialize(values = {})
       @values = {}
+      @defaulted = {} # names whose value is the option's default
       values.each { |k, v| self[k] = v }
     end
 
@@ -53,6 +54,7 @@ module Oribi
       opt = OPTIONS.fetch(name) { raise Error, "unknown option #{name}" }
       return @values[name] if @values.key?(name)
 
+      @defaulted[name] = true
       @values[name] = opt.value
     end
 
@@ -62,10 +64,17 @@ module Oribi
         raise Error, "invalid value for #{name}: #{value.inspect}#{" (expected #{opt.hint})" if opt.hint}"
       end
 
+      @defaulted.delete(name)
       @values[name] = value
     end
 
     def set?(name) = @values.key?(name)
+
+    # Whether name's value is its default (nothing set it).
+    def default?(name)
+      self[name]
+      @defaulted.key?(name)
+    end
 
     # Checks across options, and the defaults taken from the environment.
     def check!

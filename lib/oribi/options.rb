@@ -4,6 +4,7 @@ require "etc"
 require "ipaddr"
 require "optparse"
 require "oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::MAX_THREADS
+require "oribi/cgroup"
 
 module Oribi
   # Every server option, written once: its name (the config file's method,
@@ -122,7 +123,9 @@ module Oribi
     # nil, shown as what nil means for this option.
     def self.unset(text) = computed(text) { nil }
 
-    CPUS = computed("the CPU count") { Etc.nprocessors }
+    # One worker per CPU the process may use: its cgroup's quota and cpuset
+    # (lib/oribi/cgroup.rb), else the host's.
+    CPUS = computed("one per usable CPU") { Cgroup.current.cpus.count }
 
     # $PWD as the shell has it (a symlink such as Capistrano's current/ kept
     # as such) when it is the current directory, else the real path.
