@@ -23,6 +23,7 @@ module Oribi
   autoload :Ctl, "oribi/ctl"
   autoload :Mold, "oribi/mold"
   autoload :Refork, "oribi/refork"
+  autoload :ShutdownDelay, "oribi/shutdown_delay"
   autoload :QueryParser, "oribi/query_parser"
   autoload :Privileges, "oribi/privileges"
   autoload :Cgroup, "oribi/cgroup"

@@ -82,6 +82,10 @@ module Oribi
       if self[:user] && self[:workers].zero?
         raise Error, "user #{self[:user]} is for workers: it needs workers 1 or more"
       end
+      if self[:shutdown_delay] >= self[:shutdown_timeout]
+        raise Error, "shutdown_delay (#{self[:shutdown_delay]}) must be below shutdown_timeout " \
+                     "(#{self[:shutdown_timeout]}), which counts from TERM and leaves the rest to drain"
+      end
       if self[:min_requests].positive? && self[:max_requests] < self[:min_requests]
         raise Error, "min_requests (#{self[:min_requests]}) is above max_requests (#{self[:max_requests]})"
       end

@@ -10,6 +10,7 @@ module Oribi
   # there is one (docs/CONTROL.md).
   class Master
     include Refork
+    include ShutdownDelay
 
     SIGNALS = %w[TERM INT QUIT TTIN TTOU USR1 USR2 HUP CHLD].freeze
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
@@ -36,6 +37,7 @@ module Oribi
       @respawn_at = 0.0
       @stopping = false
       @deadline = nil
+      @lame_duck = nil     # [drain at, why] during shutdown_delay
       @rolling = []        # pids still to replace in a rolling restart
       @heir = nil          # [pid, ready pipe] of a new generation being born (USR2)
       @generation = 0      # refork: how many molds there were; workers forked by the latest have it
@@ -76,6 +78,7 @@ module Oribi
         roll
         refork
         enforce_timeouts
+        end_lame_duck
         enforce_deadline
         supervise
         watch_restart_file
@@ -89,7 +92,7 @@ module Oribi
     def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
     def wait_time
-      times = [@deadline, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
+      times = [@deadline, @lame_duck&.first, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
                (@roll_next_at if @rolling.any?),
                (now + 1 if @config[:worker_timeout].positive? || @config[:restart_file]),
                @control&.next_deadline].compact
@@ -98,7 +101,7 @@ module Oribi
 
     def handle(sig)
       case sig
-      when "TERM", "INT", "QUIT" then @stopping ? signal_all(:KILL) : shutdown(sig)
+      when "TERM", "INT", "QUIT" then stopping? ? stop_now(sig) : graceful_stop(sig)
       when "TTIN"
         @count += 1
         Log.info("TTIN: #{@count} workers")
@@ -118,10 +121,10 @@ module Oribi
     def shutdown(why, drain_backlog: @server.listeners.supervisor.nil?)
       return if @stopping
 
-      Log.info("#{why}: draining #{@children.size} worker(s), #{@config[:shutdown_timeout]} s at most")
+      @deadline ||= now + @config[:shutdown_timeout] # from TERM, a shutdown_delay included
+      Log.info("#{why}: draining #{@children.size} worker(s), #{(@deadline - now).round(1)} s at most")
       @stopping = true
       @rolling.clear
-      @deadline = now + @config[:shutdown_timeout]
       Systemd.notify("STOPPING=1")
       # start_server stops a generation once the next one serves, the
       # control endpoint included: probes go to that one from now on.
@@ -132,6 +135,12 @@ module Oribi
       # heir). A unix socket file stays until the master exits: a proxy
       # that connects while the workers drain is still served.
       @server.listeners.close_sockets
+    end
+
+    # A second TERM: in-flight requests are lost.
+    def stop_now(sig)
+      shutdown(sig) unless @stopping # during shutdown_delay
+      signal_all(:KILL)
     end
 
     def retire_one
@@ -261,7 +270,7 @@ module Oribi
     # before the old one stops, rolling_interval seconds apart ----
 
     def rolling_restart
-      return Log.info("HUP ignored: stopping") if @stopping
+      return Log.info("HUP ignored: stopping") if stopping?
       return Log.info("HUP ignored: a rolling restart is under way") if @rolling.any?
 
       drop_mold # new workers come from the master again (and load the app anew when not preloaded)
@@ -307,7 +316,7 @@ module Oribi
     # restarts with the app's new code: a hot restart when the master holds
     # the app (preload_app), else a rolling restart, whose workers load it.
     def watch_restart_file
-      return unless @config[:restart_file] && !@stopping
+      return unless @config[:restart_file] && !stopping?
       return if (mtime = restart_mtime) == @restart_mtime
 
       @restart_mtime = mtime
@@ -325,7 +334,7 @@ module Oribi
     end
 
     def hot_restart
-      return Log.info("USR2 ignored: stopping") if @stopping
+      return Log.info("USR2 ignored: stopping") if stopping?
       return Log.info("USR2 ignored: a new generation is already booting") if @heir
 
       r, w = IO.pipe
@@ -430,7 +439,7 @@ module Oribi
       action, @control_action = @control_action, nil
       case action
       when :restart then rolling_restart
-      when :stop then shutdown("control: stop")
+      when :stop then graceful_stop("control: stop")
       end
     end
 
@@ -447,7 +456,7 @@ module Oribi
         [state == "ready" ? 200 : 503, "text/plain", "#{state}\n"]
       when "/healthz" then [200, "text/plain", "ok\n"]
       when "/restart"
-        return [409, "text/plain", "stopping\n"] if @stopping
+        return [409, "text/plain", "stopping\n"] if stopping?
         return [409, "text/plain", "a rolling restart is under way\n"] if @rolling.any?
 
         @control_action = :restart
@@ -461,7 +470,7 @@ module Oribi
     # "ready", or why not: "stopping" once draining, "booting" until the
     # configured number of workers serve.
     def readiness
-      return "stopping" if @stopping
+      return "stopping" if stopping?
       return "booting" if @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) } < @count
 
       "ready"

@@ -234,6 +234,7 @@ module Oribi
       opt(:oob_gc,             ["--oob-gc N"],                INT,     0,                                   GC_EVERY,            "run GC between requests every N requests; 0 = off"),
       opt(:fast_query_parser,  ["--[no-]fast-query-parser"],  BOOL,    true,                                nil,                 "Rack's query and form parsing, in C (Oribi::QueryParser)"),
       opt(:shutdown_timeout,   ["--shutdown-timeout SEC"],    SECONDS, 25,                                  POSITIVE,            "kill workers still busy this long after TERM"),
+      opt(:shutdown_delay,     ["--shutdown-delay SEC"],      SECONDS, 0,                                   zero_is("off"),      "after TERM, readiness 503 and serve SEC more before draining"),
       opt(:access_log,         ["--access-log [FILE]"],       LOG,     unset("off"),                        nil,                 "log each request to FILE, stderr without one"),
       opt(:access_log_format,  ["--access-log-format FMT"],   FORMATS, "combined",                          nil,                 "access log format: combined, ltsv or json"),
       opt(:trusted_proxies,    ["--trusted-proxies ADDR,ADDR"], ADDRESSES, %w[127.0.0.0/8 ::1].freeze,    nil,                 "peers whose X-Forwarded-For names the client in the access log"),
