@@ -24,6 +24,7 @@ module Oribi
   autoload :Mold, "oribi/mold"
   autoload :Refork, "oribi/refork"
   autoload :ShutdownDelay, "oribi/shutdown_delay"
+  autoload :WorkerMemory, "oribi/worker_memory"
   autoload :QueryParser, "oribi/query_parser"
   autoload :Privileges, "oribi/privileges"
   autoload :Cgroup, "oribi/cgroup"

@@ -11,6 +11,7 @@ module Oribi
   class Master
     include Refork
     include ShutdownDelay
+    include WorkerMemory
 
     SIGNALS = %w[TERM INT QUIT TTIN TTOU USR1 USR2 HUP CHLD].freeze
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
@@ -21,8 +22,9 @@ module Oribi
 
     # link: with refork, a socket to the worker (and to the mold it may become)
     # pending: signals held back until the worker has booted (#signal)
+    # recycling: over max_worker_memory, draining; replaced once it exits
     Child = Struct.new(:index, :pid, :started, :booted, :retiring, :row, :link, :generation, :mold, :pending,
-                      keyword_init: true)
+                       :recycling, keyword_init: true)
 
     # signals: a Signals for SIGNALS, set up before the listeners were bound
     def initialize(server, app, signals)
@@ -66,6 +68,7 @@ module Oribi
       @control = @server.control
       Oribi.child_subreaper! if refork?
       @restart_mtime = restart_mtime
+      announce_memory_limit
       loop do
         spawn_missing unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
@@ -78,6 +81,7 @@ module Oribi
         roll
         refork
         enforce_timeouts
+        enforce_memory
         end_lame_duck
         enforce_deadline
         supervise
@@ -95,6 +99,7 @@ module Oribi
       times = [@deadline, @lame_duck&.first, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
                (@roll_next_at if @rolling.any?),
                (now + 1 if @config[:worker_timeout].positive? || @config[:restart_file]),
+               (memory_check_at if memory_limit.first.positive?),
                @control&.next_deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
     end

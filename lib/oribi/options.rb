@@ -196,6 +196,7 @@ module Oribi
       v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
     end
     FORMATS = one_of("combined", "ltsv", "json")
+    MEMORY = check("bytes, 0 = off") { |v| v.nil? || (v.is_a?(Integer) && v >= 0) }
 
     # In --help's order. Durations in seconds, sizes in bytes.
     ALL = [
@@ -221,6 +222,7 @@ module Oribi
       opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    int(0..),            "response bytes a worker keeps for slow clients; 0 = no cap"),
       opt(:max_response_spool, ["--max-response-spool BYTES"], INT,    1024 * 1024 * 1024,                  int(0..),            "bytes of one response spooled to tmpdir for a slow client; 0 = never"),
       opt(:max_requests,       ["--max-requests N"],          INT,     0,                                   int(0..),            "recycle a worker after N requests; 0 = never"),
+      opt(:max_worker_memory,  ["--max-worker-memory BYTES"], INT,    unset("memory.max ÷ workers when the cgroup limits memory, else off"), MEMORY, "recycle a worker whose PSS (else RSS) outgrows BYTES; 0 = off"),
       opt(:min_requests,       ["--min-requests N"],          INT,     0,                                   int(0..),            "with max_requests: draw each worker's limit from N..max"),
       opt(:backlog,            ["--backlog N"],               INT,     1024,                                int(1..),            "listen(2) backlog"),
       opt(:reuse_port,         ["--[no-]reuse-port"],         BOOL,    false,                               nil,                 "SO_REUSEPORT on TCP listeners"),
