@@ -196,6 +196,8 @@ module Oribi
       v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
     end
     FORMATS = one_of("combined", "ltsv", "json")
+    LOG_FORMATS = Type.new(arg: "text|json|ltsv", pattern: %w[text json ltsv],
+                           check: check("text, json or ltsv") { |v| v.nil? || %w[text json ltsv].include?(v) })
     MEMORY = check("bytes, 0 = off") { |v| v.nil? || (v.is_a?(Integer) && v >= 0) }
 
     # In --help's order. Durations in seconds, sizes in bytes.
@@ -239,6 +241,7 @@ module Oribi
       opt(:shutdown_delay,     ["--shutdown-delay SEC"],      SECONDS, 0,                                   zero_is("off"),      "after TERM, readiness 503 and serve SEC more before draining"),
       opt(:access_log,         ["--access-log [FILE]"],       LOG,     unset("off"),                        nil,                 "log each request to FILE, stderr without one"),
       opt(:access_log_format,  ["--access-log-format FMT"],   FORMATS, "combined",                          nil,                 "access log format: combined, ltsv or json"),
+      opt(:log_format,         ["--log-format FMT"],          LOG_FORMATS, unset("access_log_format when json or ltsv, else text"), nil, "error and lifecycle lines: text, json or ltsv"),
       opt(:trusted_proxies,    ["--trusted-proxies ADDR,ADDR"], ADDRESSES, %w[127.0.0.0/8 ::1].freeze,    nil,                 "peers whose X-Forwarded-For names the client in the access log"),
       opt(:stdout_path,        ["--stdout FILE"],             PATH,    unset("inherited"),                  nil,                 "append stdout to FILE, reopened on USR1"),
       opt(:stderr_path,        ["--stderr FILE"],             PATH,    unset("inherited"),                  nil,                 "append stderr to FILE, reopened on USR1"),

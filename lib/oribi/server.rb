@@ -38,6 +38,7 @@ module Oribi
     def run(app = nil)
       ENV["RACK_ENV"] = @config[:environment]
       Log.reopen(@config)
+      Log.setup(@config)
       File.umask(@config[:umask]) if @config[:umask]
       standalone = @config[:workers].zero?
       @control = open_control(standalone) # first: once the listeners accept, it answers too

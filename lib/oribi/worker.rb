@@ -44,6 +44,7 @@ module Oribi
       @served = 0
       @limit = request_limit
       @standalone = ready.nil?
+      Log.worker = index if @standalone # the lone server process is worker 0 too
       @scoreboard, @sb_row = scoreboard
       @link = link
       @early = early
@@ -114,6 +115,7 @@ module Oribi
     # become the next mold when promoted (GENERATION), exit without at_exit.
     def self.run_forked(server, app, index:, ready:, scoreboard:, row:, link:, generation:)
       yield
+      Log.worker = index
       Privileges.drop(server.config[:user]) if server.config[:user]
       Process.setproctitle("oribi worker[#{index}] booting")
       server.config.hook(:after_fork, server, index)
