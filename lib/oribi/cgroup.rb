@@ -60,8 +60,17 @@ module Oribi
       CPUs.new(found.first, found.last)
     end
 
-    # The memory limit, nil when there is none.
+    # The memory limit, nil when there is none. Read once: the master asks
+    # on every turn of its loop.
     def memory_max
+      return @memory_max if defined?(@memory_max)
+
+      @memory_max = read_memory_max
+    end
+
+    private
+
+    def read_memory_max
       v2 = "memory.max"
       v1 = "memory.limit_in_bytes"
       tightest(*(@v2 ? ["", v2] : ["memory", v1])) do |text, dir|
@@ -69,8 +78,6 @@ module Oribi
         [bytes, "#{@v2 ? v2 : v1} #{bytes} in #{dir}"] if bytes && bytes < UNLIMITED
       end&.then { |bytes, why| Memory.new(bytes, why) }
     end
-
-    private
 
     def read_proc_cgroup
       File.read("/proc/self/cgroup")
