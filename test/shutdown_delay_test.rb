@@ -125,6 +125,18 @@ class ShutdownDelayTest < Minitest::Test
     assert_operator now - term, :>=, DELAY
   end
 
+  # The operator who sends TERM again means it: no waiting out the delay.
+  def test_a_second_term_during_the_delay_stops_at_once
+    start("--shutdown-delay", "10", "--shutdown-timeout", "20")
+    assert wait_until { readyz == 200 }, "not ready\n#{@srv.log}"
+    Process.kill(:TERM, @srv.pid)
+    assert wait_until { readyz == 503 }
+    second = now
+    Process.kill(:TERM, @srv.pid)
+    refute_nil @srv.wait_exit(8), "still running 8 s after the second TERM (the delay is 10 s)\n#{@srv.log}"
+    assert_operator now - second, :<, 8
+  end
+
   def test_the_delay_must_leave_time_to_drain
     out = IO.popen([RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--shutdown-delay", "30", "--shutdown-timeout", "25",
                     File.join(APPS, "slow.ru")], err: %i[child out], &:read)
