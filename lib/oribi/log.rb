@@ -1,8 +1,5 @@
 # frozen_string_literal: true
 
-require "json"
-require "time"
-
 module Oribi
   # Error and lifecycle messages, one line each, to stderr (or stderr_path),
   # in log_format: `text` ("oribi[PID]: message", a backtrace on the lines
@@ -24,6 +21,10 @@ module Oribi
       # it is json or ltsv, else text. Tells the C loop too.
       def setup(config)
         @format = config[:log_format] || (%w[json ltsv].include?(config[:access_log_format]) ? config[:access_log_format] : "text")
+        if @format != "text" # not at every boot: only these formats need them
+          require "json"
+          require "time"
+        end
         Oribi.log_setup(FORMATS.fetch(@format), @worker)
       end
 
