@@ -215,7 +215,20 @@ module Soak
         sleep 0.05
         retry
       end
-      sleep 0.05 until workers.zero? || worker_pids.size == workers
+      # Booted, not just forked: a booting worker has yet to open its
+      # engine's fds, and the idle sample is the baseline for fd growth.
+      until workers.zero? || (worker_pids.size == workers && worker_pids.none? { |pid| booting?(pid) })
+        raise "workers did not boot in 30 s:\n#{File.read(File.join(@dir, 'server.log'))}" if Time.now > deadline
+
+        sleep 0.05
+      end
+    end
+
+    # The process title a worker keeps until its engine serves (worker.rb)
+    def booting?(pid)
+      !File.read("/proc/#{pid}/cmdline").include?("served=")
+    rescue SystemCallError
+      true
     end
 
     def worker_pids = Oribi::Tune::Resources.children(@pid)

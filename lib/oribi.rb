@@ -28,4 +28,13 @@ module Oribi
   autoload :QueryParser, "oribi/query_parser"
   autoload :Privileges, "oribi/privileges"
   autoload :Cgroup, "oribi/cgroup"
+
+  # Loads every part a worker may use, in the master before it forks: the
+  # workers share it copy-on-write, and none reads lib/ again, which a worker
+  # running as `user` may not be allowed to (a checkout or gem home in a
+  # directory only its owner can enter).
+  def self.eager_load!
+    constants.each { |name| const_get(name) if autoload?(name) }
+    Rack::Utils # what QueryParser.install asks of Rack in the worker
+  end
 end

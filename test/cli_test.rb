@@ -186,12 +186,21 @@ class CLITest < Minitest::Test
   end
 
   # user: the app runs unprivileged in the workers; the master, which
-  # binds and forks, keeps what it started with (as Unicorn's).
+  # binds and forks, keeps what it started with (as Unicorn's). The server
+  # runs from a copy in a directory only root may enter (as a gem home under
+  # /root is): a worker must need nothing from there once it is nobody.
   def test_workers_run_as_the_given_user
     skip "needs root to change user" unless Process.uid.zero?
     nobody = Etc.getpwnam("nobody")
-    srv = ServerProcess.new(File.join(APPS, "env.ru"), "--user", "nobody", workers: 1)
-    assert_equal 200, HTTPClient.request(srv.tcp, "/").status
+    private_dir = Dir.mktmpdir("oribi-private") # 0700
+    FileUtils.cp_r([File.join(ROOT, "lib"), File.join(ROOT, "exe")], private_dir)
+    app = File.join(Dir.mktmpdir("oribi-app").tap { |d| File.chmod(0o755, d) }, "env.ru")
+    FileUtils.cp(File.join(APPS, "env.ru"), app)
+    File.chmod(0o644, app)
+    # Outside the bundle, whose load path holds this checkout's lib/ too
+    env = { "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "RUBYLIB" => Gem.loaded_specs["rack"].full_require_paths.join(":") }
+    srv = ServerProcess.new(app, "--user", "nobody", workers: 1, env: env, exe: File.join(private_dir, "exe/oribi"))
+    assert_equal 200, HTTPClient.request(srv.tcp, "/")&.status, srv.log
     assert wait_until { srv.worker_pids.size == 1 }
     uid = ->(pid) { File.read("/proc/#{pid}/status")[/^Uid:\s+(\d+)/, 1].to_i }
     gid = ->(pid) { File.read("/proc/#{pid}/status")[/^Gid:\s+(\d+)/, 1].to_i }
@@ -200,6 +209,7 @@ class CLITest < Minitest::Test
     assert_equal 0, uid.call(srv.pid)
   ensure
     srv&.stop
+    FileUtils.rm_rf([private_dir, File.dirname(app.to_s)].compact) if private_dir
   end
 
   def test_term_lets_the_request_in_flight_finish

@@ -19,6 +19,20 @@ class KeepaliveTest < Minitest::Test
     assert_operator now - t, :>=, 0.9, "closed before the keep-alive timeout"
   end
 
+  # The idle time starts when the response is out, not when the request
+  # was taken: after an app call longer than the timeout, the client still
+  # has the whole timeout to send its next request.
+  def test_keepalive_timeout_counts_from_the_response_not_the_request
+    srv = ServerProcess.new("slow.ru", "--keepalive-timeout", "1", workers: 1, unix: false)
+    s = srv.tcp
+    assert_equal 200, HTTPClient.request(s, "/?sleep=1.5").status
+    t = now
+    assert HTTPClient.closed?(s, timeout: 5), "idle connection was not closed"
+    assert_operator now - t, :>=, 0.9, "closed #{(now - t).round(3)} s after a response that took longer than the timeout"
+  ensure
+    srv&.stop
+  end
+
   def test_connection_closes_after_keepalive_requests
     s = server.tcp
     r1 = HTTPClient.request(s, "/1")

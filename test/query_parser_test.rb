@@ -146,21 +146,26 @@ class QueryParserTest < Minitest::Test
     assert_empty mismatches.first(3), "seed #{seed}: #{mismatches.size} of 8000 differ"
   end
 
-  # Lengths grow tenfold; a quadratic step would make the 100x input take
-  # far more than 100x the time of the small one.
+  # A quadratic step would make the 100x input take 10,000x the time of the
+  # small one; linear work takes about 100x. Timed in this thread's CPU
+  # time with the GC off, so that neither a neighbour on a busy machine nor
+  # a collection landing in one run moves the ratio.
   def test_time_grows_linearly_with_input
     parser = D.parsers(D::Limits.new(32, 2**24, 2**20)).last
     small, big = [100, 10_000].map { |n| Array.new(n) { |i| "k#{i}[x]=%41+#{i}" }.join("&") }
-    # The best of a few tries each: a neighbour's burst slows one try.
-    t_small = Array.new(5) { elapsed { 20.times { parser.parse_nested_query(small) } } / 20 }.min
-    t_big = Array.new(3) { elapsed { parser.parse_nested_query(big) } }.min
+    t_small = Array.new(5) { cpu_time { 20.times { parser.parse_nested_query(small) } } / 20 }.min
+    t_big = Array.new(3) { cpu_time { parser.parse_nested_query(big) } }.min
     assert_operator t_big, :<, t_small * 100 * 8, "100x the input took #{(t_big / t_small).round}x the time"
   end
 
-  def elapsed
-    t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  def cpu_time
+    GC.start
+    GC.disable
+    t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
     yield
-    Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+    Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t
+  ensure
+    GC.enable
   end
 end
 

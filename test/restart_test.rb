@@ -173,7 +173,8 @@ class RestartTest < Minitest::Test
     assert_equal 200, res.status # only logged: the request goes on
     log = srv.log_until(/soft_timeout/)
     assert_match(%r{soft_timeout: GET /\?sleep=1 running 0\.\d s}, log)
-    assert_match(/slow\.ru:\d+:in `sleep'/, log) # the app's backtrace
+    # the app's backtrace, at its line in sleep (Ruby 3.4 quotes frames otherwise)
+    assert_match(/slow\.ru:\d+:in .*sleep/, log)
   ensure
     srv&.stop
   end

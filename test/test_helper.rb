@@ -20,8 +20,10 @@ APPS = File.join(__dir__, "apps")
 class ServerProcess
   attr_reader :port, :sock, :pid, :log_path
 
-  # spawn: extra Process.spawn options, e.g. rlimit_nofile: 64
-  def initialize(app, *args, workers: 0, tcp: true, unix: true, env: {}, sock: nil, port: nil, spawn: {})
+  # spawn: extra Process.spawn options, e.g. rlimit_nofile: 64; exe: the
+  # oribi command to run (a copy elsewhere)
+  def initialize(app, *args, workers: 0, tcp: true, unix: true, env: {}, sock: nil, port: nil, spawn: {},
+                 exe: File.join(ROOT, "exe/oribi"))
     @unix = unix
     app = File.join(APPS, app) unless app.start_with?("/", "./") # ./: relative to spawn's chdir
     # A free port may be taken by another test process before the server
@@ -34,7 +36,9 @@ class ServerProcess
       binds = []
       binds += ["-b", "tcp://127.0.0.1:#{@port}"] if tcp
       binds += ["-b", "unix://#{@sock}"] if unix
-      cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), *(["-w", workers.to_s] if workers), *binds, *args, app]
+      # Its own binds last: once its socket accepts, the listeners a test
+      # named in args are bound too (the server binds in order).
+      cmd = [RbConfig.ruby, exe, *(["-w", workers.to_s] if workers), *args, *binds, app]
       @pid = Process.spawn(env, *cmd, %i[out err] => @log_path, pgroup: true, **spawn)
       begin
         wait_ready

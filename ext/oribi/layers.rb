@@ -2,10 +2,13 @@
 
 # Build settings shared by the two extensions' extconf.rb (mkmf is loaded).
 
-# ORIBI_SANITIZE=1 builds with ASan+UBSan (rake test:asan).
+# ORIBI_SANITIZE=1 builds with ASan+UBSan (rake test:asan); ORIBI_WERROR=1
+# makes every warning an error (CI, on each Ruby and compiler it builds with;
+# -Wwrite-strings as a Ruby built from upstream adds it).
 def oribi_cflags
   $CFLAGS << " -O2 -Wall -Wextra -std=gnu11 -D_GNU_SOURCE -fvisibility=hidden"
   $CFLAGS << " -Wno-unused-parameter -Wno-missing-field-initializers"
+  $CFLAGS << " -Wwrite-strings -Werror" if ENV["ORIBI_WERROR"] == "1"
   return unless ENV["ORIBI_SANITIZE"] == "1"
 
   # asan-stack=0: Ruby raises with __builtin_longjmp, which ASan cannot see;

@@ -50,6 +50,7 @@ module Oribi
                                                   reuse_port: @config[:reuse_port], unix_mode: @config[:unix_mode])
       app ||= load_app if @config[:preload_app] || standalone
       banner
+      Oribi.eager_load!
       if standalone
         Worker.new(self, app, early: signals).run
         0

@@ -482,9 +482,12 @@ static int parse_content_length(const char *v, size_t vlen, struct sem *s)
 }
 
 /* The names semantic_field() looks at, by length: their first four bytes,
- * lowercase (no entry: zeros, which no name matches). */
+ * lowercase (no entry: zeros, which no name matches). Bytes, not strings:
+ * a four-letter literal would not hold its NUL, which newer compilers warn
+ * of. */
 static const char semantic_names[18][4] = {
-    [4] = "host", [6] = "expe", [7] = "upgr", [10] = "conn", [14] = "cont", [17] = "tran"};
+    [4] = {'h', 'o', 's', 't'},  [6] = {'e', 'x', 'p', 'e'},  [7] = {'u', 'p', 'g', 'r'},
+    [10] = {'c', 'o', 'n', 'n'}, [14] = {'c', 'o', 'n', 't'}, [17] = {'t', 'r', 'a', 'n'}};
 
 /* Returns 0 or the status to fail with. */
 static ALWAYS_INLINE int semantic_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s,
@@ -554,7 +557,8 @@ static int parse_response_te(const char *p, const char *end, struct sem *s)
 }
 
 /* The names response_field() looks at, as semantic_names. */
-static const char response_names[18][4] = {[10] = "conn", [14] = "cont", [17] = "tran"};
+static const char response_names[18][4] = {
+    [10] = {'c', 'o', 'n', 'n'}, [14] = {'c', 'o', 'n', 't'}, [17] = {'t', 'r', 'a', 'n'}};
 
 /* Returns 0 or 400 (the response cannot be framed). */
 static int response_field(const char *name, size_t name_len, const char *v, size_t vlen, struct sem *s)

@@ -439,6 +439,10 @@ static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
     c->state = CONN_HEAD;
     /* A pipelined request was there all along, but waited for this one. */
     c->seen_us = c->len ? oribi_mono_us() : 0;
+    /* The idle time starts now, not when the request was taken: the app
+     * may have run for longer than the whole keep-alive timeout. (Always
+     * the loop's own thread: app threads hand their responses back.) */
+    loop->now = oribi_coarse_ms();
     timer_arm(loop, c, c->len ? TIMER_HEAD : TIMER_IDLE);
     /* Pipelined bytes and the socket are looked at from the loop, not from
      * here: this runs inside a response, and a pipeline of answers the loop

@@ -474,7 +474,8 @@ static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
     r->sent += (int64_t)n;
     if (n == 0)
         return Qnil;
-    struct iovec iov[2] = {{RSTRING_PTR(chunk), n}, {"\r\n", 2}};
+    static char crlf[] = "\r\n"; /* iov_base is not const: a literal there warns with -Wwrite-strings */
+    struct iovec iov[2] = {{RSTRING_PTR(chunk), n}, {crlf, 2}};
     if (r->mode == BODY_CHUNKED) {
         char pre[20];
         out_cat(r->s, pre, oribi_chunk_prefix(pre, n));
