@@ -23,8 +23,11 @@ module Oribi
   autoload :Ctl, "oribi/ctl"
   autoload :Mold, "oribi/mold"
   autoload :Refork, "oribi/refork"
+  autoload :ShutdownDelay, "oribi/shutdown_delay"
+  autoload :WorkerMemory, "oribi/worker_memory"
   autoload :QueryParser, "oribi/query_parser"
   autoload :Privileges, "oribi/privileges"
+  autoload :Cgroup, "oribi/cgroup"
 
   # Loads every part a worker may use, in the master before it forks: the
   # workers share it copy-on-write, and none reads lib/ again, which a worker

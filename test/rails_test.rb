@@ -39,7 +39,7 @@ class RailsTest < Minitest::Test
     check_live(srv)
     log = srv.log
     assert_match(/=> Booting Oribi/, log)
-    assert_match(/#{workers} workers?, env development/, log)
+    assert_match(/#{workers} workers? \(\$WEB_CONCURRENCY\), env development/, log)
     assert_match(/listening on tcp:\/\/127\.0\.0\.1:#{srv.port}$/, log)
     st = srv.stop
     assert st.success?, "TERM gave #{st.inspect}:\n#{log}"

@@ -46,6 +46,7 @@ module Oribi
 
     def initialize(values = {})
       @values = {}
+      @defaulted = {} # names whose value is the option's default
       values.each { |k, v| self[k] = v }
     end
 
@@ -53,6 +54,7 @@ module Oribi
       opt = OPTIONS.fetch(name) { raise Error, "unknown option #{name}" }
       return @values[name] if @values.key?(name)
 
+      @defaulted[name] = true
       @values[name] = opt.value
     end
 
@@ -62,16 +64,27 @@ module Oribi
         raise Error, "invalid value for #{name}: #{value.inspect}#{" (expected #{opt.hint})" if opt.hint}"
       end
 
+      @defaulted.delete(name)
       @values[name] = value
     end
 
     def set?(name) = @values.key?(name)
+
+    # Whether name's value is its default (nothing set it).
+    def default?(name)
+      self[name]
+      @defaulted.key?(name)
+    end
 
     # Checks across options, and the defaults taken from the environment.
     def check!
       OPTIONS.each_key { |k| self[k] }
       if self[:user] && self[:workers].zero?
         raise Error, "user #{self[:user]} is for workers: it needs workers 1 or more"
+      end
+      if self[:shutdown_delay] >= self[:shutdown_timeout]
+        raise Error, "shutdown_delay (#{self[:shutdown_delay]}) must be below shutdown_timeout " \
+                     "(#{self[:shutdown_timeout]}), which counts from TERM and leaves the rest to drain"
       end
       if self[:min_requests].positive? && self[:max_requests] < self[:min_requests]
         raise Error, "min_requests (#{self[:min_requests]}) is above max_requests (#{self[:max_requests]})"

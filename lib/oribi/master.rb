@@ -10,6 +10,8 @@ module Oribi
   # there is one (docs/CONTROL.md).
   class Master
     include Refork
+    include ShutdownDelay
+    include WorkerMemory
 
     SIGNALS = %w[TERM INT QUIT TTIN TTOU USR1 USR2 HUP CHLD].freeze
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
@@ -20,8 +22,9 @@ module Oribi
 
     # link: with refork, a socket to the worker (and to the mold it may become)
     # pending: signals held back until the worker has booted (#signal)
+    # recycling: over max_worker_memory, draining; replaced once it exits
     Child = Struct.new(:index, :pid, :started, :booted, :retiring, :row, :link, :generation, :mold, :pending,
-                      keyword_init: true)
+                       :recycling, keyword_init: true)
 
     # signals: a Signals for SIGNALS, set up before the listeners were bound
     def initialize(server, app, signals)
@@ -36,6 +39,7 @@ module Oribi
       @respawn_at = 0.0
       @stopping = false
       @deadline = nil
+      @lame_duck = nil     # [drain at, why] during shutdown_delay
       @rolling = []        # pids still to replace in a rolling restart
       @heir = nil          # [pid, ready pipe] of a new generation being born (USR2)
       @generation = 0      # refork: how many molds there were; workers forked by the latest have it
@@ -64,6 +68,7 @@ module Oribi
       @control = @server.control
       Oribi.child_subreaper! if refork?
       @restart_mtime = restart_mtime
+      announce_memory_limit
       loop do
         spawn_missing unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
@@ -76,6 +81,8 @@ module Oribi
         roll
         refork
         enforce_timeouts
+        enforce_memory
+        end_lame_duck
         enforce_deadline
         supervise
         watch_restart_file
@@ -89,16 +96,17 @@ module Oribi
     def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
     def wait_time
-      times = [@deadline, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
+      times = [@deadline, @lame_duck&.first, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
                (@roll_next_at if @rolling.any?),
                (now + 1 if @config[:worker_timeout].positive? || @config[:restart_file]),
+               (memory_check_at if memory_limit.first.positive?),
                @control&.next_deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
 
     def handle(sig)
       case sig
-      when "TERM", "INT", "QUIT" then @stopping ? signal_all(:KILL) : shutdown(sig)
+      when "TERM", "INT", "QUIT" then stopping? ? stop_now(sig) : graceful_stop(sig)
       when "TTIN"
         @count += 1
         Log.info("TTIN: #{@count} workers")
@@ -118,10 +126,10 @@ module Oribi
     def shutdown(why, drain_backlog: @server.listeners.supervisor.nil?)
       return if @stopping
 
-      Log.info("#{why}: draining #{@children.size} worker(s), #{@config[:shutdown_timeout]} s at most")
+      @deadline ||= now + @config[:shutdown_timeout] # from TERM, a shutdown_delay included
+      Log.info("#{why}: draining #{@children.size} worker(s), #{(@deadline - now).round(1)} s at most")
       @stopping = true
       @rolling.clear
-      @deadline = now + @config[:shutdown_timeout]
       Systemd.notify("STOPPING=1")
       # start_server stops a generation once the next one serves, the
       # control endpoint included: probes go to that one from now on.
@@ -132,6 +140,12 @@ module Oribi
       # heir). A unix socket file stays until the master exits: a proxy
       # that connects while the workers drain is still served.
       @server.listeners.close_sockets
+    end
+
+    # A second TERM: in-flight requests are lost.
+    def stop_now(sig)
+      shutdown(sig) unless @stopping # during shutdown_delay
+      signal_all(:KILL)
     end
 
     def retire_one
@@ -261,7 +275,7 @@ module Oribi
     # before the old one stops, rolling_interval seconds apart ----
 
     def rolling_restart
-      return Log.info("HUP ignored: stopping") if @stopping
+      return Log.info("HUP ignored: stopping") if stopping?
       return Log.info("HUP ignored: a rolling restart is under way") if @rolling.any?
 
       drop_mold # new workers come from the master again (and load the app anew when not preloaded)
@@ -307,7 +321,7 @@ module Oribi
     # restarts with the app's new code: a hot restart when the master holds
     # the app (preload_app), else a rolling restart, whose workers load it.
     def watch_restart_file
-      return unless @config[:restart_file] && !@stopping
+      return unless @config[:restart_file] && !stopping?
       return if (mtime = restart_mtime) == @restart_mtime
 
       @restart_mtime = mtime
@@ -325,7 +339,7 @@ module Oribi
     end
 
     def hot_restart
-      return Log.info("USR2 ignored: stopping") if @stopping
+      return Log.info("USR2 ignored: stopping") if stopping?
       return Log.info("USR2 ignored: a new generation is already booting") if @heir
 
       r, w = IO.pipe
@@ -430,7 +444,7 @@ module Oribi
       action, @control_action = @control_action, nil
       case action
       when :restart then rolling_restart
-      when :stop then shutdown("control: stop")
+      when :stop then graceful_stop("control: stop")
       end
     end
 
@@ -447,7 +461,7 @@ module Oribi
         [state == "ready" ? 200 : 503, "text/plain", "#{state}\n"]
       when "/healthz" then [200, "text/plain", "ok\n"]
       when "/restart"
-        return [409, "text/plain", "stopping\n"] if @stopping
+        return [409, "text/plain", "stopping\n"] if stopping?
         return [409, "text/plain", "a rolling restart is under way\n"] if @rolling.any?
 
         @control_action = :restart
@@ -461,7 +475,7 @@ module Oribi
     # "ready", or why not: "stopping" once draining, "booting" until the
     # configured number of workers serve.
     def readiness
-      return "stopping" if @stopping
+      return "stopping" if stopping?
       return "booting" if @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) } < @count
 
       "ready"

@@ -4,6 +4,7 @@ require "etc"
 require "ipaddr"
 require "optparse"
 require "oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::MAX_THREADS
+require "oribi/cgroup"
 
 module Oribi
   # Every server option, written once: its name (the config file's method,
@@ -122,7 +123,9 @@ module Oribi
     # nil, shown as what nil means for this option.
     def self.unset(text) = computed(text) { nil }
 
-    CPUS = computed("the CPU count") { Etc.nprocessors }
+    # One worker per CPU the process may use: its cgroup's quota and cpuset
+    # (lib/oribi/cgroup.rb), else the host's.
+    CPUS = computed("one per usable CPU") { Cgroup.current.cpus.count }
 
     # $PWD as the shell has it (a symlink such as Capistrano's current/ kept
     # as such) when it is the current directory, else the real path.
@@ -193,6 +196,9 @@ module Oribi
       v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
     end
     FORMATS = one_of("combined", "ltsv", "json")
+    LOG_FORMATS = Type.new(arg: "text|json|ltsv", pattern: %w[text json ltsv],
+                           check: check("text, json or ltsv") { |v| v.nil? || %w[text json ltsv].include?(v) })
+    MEMORY = check("bytes, 0 = off") { |v| v.nil? || (v.is_a?(Integer) && v >= 0) }
 
     # In --help's order. Durations in seconds, sizes in bytes.
     ALL = [
@@ -220,6 +226,7 @@ module Oribi
       opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    int(0..),            "response bytes a worker keeps for slow clients; 0 = no cap"),
       opt(:max_response_spool, ["--max-response-spool BYTES"], INT,    1024 * 1024 * 1024,                  int(0..),            "bytes of one response spooled to tmpdir for a slow client; 0 = never"),
       opt(:max_requests,       ["--max-requests N"],          INT,     0,                                   int(0..),            "recycle a worker after N requests; 0 = never"),
+      opt(:max_worker_memory,  ["--max-worker-memory BYTES"], INT,    unset("memory.max ÷ workers when the cgroup limits memory, else off"), MEMORY, "recycle a worker whose PSS (else RSS) outgrows BYTES; 0 = off"),
       opt(:min_requests,       ["--min-requests N"],          INT,     0,                                   int(0..),            "with max_requests: draw each worker's limit from N..max"),
       opt(:backlog,            ["--backlog N"],               INT,     1024,                                int(1..),            "listen(2) backlog"),
       opt(:reuse_port,         ["--[no-]reuse-port"],         BOOL,    false,                               nil,                 "SO_REUSEPORT on TCP listeners"),
@@ -233,8 +240,10 @@ module Oribi
       opt(:oob_gc,             ["--oob-gc N"],                INT,     0,                                   GC_EVERY,            "run GC between requests every N requests; 0 = off"),
       opt(:fast_query_parser,  ["--[no-]fast-query-parser"],  BOOL,    true,                                nil,                 "Rack's query and form parsing, in C (Oribi::QueryParser)"),
       opt(:shutdown_timeout,   ["--shutdown-timeout SEC"],    SECONDS, 25,                                  POSITIVE,            "kill workers still busy this long after TERM"),
+      opt(:shutdown_delay,     ["--shutdown-delay SEC"],      SECONDS, 0,                                   zero_is("off"),      "after TERM, readiness 503 and serve SEC more before draining"),
       opt(:access_log,         ["--access-log [FILE]"],       LOG,     unset("off"),                        nil,                 "log each request to FILE, stderr without one"),
       opt(:access_log_format,  ["--access-log-format FMT"],   FORMATS, "combined",                          nil,                 "access log format: combined, ltsv or json"),
+      opt(:log_format,         ["--log-format FMT"],          LOG_FORMATS, unset("access_log_format when json or ltsv, else text"), nil, "error and lifecycle lines: text, json or ltsv"),
       opt(:trusted_proxies,    ["--trusted-proxies ADDR,ADDR"], ADDRESSES, %w[127.0.0.0/8 ::1].freeze,    nil,                 "peers whose X-Forwarded-For (access log) and X-Request-Start (queue time) count"),
       opt(:stdout_path,        ["--stdout FILE"],             PATH,    unset("inherited"),                  nil,                 "append stdout to FILE, reopened on USR1"),
       opt(:stderr_path,        ["--stderr FILE"],             PATH,    unset("inherited"),                  nil,                 "append stderr to FILE, reopened on USR1"),

@@ -39,6 +39,7 @@ module Oribi
     def run(app = nil)
       ENV["RACK_ENV"] = @config[:environment]
       Log.reopen(@config)
+      Log.setup(@config)
       File.umask(@config[:umask]) if @config[:umask]
       FdLimit.apply(@config)
       standalone = @config[:workers].zero?
@@ -131,11 +132,19 @@ module Oribi
 
     def banner
       n = @config[:workers]
-      workers = n.zero? ? "single process" : "#{n} worker#{'s' if n > 1}"
+      workers = n.zero? ? "single process" : "#{n} worker#{'s' if n > 1}#{workers_origin}"
       Log.info("Oribi #{VERSION} (Ruby #{RUBY_VERSION}, rack #{Rack.release}), pid #{Process.pid}, " \
                "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}" \
                "#{", #{@config[:threads]} threads per worker" if @config[:threads] > 1}")
       @listeners.all.each { |l| Log.info("listening on #{l}#{l.access}") }
+    end
+
+    # Where a worker count nobody wrote down came from.
+    def workers_origin
+      return "" unless @config.default?(:workers)
+      return " ($WEB_CONCURRENCY)" if ENV["WEB_CONCURRENCY"].to_s != ""
+
+      " (one per usable CPU: #{Cgroup.current.cpus.why})"
     end
   end
 end

@@ -44,6 +44,7 @@ module Oribi
       @served = 0
       @limit = request_limit
       @standalone = ready.nil?
+      Log.worker = index if @standalone # the lone server process is worker 0 too
       @scoreboard, @sb_row = scoreboard
       @link = link
       @early = early
@@ -92,11 +93,29 @@ module Oribi
 
     def promoted? = @promoted
 
+    # A lone worker's TERM with shutdown_delay (lib/oribi/shutdown_delay.rb
+    # is the master's): serve that long, then drain. A second TERM exits.
+    # The drain is the main thread's (the engine stops only from there):
+    # once the delay is over the timer sends the signal again.
+    def stop_after_delay(sig)
+      delay = @config[:shutdown_delay]
+      return stop if delay.zero? || @lame_duck == :over
+      return exit!(0) if @lame_duck
+
+      Log.info("#{sig}: serving #{delay} s more (shutdown_delay), then draining")
+      @lame_duck = Thread.new do
+        sleep delay # the delay itself
+        @lame_duck = :over
+        Process.kill(sig, Process.pid)
+      end
+    end
+
     # The life of a worker forked by the master or by a mold, once the block
     # has closed the parent's fds it must not keep: boot, serve,
     # become the next mold when promoted (GENERATION), exit without at_exit.
     def self.run_forked(server, app, index:, ready:, scoreboard:, row:, link:, generation:)
       yield
+      Log.worker = index
       Privileges.drop(server.config[:user]) if server.config[:user]
       Process.setproctitle("oribi worker[#{index}] booting")
       server.config.hook(:after_fork, server, index)
@@ -189,7 +208,7 @@ module Oribi
           @engine.stop(false) # the other workers take the backlog; listeners stay open
         end
       end
-      %w[TERM INT QUIT].each { |sig| trap(sig) { stop } }
+      %w[TERM INT QUIT].each { |sig| trap(sig) { @standalone ? stop_after_delay(sig) : stop } }
       # from the master: others go on (or a next generation), leave the backlog
       trap("USR2") { stop(drain_backlog: false) }
       trap("USR1") do

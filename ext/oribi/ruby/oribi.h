@@ -9,6 +9,7 @@ void Init_oribi_engine(VALUE mOribi);       /* engine.c: Oribi::Engine (the work
 void Init_oribi_scoreboard(VALUE mOribi);   /* scoreboard.c: Oribi::Scoreboard (worker states) */
 void Init_oribi_backlog(VALUE mOribi);      /* backlog.c: Oribi.listen_queue (listener backlogs) */
 void Init_oribi_subreaper(VALUE mOribi);    /* subreaper.c: Oribi.child_subreaper! (refork) */
+void Init_oribi_log_setup(VALUE mOribi);    /* log_setup.c: Oribi.log_setup (log_format) */
 void Init_oribi_query_parser(VALUE mOribi); /* query_parser.c: Oribi::Query (fast_query_parser) */
 /* Row idx of an Oribi::Scoreboard (scoreboard.h); raises unless it is one. */
 struct oribi_score *oribi_scoreboard_row(VALUE scoreboard, VALUE idx);

@@ -13,5 +13,8 @@ module OribiTestApp
     # The test client's Host header is not one Rails' development defaults allow.
     config.hosts.clear
     config.logger = ActiveSupport::Logger.new($stdout)
+    # Behind a proxy that serves files (Thruster): send_file answers with
+    # an X-Sendfile header and no body. Off unless the test sets it.
+    config.action_dispatch.x_sendfile_header = ENV.fetch("X_SENDFILE_HEADER", nil)
   end
 end

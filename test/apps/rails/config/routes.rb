@@ -5,4 +5,7 @@ Rails.application.routes.draw do
   get "/upstream", to: "hello#upstream"
   post "/echo", to: "hello#echo"
   get "/live", to: "live#events"
+  get "/nap", to: "hello#nap"
+  post "/upload", to: "files#upload"
+  get "/download", to: "files#download"
 end

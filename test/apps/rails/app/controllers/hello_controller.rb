@@ -15,6 +15,12 @@ class HelloController < ActionController::Base
     render plain: "upstream #{n}"
   end
 
+  # A request that takes ?s= seconds: in flight when a stop begins.
+  def nap
+    sleep Float(params.fetch(:s, "0"))
+    render plain: "napped #{params[:s]} pid #{Process.pid}"
+  end
+
   # Form parameters come from rack.input as Oribi filled it.
   def echo
     render plain: params[:msg]

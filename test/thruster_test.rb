@@ -1,0 +1,156 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "framework_process"
+require "digest"
+require "json"
+require_relative "support/sse_timing"
+
+# A Rails app behind Thruster as Rails 8 runs it (`thrust bin/rails server`,
+# the `thruster` gem's Go binary) with Oribi selected by RACKUP_HANDLER, as
+# in examples/docker/Dockerfile: it serves, streams, takes uploads, lets
+# Thruster serve send_file's files (X-Sendfile), and stops on Thruster's
+# TERM without losing a request.
+class ThrusterTest < Minitest::Test
+  def setup
+    FrameworkProcess.require_gem(self, "railties")
+    FrameworkProcess.require_gem(self, "thruster")
+    @root = Dir.mktmpdir("oribi-thruster")
+    FileUtils.cp_r(File.join(APPS, "rails", "."), @root)
+    FileUtils.mkdir_p(File.join(@root, "log"))
+  end
+
+  def teardown
+    @srv&.stop
+    FileUtils.rm_rf(@root) if @root
+  end
+
+  def thrust = Gem::Specification.find_by_name("thruster").bin_file("thrust")
+
+  def free_port
+    s = TCPServer.new("127.0.0.1", 0)
+    s.addr[1]
+  ensure
+    s&.close
+  end
+
+  # Thruster on a free port, the Rails app on another (TARGET_PORT, which
+  # Thruster passes on as PORT); config/oribi.rb holds config.
+  def start(config, env = {})
+    File.write(File.join(@root, "config/oribi.rb"), config)
+    env = { "RACKUP_HANDLER" => "oribi", "RAILS_ENV" => "production", "WEB_CONCURRENCY" => "2",
+            "TARGET_PORT" => free_port.to_s, "STORAGE_PATH" => File.join(@root, "tmp/thruster"),
+            "LOG_REQUESTS" => "false" }.merge(env)
+    @srv = FrameworkProcess.new(chdir: @root, env: env) do |port|
+      env["HTTP_PORT"] = port.to_s # read when the process is spawned, after this block
+      [RbConfig.ruby, thrust, RbConfig.ruby, "bin/rails", "server"]
+    end
+    # Thruster listens at once and answers 502 until the app is up.
+    assert wait_until(timeout: 60, interval: 0.1) { get("/hello")&.status == 200 }, "no 200 through Thruster\n#{@srv.log}"
+    assert_match(/Oribi .* 2 workers \(\$WEB_CONCURRENCY\), env production/, @srv.log)
+  end
+
+  def get(path, headers = {})
+    s = @srv.tcp
+    HTTPClient.request(s, path, headers: { "Connection" => "close" }.merge(headers))
+  rescue SystemCallError, EOFError
+    nil
+  ensure
+    s&.close
+  end
+
+  def access_log = File.read(File.join(@root, "log/access.log")).lines.map { |l| JSON.parse(l) }
+
+  def test_serves_streams_uploads_and_leaves_files_to_thruster
+    start(<<~RUBY, "X_SENDFILE_HEADER" => "X-Sendfile")
+      access_log "log/access.log"
+      access_log_format "json"
+    RUBY
+    assert_match(/\ARails [\d.]+ on Oribi: multiprocess=true\z/, get("/hello").body)
+
+    # ActionController::Live through Thruster: each event as it is written.
+    s = @srv.tcp
+    s.write("GET /live?n=3 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    events, raw = SSETiming.read(s)
+    assert_match(%r{\AHTTP/1.1 200 }, raw)
+    SSETiming.assert_streamed(self, events, 3, "ActionController::Live behind Thruster")
+    s.close
+
+    # A 5 MB multipart upload arrives whole.
+    data = Random.new(31).bytes(5 * 1024 * 1024)
+    boundary = "oribi#{rand(1 << 32)}"
+    body = "--#{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"blob.bin\"\r\n" \
+           "Content-Type: application/octet-stream\r\n\r\n#{data}\r\n--#{boundary}--\r\n".b
+    res = HTTPClient.request(@srv.tcp, "/upload", method: "POST", body: body,
+                                                  headers: { "Content-Type" => "multipart/form-data; boundary=#{boundary}" })
+    assert_equal [200, "blob.bin #{data.bytesize} #{Digest::SHA256.hexdigest(data)}"], [res.status, res.body]
+
+    # send_file: Oribi answers with X-Sendfile and no body, Thruster sends the file.
+    file = Random.new(32).bytes(3 * 1024 * 1024)
+    File.binwrite(File.join(@root, "tmp/big.bin"), file)
+    res = get("/download?name=big.bin")
+    assert_equal 200, res.status
+    assert_equal file.bytesize, res.body.bytesize
+    assert res.body == file, "the file differs"
+    assert_nil res["x-sendfile"]
+    logged = nil
+    assert wait_until { (logged = access_log.find { |r| r["uri"].start_with?("/download") }) }
+    assert_equal "-", logged["size"], "Oribi sent the body itself: #{logged.inspect}"
+  end
+
+  # Requests napping 1 s, in flight, and a client every 10 ms until
+  # stop.call(term time) says so; TERM to Thruster. Returns the statuses
+  # of the ones in flight and of the probes (:failed: no response).
+  def term_under_probes(stop)
+    napping = 4.times.map do
+      s = @srv.tcp
+      s.write("GET /nap?s=1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+      s
+    end
+    seen = []
+    term = []
+    prober = Thread.new do
+      until term.any? && stop.call(term.first)
+        at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        seen << (get("/hello")&.status || :failed)
+        sleep [0.01 - (Process.clock_gettime(Process::CLOCK_MONOTONIC) - at), 0].max # the client's pace
+      end
+    end
+    assert wait_until { seen.count(200) >= 3 }
+    term << Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    Process.kill(:TERM, @srv.pid)
+    in_flight = napping.map { |s| HTTPClient.read_response(s, timeout: 20)&.status }
+    prober.join
+    [in_flight, seen]
+  end
+
+  # Thruster relays TERM to the server and serves until it exits. With
+  # shutdown_delay, the requests in flight and those that keep coming for
+  # the delay are all answered; then Oribi drains, and both exit 0.
+  def test_term_from_thruster_loses_no_request
+    start(<<~RUBY)
+      shutdown_delay 2
+      control "unix://#{@root}/tmp/control.sock"
+    RUBY
+    in_flight, seen = term_under_probes(->(term) { Process.clock_gettime(Process::CLOCK_MONOTONIC) >= term + 1.8 })
+    assert_equal [200] * 4, in_flight, "requests in flight at TERM"
+    assert_operator seen.size, :>=, 20, "too few probes: #{seen.tally}"
+    assert_equal({ 200 => seen.size }, seen.tally, "probes across TERM")
+    status = @srv.wait_exit(30)
+    assert status&.success?, "thrust exit #{status.inspect}\n#{@srv.log}"
+    assert_match(/TERM: readiness 503, serving 2(\.0)? s more/, @srv.log)
+    puts "\nbehind Thruster, shutdown_delay 2: #{seen.size} probes every 10 ms across TERM, " \
+         "#{seen.tally.inspect}; #{in_flight.tally.inspect} in flight"
+  end
+
+  # Without the delay the requests in flight are answered too, but Thruster
+  # answers 502 to the ones that come once Oribi closed its listeners,
+  # until it exits (the requests in flight hold it for their second).
+  def test_without_a_delay_thruster_answers_502_after_term
+    start("")
+    in_flight, seen = term_under_probes(->(_) { !Process.wait(@srv.pid, Process::WNOHANG).nil? })
+    assert_equal [200] * 4, in_flight, "requests in flight at TERM"
+    refute_equal 0, seen.count(502), "no 502 without shutdown_delay: #{seen.tally}"
+    puts "\nbehind Thruster, no shutdown_delay: #{seen.tally.inspect} (502: Oribi's listeners closed)"
+  end
+end

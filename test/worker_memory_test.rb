@@ -1,0 +1,97 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# max_worker_memory: a worker whose memory (PSS, else RSS) outgrows it is
+# recycled between requests, logged; by default memory.max ÷ workers when
+# the cgroup limits memory (a fake tree here: ORIBI_CGROUP_ROOT).
+class WorkerMemoryTest < Minitest::Test
+  MIB = 1 << 20
+  LEAK = 10 # MiB per request
+
+  def teardown
+    @srv&.stop
+    FileUtils.rm_rf(@root) if @root
+  end
+
+  def get(path)
+    res = HTTPClient.request(@srv.tcp, path, headers: { "Connection" => "close" })
+    [res.status, res.body[/pid (\d+)/, 1].to_i]
+  end
+
+  # Leaks LEAK MiB a request until the worker that answers is another one
+  # (at most `max` requests); returns the statuses, the first pid and the
+  # pids seen.
+  def leak_until_recycled(max)
+    statuses = []
+    pids = []
+    max.times do
+      status, pid = get("/?mb=#{LEAK}")
+      statuses << status
+      pids << pid
+      break if pids.uniq.size > 1
+    end
+    # The master looks once a second: the last leaks may be ahead of it.
+    unless pids.uniq.size > 1
+      wait_until(timeout: 10) do
+        status, pid = get("/")
+        statuses << status
+        pids << pid
+        pids.uniq.size > 1
+      end
+    end
+    [statuses, pids]
+  end
+
+  def test_a_leaking_worker_is_recycled_between_requests
+    limit = 120 * MIB
+    @srv = ServerProcess.new("leak.ru", "--max-worker-memory", limit.to_s, workers: 1, unix: false)
+    statuses, pids = leak_until_recycled(40)
+    assert_equal [200] * statuses.size, statuses, "a request failed across the recycling"
+    assert_equal 2, pids.uniq.size, "the worker was not recycled after #{statuses.size} requests leaking #{LEAK} MiB each"
+    line = @srv.log_until(/max_worker_memory/)[/^.*max_worker_memory.*$/]
+    assert_match(/worker\[0\] pid #{pids.first}: (PSS|RSS) \d+\.\d MiB over max_worker_memory 120\.0 MiB after \d+ requests: recycling/, line)
+    used = line[/(\d+\.\d) MiB over/, 1].to_f
+    assert_operator used, :>, 120, line
+    # Not before it outgrew the limit: it served leaks up to about it (the
+    # master looks once a second, so how far past it depends on the pace).
+    leaks = pids.take_while { |p| p == pids.first }.size
+    assert_operator leaks * LEAK, :>=, 120 - 60, "recycled after #{leaks} leaks, below the limit"
+    puts "\nrecycled after #{leaks} requests leaking #{LEAK} MiB each: #{line[/\w+ [\d.]+ MiB over/]} 120 MiB"
+    # The new worker starts small and stays.
+    status, pid = get("/")
+    assert_equal [200, pids.last], [status, pid]
+  end
+
+  def test_off_by_default_without_a_cgroup_limit
+    @root = Dir.mktmpdir("oribi-cgroup")
+    File.write(File.join(@root, "cgroup.controllers"), "cpu memory\n")
+    File.write(File.join(@root, "memory.max"), "max\n")
+    @srv = ServerProcess.new("leak.ru", workers: 1, unix: false, env: { "ORIBI_CGROUP_ROOT" => @root })
+    pids = 12.times.map { get("/?mb=#{LEAK}").last }
+    assert_equal 1, pids.uniq.size
+    refute_match(/max_worker_memory/, @srv.log)
+  end
+
+  # memory.max 240 MiB with 2 workers: 120 MiB each, said at start.
+  def test_the_default_is_memory_max_divided_by_the_workers
+    @root = Dir.mktmpdir("oribi-cgroup")
+    File.write(File.join(@root, "cgroup.controllers"), "cpu memory\n")
+    File.write(File.join(@root, "memory.max"), "#{240 * MIB}\n")
+    @srv = ServerProcess.new("leak.ru", workers: 2, unix: false, env: { "ORIBI_CGROUP_ROOT" => @root })
+    assert_match(/max_worker_memory 120\.0 MiB per worker \(memory\.max #{240 * MIB} in #{@root} ÷ 2 workers\)/,
+                 @srv.log_until(/max_worker_memory/))
+    # Keep-alive on one connection: the same worker until it is recycled.
+    s = @srv.tcp
+    pids = []
+    30.times do
+      res = HTTPClient.request(s, "/?mb=#{LEAK}")
+      assert_equal 200, res.status
+      pids << res.body[/pid (\d+)/, 1].to_i
+      break if res["connection"] == "close"
+    end
+    s.close
+    assert @srv.log_until(/over max_worker_memory 120\.0 MiB/, timeout: 10).match?(/over max_worker_memory/),
+           "not recycled after #{pids.size} leaks of #{LEAK} MiB\n#{@srv.log}"
+  end
+end
