@@ -187,16 +187,6 @@ class ResponseTest < Minitest::Test
   MISTAKES = %w[huge-status negative-status bignum-status status-600 status-99 float-status headers-array
                 body-nil body-int-element not-an-array to-ary-raises].freeze
 
-  # distinct sockets a process holds (the loop's copies of the listeners
-  # are the same sockets; Ruby's own pipes and eventfds are not counted)
-  def sockets(pid)
-    Dir.children("/proc/#{pid}/fd").filter_map do |fd|
-      File.readlink("/proc/#{pid}/fd/#{fd}")
-    rescue SystemCallError
-      nil
-    end.grep(/\Asocket:/).uniq.size
-  end
-
   # Whatever the app gets wrong between its return and the first byte (a
   # status outside a C int or outside 100..599, headers that are not a
   # Hash, a body that is not one, a response that is no triple) is the
@@ -206,7 +196,7 @@ class ResponseTest < Minitest::Test
   # threads the worker froze until worker_timeout killed it.
   def assert_mistakes_are_logged_500s(srv)
     pid = HTTPClient.request(srv.tcp, "/pid").body.to_i
-    before = sockets(pid)
+    before = socket_count(pid)
     MISTAKES.each do |kind|
       s = srv.tcp
       s.write("GET /mistake?kind=#{kind} HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -219,7 +209,7 @@ class ResponseTest < Minitest::Test
       assert_equal 200, after.status, kind if after
       s.close
     end
-    assert wait_until(timeout: 5) { sockets(pid) <= before }, "sockets: #{before} before, #{sockets(pid)} after"
+    assert wait_until(timeout: 5) { socket_count(pid) <= before }, "sockets: #{before} before, #{socket_count(pid)} after"
     assert_equal pid, HTTPClient.request(srv.tcp, "/pid").body.to_i, "the worker was replaced:\n#{srv.log}"
   end
 

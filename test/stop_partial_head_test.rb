@@ -12,21 +12,13 @@ require "test_helper"
 class StopPartialHeadTest < Minitest::Test
   PARTIAL = "GET / HTTP/1.1\r\nHost: a\r\nX-Slow: " # a head that never ends
 
-  def sockets(pid)
-    Dir.children("/proc/#{pid}/fd").filter_map do |fd|
-      File.readlink("/proc/#{pid}/fd/#{fd}")
-    rescue SystemCallError
-      nil
-    end.grep(/\Asocket:/).uniq.size
-  end
-
   # One partial head per transport, each seen by the worker (its sockets
   # grew by them) before the test goes on.
   def hold_partial_heads(srv)
     worker = HTTPClient.request(srv.unix, "/").body[/\d+/].to_i
-    before = sockets(worker)
+    before = socket_count(worker)
     held = [srv.tcp, srv.unix].each { |s| s.write(PARTIAL) }
-    assert wait_until(timeout: 10) { sockets(worker) >= before + 2 }, "the worker never took the connections"
+    assert wait_until(timeout: 10) { socket_count(worker) >= before + 2 }, "the worker never took the connections"
     [worker, held]
   end
 

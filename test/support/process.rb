@@ -10,3 +10,13 @@ def process_alive?(pid)
 rescue SystemCallError
   false
 end
+
+# Distinct sockets a process holds (the loop's copies of the listeners are
+# the same sockets; Ruby's own pipes and eventfds are not counted).
+def socket_count(pid)
+  Dir.children("/proc/#{pid}/fd").filter_map do |fd|
+    File.readlink("/proc/#{pid}/fd/#{fd}")
+  rescue SystemCallError
+    nil
+  end.grep(/\Asocket:/).uniq.size
+end
