@@ -23,6 +23,7 @@ module Oribi
   autoload :Ctl, "oribi/ctl"
   autoload :Mold, "oribi/mold"
   autoload :Refork, "oribi/refork"
+  autoload :Reexec, "oribi/reexec"
   autoload :QueryParser, "oribi/query_parser"
   autoload :Privileges, "oribi/privileges"
 end

@@ -11,7 +11,13 @@ module Oribi
     def self.run(argv) = new.run(argv)
 
     def run(argv)
-      config = Config.load(parse(argv))
+      config = begin
+        Config.load(parse(argv))
+      rescue Config::Error => e
+        raise unless Reexec.adopting? # a USR2 whose new config is broken: the old workers go on
+
+        return Server.degraded(e).run
+      end
       Server.new(config).run
     rescue OptionParser::ParseError, Config::Error, ArgumentError, SystemCallError, SocketError => e
       $stderr.puts "oribi: #{e.message.lines.first.chomp}"

@@ -1,0 +1,149 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "fileutils"
+
+# A deploy as Capistrano makes it: releases/N, each with its Gemfile and
+# app, and a `current` symlink switched atomically to the newest; the
+# server started as `cd current && bundle exec oribi` under a supervisor
+# that watches the one pid it started (runit, foreman, a container's PID 1).
+# Signalling the server after the switch serves the new release with no
+# failed request, after the first release is deleted too, and the pid the
+# supervisor watches never exits.
+class DeployTest < Minitest::Test
+  # A runit-style supervisor: runs the command, and when it exits runs it
+  # again (after runit's one-second pause), logging each start and exit.
+  SUPERVISOR = <<~'RUBY'
+    log, *cmd = ARGV
+    child = nil
+    %w[TERM INT].each { |s| trap(s) { Process.kill(s, child) if child; exit } }
+    loop do
+      child = Process.spawn(*cmd)
+      File.write(log, "start #{child}\n", mode: "a")
+      _, st = Process.wait2(child)
+      File.write(log, "exit #{child} #{st.inspect}\n", mode: "a")
+      sleep 1
+    end
+  RUBY
+
+  def setup
+    @dir = Dir.mktmpdir("oribi-deploy")
+    @current = File.join(@dir, "current")
+    @sock = File.join(@dir, "app.sock")
+    @pid_file = File.join(@dir, "oribi.pid")
+    @log = File.join(@dir, "server.log")
+    @sup_log = File.join(@dir, "supervisor.log")
+  end
+
+  def teardown
+    if @sup
+      begin
+        Process.kill(:TERM, @sup)
+        Timeout.timeout(20) { Process.wait(@sup) }
+      rescue Errno::ESRCH, Errno::ECHILD, Timeout::Error
+        nil
+      end
+      kill_group(@sup)
+    end
+    FileUtils.rm_rf(@dir)
+  end
+
+  # releases/N with a Gemfile of its own and an app that names its release,
+  # then `current` switched to it as Capistrano does (rename over the link).
+  def deploy(n)
+    release = File.join(@dir, "releases", n.to_s)
+    FileUtils.mkdir_p(release)
+    File.write(File.join(release, "Gemfile"), "source \"https://rubygems.org\"\ngem \"oribi\", path: #{ROOT.dump}\n")
+    File.write(File.join(release, "config.ru"), "run ->(_) { [200, {}, [#{"r#{n}".dump}]] }\n")
+    File.symlink(release, "#{@current}.new")
+    File.rename("#{@current}.new", @current)
+    release
+  end
+
+  def start(*args)
+    env = { "PWD" => @current, "BUNDLE_PATH" => File.join(ROOT, "vendor/bundle"),
+            "BUNDLE_GEMFILE" => nil, "RUBYOPT" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil }
+    cmd = [RbConfig.ruby, "-S", "bundle", "exec", "ruby", File.join(ROOT, "exe/oribi"), "-w", "2",
+           "-b", "unix://#{@sock}", "--pid", @pid_file, "--rolling-interval", "0", *args, "config.ru"]
+    @sup = Process.spawn(env, RbConfig.ruby, "-e", SUPERVISOR, @sup_log, *cmd,
+                         chdir: @current, %i[out err] => @log, pgroup: true)
+    assert wait_until(timeout: 30) { body == "r1" }, "not serving r1:\n#{File.read(@log)}"
+    assert wait_until { File.exist?(@pid_file) }
+    @pid = File.read(@pid_file).to_i
+    assert_equal [@pid], started, "the pid file names the process the supervisor started"
+  end
+
+  def log_tail = File.read(@log).then { |t| t[-[t.size, 4000].min..] }
+
+  def started = File.read(@sup_log).scan(/^start (\d+)/).flatten.map(&:to_i)
+
+  def body
+    s = UNIXSocket.new(@sock)
+    HTTPClient.request(s, "/", headers: { "Connection" => "close" }).body
+  rescue SystemCallError, EOFError, IOError
+    nil
+  ensure
+    s&.close
+  end
+
+  def under_load(seconds)
+    load = Thread.new do
+      Oribi::Loadgen.run(unix_path: @sock, request: "GET / HTTP/1.1\r\nHost: t\r\n\r\n", threads: 1,
+                         connections: 8, duration: seconds, keepalive: true, timeout: 10)
+    end
+    yield
+    load.value
+  end
+
+  # 20 requests in a row say the release: no worker of an older one serves.
+  def assert_serves(release, why)
+    assert wait_until(timeout: 40) { Array.new(20) { body }.uniq == [release] },
+           "#{why}: not serving #{release} alone:\n#{log_tail}"
+  end
+
+  def assert_clean(result, what)
+    assert_operator result[:requests], :>, 100, "#{what}: too little load to mean anything"
+    assert_equal 0, result[:errors].values.sum, "#{what}: #{result[:errors]}\n#{log_tail}"
+    assert_equal [200], result[:status].keys, "#{what}: #{result[:status]}"
+    assert_equal [@pid], started, "#{what}: the supervisor had to start the server again:\n#{File.read(@log)}"
+    assert process_alive?(@pid), "#{what}: the supervised pid exited"
+    assert_equal @pid, File.read(@pid_file).to_i
+  end
+
+  def usr2_deploys(*args)
+    first = deploy(1)
+    start(*args)
+    result = under_load(14) do
+      deploy(2)
+      Process.kill(:USR2, @pid)
+      assert_serves("r2", "USR2 after the switch to releases/2")
+      FileUtils.rm_rf(first) # Capistrano's keep_releases
+      deploy(3)
+      Process.kill(:USR2, @pid)
+      assert_serves("r3", "USR2 with releases/1 deleted")
+    end
+    assert_clean(result, "USR2 deploys #{args.join(' ')}")
+  end
+
+  def test_usr2_deploys_the_new_release_preloaded
+    usr2_deploys("--preload")
+  end
+
+  def test_usr2_deploys_the_new_release_not_preloaded
+    usr2_deploys("--no-preload")
+  end
+
+  # HUP, the phased restart: without preload each new worker loads the app
+  # from the release `current` names now.
+  def test_hup_rolls_the_workers_onto_the_new_release
+    first = deploy(1)
+    start("--no-preload")
+    result = under_load(8) do
+      deploy(2)
+      FileUtils.rm_rf(first)
+      Process.kill(:HUP, @pid)
+      assert_serves("r2", "HUP after the switch")
+    end
+    assert_clean(result, "HUP deploy")
+  end
+end
