@@ -50,11 +50,11 @@ class DeployTest < Minitest::Test
 
   # releases/N with a Gemfile of its own and an app that names its release,
   # then `current` switched to it as Capistrano does (rename over the link).
-  def deploy(n)
+  def deploy(n, app: "run ->(_) { [200, {}, [#{"r#{n}".dump}]] }")
     release = File.join(@dir, "releases", n.to_s)
     FileUtils.mkdir_p(release)
     File.write(File.join(release, "Gemfile"), "source \"https://rubygems.org\"\ngem \"oribi\", path: #{ROOT.dump}\n")
-    File.write(File.join(release, "config.ru"), "run ->(_) { [200, {}, [#{"r#{n}".dump}]] }\n")
+    File.write(File.join(release, "config.ru"), "#{app}\n")
     File.symlink(release, "#{@current}.new")
     File.rename("#{@current}.new", @current)
     release
@@ -80,7 +80,7 @@ class DeployTest < Minitest::Test
   def body
     s = UNIXSocket.new(@sock)
     HTTPClient.request(s, "/", headers: { "Connection" => "close" }).body
-  rescue SystemCallError, EOFError, IOError
+  rescue SystemCallError, IOError
     nil
   ensure
     s&.close
@@ -145,5 +145,20 @@ class DeployTest < Minitest::Test
       assert_serves("r2", "HUP after the switch")
     end
     assert_clean(result, "HUP deploy")
+  end
+
+  # A release that cannot boot: the old workers go on serving from the same
+  # pid, and the next deploy's USR2 goes ahead.
+  def test_a_release_that_does_not_boot_leaves_the_old_one_serving
+    deploy(1)
+    start
+    deploy(2, app: "raise 'broken release'")
+    Process.kill(:USR2, @pid)
+    assert wait_until(timeout: 30) { File.read(@log).include?("previous workers go on serving") }, log_tail
+    assert_equal "r1", body
+    deploy(3)
+    Process.kill(:USR2, @pid)
+    assert_serves("r3", "USR2 after a broken release")
+    assert_equal [@pid], started
   end
 end

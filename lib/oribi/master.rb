@@ -39,6 +39,7 @@ module Oribi
       @rolling = []        # pids still to replace in a rolling restart
       # USR2 (Reexec): workers of the image before this one, pid => index,
       # serving until ours do, then draining; and their lifeline.
+      @reexec = Reexec.adopting?
       @adopted = Reexec.adopted
       @adopted_draining = false
       @old_lifeline = Reexec.lifeline
@@ -354,8 +355,15 @@ module Oribi
         return Log.info("USR2: once the previous workers have drained")
       end
 
+      # Workers still booting: once they serve, unless they keep failing
+      # (then they go: they served nothing, and this USR2 is the fix).
+      if @boot_failures.zero? && @quick_crashes.zero? && @children.values.any? { |c| !c.booted && !c.retiring }
+        @usr2_pending = true
+        return Log.info("USR2: once the workers have booted")
+      end
+      @children.each_value { |c| Process.kill(:KILL, c.pid) unless c.booted }
       argv, dir = @server.launch
-      workers = @adopted.merge(@children.reject { |_, c| c.retiring }.to_h { |pid, c| [pid, c.index] })
+      workers = @adopted.merge(@children.select { |_, c| c.booted && !c.retiring }.to_h { |pid, c| [pid, c.index] })
       env, fds = Reexec.handover(listeners: @server.listeners, workers: workers, lifeline: @old_lifeline || @life_w,
                                  control: @control)
       env.merge!(Reexec.repointed(ENV.to_h, from: @server.booted_in, to: dir), "PWD" => dir)
@@ -375,10 +383,12 @@ module Oribi
     # The new workers serve: those of the old code drain, leaving the
     # backlog to them.
     def retire_adopted
-      return if @adopted.empty? || @adopted_draining
+      return unless @reexec && !@adopted_draining
+
+      @adopted_draining = true
+      return Log.info("USR2 done") if @adopted.empty?
 
       Log.info("USR2: the new workers serve; draining the #{@adopted.size} previous one(s)")
-      @adopted_draining = true
       @adopted.each_key { |pid| signal(pid, :USR2) }
     end
 
@@ -390,7 +400,6 @@ module Oribi
       @old_lifeline&.close
       @old_lifeline = nil
       Log.info("USR2 done: the previous workers are gone") if @adopted_draining
-      hot_restart if @usr2_pending && !@stopping
     end
 
     # The new code's workers cannot boot: the old ones go on serving.
@@ -418,6 +427,10 @@ module Oribi
         @server.listeners.take_ownership!
         @control&.take_ownership!
         retire_adopted unless @degraded
+      end
+      if @usr2_pending && @notified_ready && @adopted.empty? && @children.each_value.all?(&:booted)
+        @usr2_pending = false
+        hot_restart
       end
       return unless (interval = @watchdog_interval) && now >= @next_watchdog
 

@@ -54,7 +54,7 @@ module Oribi
       nil
     end
 
-    def adopting?(env = ENV) = !env[ADOPT].to_s.empty?
+    def adopting?(env = ENV) = env.key?(ADOPT)
 
     # The environment and fds exec needs to hand over listeners, workers,
     # their lifeline and the control endpoint.
