@@ -66,4 +66,21 @@ class RailsTest < Minitest::Test
   def test_single_process
     check_serves_and_stops(1)
   end
+
+  # Rails logs to STDOUT; under a supervisor, Docker or foreman that is a
+  # file or a pipe, not a terminal. Each line is there once the response
+  # is, as with Puma, not when a buffer fills or the worker exits.
+  def test_app_log_lines_reach_a_file_at_once
+    %w[oribi puma].each do |server|
+      srv = FrameworkProcess.new(env: { "WEB_CONCURRENCY" => "2", "RAILS_ENV" => "production" }, chdir: @root) do |port|
+        [RbConfig.ruby, "bin/rails", "server", "-u", server, "-p", port.to_s, "-b", "127.0.0.1"]
+      end
+      3.times { assert_equal 200, HTTPClient.request(srv.tcp, "/hello").status }
+      assert_equal 500, HTTPClient.request(srv.tcp, "/boom").status
+      assert wait_until(timeout: 1) { srv.log.scan(%r{Started GET "/hello"}).size == 3 && srv.log.include?("boom in the app") },
+             "#{server}: the app's log lines are not in the file 1 s after the responses:\n#{srv.log}"
+    ensure
+      srv&.stop
+    end
+  end
 end

@@ -33,6 +33,11 @@ module Oribi
     # the exit status.
     def run(app = nil)
       ENV["RACK_ENV"] = @config[:environment]
+      # What the app and the server write goes out at once, to a terminal or
+      # not (a file, a pipe, Docker's log, foreman): a line the app logged
+      # is seen when it happened, not when a buffer fills or a worker exits.
+      $stdout.sync = true
+      $stderr.sync = true
       Log.reopen(@config)
       File.umask(@config[:umask]) if @config[:umask]
       standalone = @config[:workers].zero?

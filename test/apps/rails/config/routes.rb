@@ -5,4 +5,5 @@ Rails.application.routes.draw do
   get "/upstream", to: "hello#upstream"
   post "/echo", to: "hello#echo"
   get "/live", to: "live#events"
+  get "/boom", to: "hello#boom"
 end

@@ -19,4 +19,9 @@ class HelloController < ActionController::Base
   def echo
     render plain: params[:msg]
   end
+
+  # An error the app does not rescue: Rails logs it (FATAL, backtrace), 500.
+  def boom
+    raise "boom in the app"
+  end
 end
