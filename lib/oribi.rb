@@ -10,6 +10,7 @@ module Oribi
   autoload :Config, "oribi/config"
   autoload :Options, "oribi/options"
   autoload :CLI, "oribi/cli"
+  autoload :CheckConfig, "oribi/check_config"
   autoload :Listeners, "oribi/listeners"
   autoload :Server, "oribi/server"
   autoload :Worker, "oribi/worker"

@@ -157,6 +157,9 @@ module Oribi
 
     RAILS_THREADS = env_int("RAILS_MAX_THREADS", 1) # what Rails' config/puma.rb gives Puma
 
+    # As Puma reads it.
+    APP_ENV = env("APP_ENV", env("RACK_ENV", env("RAILS_ENV", "development")))
+
     PORT = 9292 # rackup's too
     PORT_BIND = env_int("PORT", PORT) { |port| ["tcp://0.0.0.0:#{port}"] }
 
@@ -201,7 +204,7 @@ module Oribi
       opt(:binds,              ["-b", "--bind URI"],          URIS,    PORT_BIND,                           nil,                 "tcp://HOST:PORT or unix:///PATH; repeatable"),
       opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
       opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), THREADS,             "threads per worker"),
-      opt(:environment,        ["-E", "--env ENV"],           STR,     env("RACK_ENV", "development"),      nil,                 "RACK_ENV for the app"),
+      opt(:environment,        ["-E", "--env ENV"],           STR,     APP_ENV,                             nil,                 "RACK_ENV for the app"),
       opt(:preload_app,        ["--[no-]preload"],            BOOL,    true,                                nil,                 "load the app in the master before forking"),
       opt(:keepalive,          ["--[no-]keepalive"],          BOOL,    true,                                nil,                 "keep HTTP/1.1 connections open between requests"),
       opt(:keepalive_timeout,  ["--keepalive-timeout SEC"],   SECONDS, 20,                                  POSITIVE,            "close idle keep-alive connections after SEC"),
