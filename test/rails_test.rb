@@ -83,4 +83,35 @@ class RailsTest < Minitest::Test
       srv&.stop
     end
   end
+
+  # `bin/rails restart` touches tmp/restart.txt; the server restarts with the
+  # new code by running the command line Rails gave it (restart_cmd), as
+  # Puma (with its tmp_restart plugin) does.
+  def test_bin_rails_restart_serves_the_new_code
+    %w[oribi puma].each do |server|
+      File.write(File.join(@root, "VERSION"), "v1")
+      File.write(File.join(@root, "config/puma.rb"), "plugin :tmp_restart\n") if server == "puma"
+      # As from a shell, not from inside this test's `bundle exec`: Puma's
+      # restart goes back to the environment from before Bundler.
+      env = ENV.keys.grep(/\ABUNDLER_ORIG_/).to_h { |k| [k, nil] }
+      srv = FrameworkProcess.new(env: env.merge("WEB_CONCURRENCY" => "1", "RAILS_ENV" => "production"), chdir: @root) do |port|
+        [RbConfig.ruby, "bin/rails", "server", "-u", server, "-p", port.to_s, "-b", "127.0.0.1"]
+      end
+      assert_match(/\Av1 /, HTTPClient.request(srv.tcp, "/version").body)
+      File.write(File.join(@root, "VERSION"), "v2")
+      _, status = FrameworkProcess.capture(RbConfig.ruby, "bin/rails", "restart", chdir: @root)
+      assert status.success?
+      version = lambda do
+        HTTPClient.request(srv.tcp, "/version")&.body
+      rescue SystemCallError, IOError
+        nil
+      end
+      assert wait_until(timeout: 40) { version.call&.start_with?("v2 ") }, "#{server}: still the old code:\n#{srv.log}"
+      assert process_alive?(srv.pid), "#{server}: the process rails started is gone:\n#{srv.log}"
+      refute_match(/invalid option/, srv.log)
+    ensure
+      srv&.stop
+      FileUtils.rm_f(File.join(@root, "config/puma.rb"))
+    end
+  end
 end

@@ -375,7 +375,7 @@ module Oribi
       $stdout.flush
       $stderr.flush
       Dir.chdir(dir)
-      exec(env, RbConfig.ruby, *argv, fds)
+      exec(env, [argv[0], argv[0]], *argv[1..], fds) # never through a shell
     rescue SystemCallError => e
       Log.error("USR2: exec failed; this image goes on serving", e)
     end

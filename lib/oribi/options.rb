@@ -242,6 +242,7 @@ module Oribi
       opt(:pid_file,           ["--pid FILE"],                PATH,    nil,                                 nil,                 "write the server's pid to FILE"),
       opt(:user,               ["--user USER[:GROUP]"],       OPT_STR, unset("the master's"),               nil,                 "workers run as this user (and group), the master as it was started"),
       opt(:restart_file,       ["--restart-file FILE"],       PATH,    nil,                                 nil,                 "restart with the app's new code when FILE is touched"),
+      opt(:restart_command,    ["--restart-command CMD"],     OPT_STR, unset("the command line it was started with"), nil,    "what a hot restart (USR2, restart_file) runs in place, in working_directory"),
       opt(:control,            ["--control URI"],             OPT_STR, unset("off"),                        CONTROL_URI,         "stats, readyz, restart at unix:///PATH or tcp://HOST:PORT"),
       opt(:control_token,      ["--control-token TOKEN"],     OPT_STR, env("ORIBI_CONTROL_TOKEN", nil),     nil,                 "token the control endpoint requires; needed for TCP"),
       opt(:rackup,             nil,                           STR,     "config.ru",                         nil,                 "the Rack app to load (the RACKUP_FILE argument)"),

@@ -26,7 +26,6 @@ module Oribi
       silence_fork_callback_warning: "nothing to silence",
       extra_runtime_dependencies: "nothing to declare",
       prune_bundler: "USR2 re-executes the command line, Bundler and all, from working_directory",
-      restart_command: "USR2 re-executes the command line the server was started with",
       log_requests: "see access_log",
       quiet: "Oribi logs only what an operator needs",
       early_hints: "rack.early_hints is always on",
@@ -131,6 +130,7 @@ module Oribi
     def enable_keep_alives(yes = true) = __map("enable_keep_alives", :keepalive, yes)
     def http_content_length_limit(bytes) = __map("http_content_length_limit", :max_body, bytes || 0)
     def rackup(path) = __map("rackup", :rackup, path)
+    def restart_command(cmd) = __map("restart_command", :restart_command, cmd.to_s)
 
     # Puma's worker hooks get the worker's index, Oribi's the server too.
     def before_worker_boot(&blk) = __hook("before_worker_boot", :after_fork, blk)

@@ -68,6 +68,9 @@ module Oribi
       binds = binds(options)
       (given.call(:Host, :Port, :Bind) ? strong : weak)[:binds] = binds if binds
       (given.call(:environment) ? strong : weak)[:environment] = options[:environment].to_s if options[:environment]
+      # Rails' command line again (`bin/rails server … --restart`): what a
+      # hot restart (bin/rails restart, USR2) runs, as Puma does.
+      weak[:restart_command] = options[:restart_cmd].to_s if options[:restart_cmd]
       build(strong, weak)
     end
 

@@ -2,6 +2,7 @@
 
 require "rack"
 require "securerandom"
+require "shellwords"
 
 module Oribi
   # Sets the process up and picks its shape: binds the listeners, loads the
@@ -19,7 +20,12 @@ module Oribi
       dir = File.expand_path(config[:working_directory])
       Dir.chdir(dir) unless File.identical?(dir, ".")
       @booted_in = Dir.pwd
-      @launch = [[File.expand_path($PROGRAM_NAME, dir), *ARGV], dir]
+      argv = if (cmd = config[:restart_command])
+               Shellwords.split(cmd)
+             else
+               [RbConfig.ruby, File.expand_path($PROGRAM_NAME, dir), *ARGV]
+             end
+      @launch = [argv, dir]
     end
 
     # A new image (USR2) whose config or app failed to load: the workers

@@ -6,4 +6,5 @@ Rails.application.routes.draw do
   post "/echo", to: "hello#echo"
   get "/live", to: "live#events"
   get "/boom", to: "hello#boom"
+  get "/version", to: "hello#version"
 end

@@ -24,4 +24,9 @@ class HelloController < ActionController::Base
   def boom
     raise "boom in the app"
   end
+
+  # The code version the server booted with.
+  def version
+    render plain: "#{BOOT_VERSION} #{Process.ppid}"
+  end
 end
