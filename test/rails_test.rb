@@ -114,4 +114,22 @@ class RailsTest < Minitest::Test
       FileUtils.rm_f(File.join(@root, "config/puma.rb"))
     end
   end
+
+  # Rails' development host is localhost: both loopbacks, as with Puma,
+  # whatever /etc/hosts says (a browser may pick ::1).
+  def test_localhost_is_both_loopbacks_as_with_puma
+    skip "no IPv6 loopback here" unless Socket.ip_address_list.any? { |a| a.ip_address == "::1" }
+    %w[oribi puma].each do |server|
+      srv = FrameworkProcess.new(env: { "WEB_CONCURRENCY" => "1", "RAILS_ENV" => "development" }, chdir: @root) do |port|
+        [RbConfig.ruby, "bin/rails", "server", "-u", server, "-p", port.to_s]
+      end
+      %w[127.0.0.1 ::1].each do |address|
+        s = TCPSocket.new(address, srv.port)
+        assert_equal 200, HTTPClient.request(s, "/hello").status, "#{server} on #{address}"
+        s.close
+      end
+    ensure
+      srv&.stop
+    end
+  end
 end

@@ -137,6 +137,9 @@ module Oribi
     # so only one.
     def tcp_binds(host, port)
       host = host.delete("[]")
+      # Both loopbacks (Listeners) even where the resolver gives one, as Puma.
+      return ["tcp://localhost:#{port}"] if host == "localhost" && port.positive?
+
       addrs = begin
         Addrinfo.getaddrinfo(host, port, nil, :STREAM).uniq(&:ip_address)
       rescue SocketError
