@@ -132,4 +132,30 @@ class RailsTest < Minitest::Test
       srv&.stop
     end
   end
+
+  # With no thread count anywhere, a Rails app gets what Rails' own
+  # config/puma.rb gives Puma (3): two open event streams leave a thread
+  # for /hello, as under Puma.
+  def test_a_rails_app_gets_rails_threads_when_none_is_configured
+    %w[oribi puma].each do |server|
+      env = { "WEB_CONCURRENCY" => "1", "RAILS_ENV" => "production", "RAILS_MAX_THREADS" => nil, "ORIBI_THREADS" => nil }
+      srv = FrameworkProcess.new(env: env, chdir: @root) do |port|
+        [RbConfig.ruby, "bin/rails", "server", "-u", server, "-p", port.to_s, "-b", "127.0.0.1"]
+      end
+      streams = Array.new(2) do
+        srv.tcp.tap do |s|
+          s.write("GET /live?n=20 HTTP/1.1\r\nHost: t\r\n\r\n")
+          assert s.wait_readable(10), "#{server}: the stream did not start" # its first event is out: a thread holds it
+        end
+      end
+      t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      assert_equal 200, HTTPClient.request(srv.tcp, "/hello").status
+      took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+      # 20 events 0.4 s apart hold a lone thread for 7.6 s
+      assert_operator took, :<, 2.0, "#{server}: /hello waited #{took.round(2)} s behind two event streams"
+    ensure
+      streams&.each(&:close)
+      srv&.stop
+    end
+  end
 end

@@ -155,7 +155,10 @@ module Oribi
 
     def self.env_int(var, fallback, &wrap) = env(var, fallback, read: ->(name) { Config.env_int(name, nil) }, &wrap)
 
-    RAILS_THREADS = env_int("RAILS_MAX_THREADS", 1) # what Rails' config/puma.rb gives Puma
+    # What Rails' config/puma.rb gives Puma: $RAILS_MAX_THREADS, else 3. Under
+    # `rails server` a Rails app gets that; elsewhere one thread.
+    RAILS_SERVER_THREADS = computed("3 under rails server, else 1") { defined?(::Rails::Server) ? 3 : 1 }
+    RAILS_THREADS = env_int("RAILS_MAX_THREADS", RAILS_SERVER_THREADS)
 
     # As Puma reads it.
     APP_ENV = env("APP_ENV", env("RACK_ENV", env("RAILS_ENV", "development")))
