@@ -158,4 +158,26 @@ class RailsTest < Minitest::Test
       srv&.stop
     end
   end
+
+  # docs/RAILS.md's config/oribi.rb, as it is (its paths moved here), on a
+  # Rails app: it serves with preload on and off (a hook that named
+  # ActiveRecord before the app loaded crash-looped without preload).
+  def test_the_config_of_docs_rails_md_serves_preloaded_or_not
+    doc = File.read(File.join(ROOT, "docs/RAILS.md"))
+    text = doc[/^## config\/oribi\.rb\n\n```ruby\n(.*?)```/m, 1] or flunk "no config/oribi.rb block in docs/RAILS.md"
+    FileUtils.mkdir_p(File.join(@root, "log")) # as in every Rails app
+    [true, false].each do |preload|
+      srv = FrameworkProcess.new(env: { "RAILS_ENV" => "production" }, chdir: @root) do |port|
+        conf = text.sub("unix:///run/app/oribi.sock", "tcp://127.0.0.1:#{port}")
+                   .sub("unix:///run/app/control.sock", "unix://#{@root}/tmp/control.sock")
+        File.write(File.join(@root, "config/oribi.rb"), "#{conf}preload_app #{preload}\n")
+        [RbConfig.ruby, "bin/rails", "server", "-u", "oribi"]
+      end
+      assert_equal 200, HTTPClient.request(srv.tcp, "/hello")&.status, srv.log
+      assert wait_until { File.exist?(File.join(@root, "log/access.log")) }
+      refute_match(/failed|NameError/, srv.log)
+    ensure
+      srv&.stop
+    end
+  end
 end
