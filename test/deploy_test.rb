@@ -44,6 +44,7 @@ class DeployTest < Minitest::Test
         nil
       end
       kill_group(@sup)
+      @sup = nil
     end
     FileUtils.rm_rf(@dir)
   end
@@ -53,18 +54,23 @@ class DeployTest < Minitest::Test
   def deploy(n, app: "run ->(_) { [200, {}, [#{"r#{n}".dump}]] }")
     release = File.join(@dir, "releases", n.to_s)
     FileUtils.mkdir_p(release)
-    File.write(File.join(release, "Gemfile"), "source \"https://rubygems.org\"\ngem \"oribi\", path: #{ROOT.dump}\n")
+    File.write(File.join(release, "Gemfile"), "source \"https://rubygems.org\"\ngem \"oribi\", path: #{ROOT.dump}\ngem \"puma\"\n")
     File.write(File.join(release, "config.ru"), "#{app}\n")
     File.symlink(release, "#{@current}.new")
     File.rename("#{@current}.new", @current)
     release
   end
 
-  def start(*args)
+  def start(*args, server: :oribi)
     env = { "PWD" => @current, "BUNDLE_PATH" => File.join(ROOT, "vendor/bundle"),
             "BUNDLE_GEMFILE" => nil, "RUBYOPT" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil }
-    cmd = [RbConfig.ruby, "-S", "bundle", "exec", "ruby", File.join(ROOT, "exe/oribi"), "-w", "2",
-           "-b", "unix://#{@sock}", "--pid", @pid_file, "--rolling-interval", "0", *args, "config.ru"]
+    cmd = [RbConfig.ruby, "-S", "bundle", "exec"]
+    cmd += if server == :puma
+             ["puma", "-w", "2", "-b", "unix://#{@sock}", "--pidfile", @pid_file, *args, "config.ru"]
+           else
+             ["ruby", File.join(ROOT, "exe/oribi"), "-w", "2", "-b", "unix://#{@sock}", "--pid", @pid_file,
+              "--rolling-interval", "0", *args, "config.ru"]
+           end
     @sup = Process.spawn(env, RbConfig.ruby, "-e", SUPERVISOR, @sup_log, *cmd,
                          chdir: @current, %i[out err] => @log, pgroup: true)
     assert wait_until(timeout: 30) { body == "r1" }, "not serving r1:\n#{File.read(@log)}"
@@ -133,18 +139,23 @@ class DeployTest < Minitest::Test
     usr2_deploys("--no-preload")
   end
 
-  # HUP, the phased restart: without preload each new worker loads the app
-  # from the release `current` names now.
-  def test_hup_rolls_the_workers_onto_the_new_release
-    first = deploy(1)
-    start("--no-preload")
-    result = under_load(8) do
-      deploy(2)
-      FileUtils.rm_rf(first)
-      Process.kill(:HUP, @pid)
-      assert_serves("r2", "HUP after the switch")
+  # HUP, Puma's phased restart (USR1): without preload each new worker
+  # loads the app from the release `current` names now, under Oribi as
+  # under Puma.
+  def test_hup_rolls_the_workers_onto_the_new_release_as_pumas_phased_restart
+    { oribi: [:HUP, "--no-preload"], puma: [:USR1] }.each do |server, (signal, *args)|
+      first = deploy(1)
+      start(*args, server: server)
+      result = under_load(8) do
+        deploy(2)
+        FileUtils.rm_rf(first)
+        Process.kill(signal, @pid)
+        assert_serves("r2", "#{server}: #{signal} after the switch")
+      end
+      assert_clean(result, "#{server}: #{signal} deploy")
+      teardown
+      setup
     end
-    assert_clean(result, "HUP deploy")
   end
 
   # A release that cannot boot: the old workers go on serving from the same

@@ -264,6 +264,7 @@ class PumaConfigTest < Minitest::Test
       assert status.success?, out
       assert_match(/^  maps +max_keep_alive 50 +→ keepalive_requests 50$/, out)
       assert_match(/^  differs +threads 1, 3 +Oribi runs a fixed 3 per worker$/, out)
+      assert_match(/^  differs +port 3000 +Puma binds \[::\] \(IPv4 and IPv6\), Oribi 0\.0\.0\.0/, out)
       assert_match(/^  ignored +idle_timeout 600 +Oribi does not stop when idle$/, out)
       assert_match(/^  oribi +workers 2$/, out)
       assert_match(/^Oribi would run with:\n  binds tcp:/, out)

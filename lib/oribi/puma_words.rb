@@ -89,9 +89,12 @@ module Oribi
       __differs("threads #{min}, #{max}", "Oribi runs a fixed #{max} per worker") if min != max
     end
 
-    def port(number, host = "0.0.0.0")
+    def port(number, host = nil)
+      word = "port #{number}#{", #{host.inspect}" if host}"
+      __differs(word, "Puma binds [::] (IPv4 and IPv6), Oribi 0.0.0.0: bind \"tcp://[::]:#{number}\" too for IPv6") unless host
+      host ||= "0.0.0.0"
       uri = "tcp://#{host.include?(':') ? "[#{host}]" : host}:#{Integer(number.to_s, 10)}"
-      __map("port #{number}#{", #{host.inspect}" unless host == '0.0.0.0'}", :binds, uri)
+      __map(word, :binds, uri)
       @binds << uri
     end
 
