@@ -90,6 +90,22 @@ class RestartTest < Minitest::Test
     end
   end
 
+  # A request that outlasts shutdown_timeout does not keep the previous
+  # workers (and the next USR2) waiting for ever.
+  def test_previous_workers_still_busy_after_shutdown_timeout_are_killed
+    srv = ServerProcess.new("slow.ru", "--shutdown-timeout", "1", workers: 1)
+    stuck = srv.tcp
+    stuck.write("GET /?sleep=60 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { srv.log.include?("sleeping") }
+    Process.kill(:USR2, srv.pid)
+    assert wait_until(timeout: 30) { srv.log.include?("USR2 done") }, srv.log
+    assert_match(/shutdown_timeout \(1(\.0)? s\): killing the previous worker\(s\) \d+ still draining after USR2/, srv.log)
+    assert_equal 200, HTTPClient.request(srv.tcp, "/").status
+  ensure
+    stuck&.close
+    srv&.stop
+  end
+
   def test_failed_new_generation_leaves_the_old_one_serving
     Dir.mktmpdir do |d|
       app = File.join(d, "app.ru")

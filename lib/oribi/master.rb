@@ -83,6 +83,7 @@ module Oribi
         refork
         enforce_timeouts
         enforce_deadline
+        enforce_adopted_deadline
         supervise
         watch_restart_file
         break if @stopping && @children.empty? && @adopted.empty?
@@ -97,7 +98,7 @@ module Oribi
 
     def wait_time
       times = [@deadline, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
-               (@roll_next_at if @rolling.any?),
+               (@roll_next_at if @rolling.any?), (@adopted_deadline if @adopted.any?),
                (now + 1 if @config[:worker_timeout].positive? || @config[:restart_file]),
                @control&.next_deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
@@ -389,6 +390,7 @@ module Oribi
       return Log.info("USR2 done") if @adopted.empty?
 
       Log.info("USR2: the new workers serve; draining the #{@adopted.size} previous one(s)")
+      @adopted_deadline = now + @config[:shutdown_timeout]
       @adopted.each_key { |pid| signal(pid, :USR2) }
     end
 
@@ -400,6 +402,17 @@ module Oribi
       @old_lifeline&.close
       @old_lifeline = nil
       Log.info("USR2 done: the previous workers are gone") if @adopted_draining
+    end
+
+    # Previous workers still draining shutdown_timeout after the new ones
+    # took over (a stream that never ends) are killed, as at a stop.
+    def enforce_adopted_deadline
+      return unless @adopted_deadline && @adopted.any? && now >= @adopted_deadline
+
+      Log.error("shutdown_timeout (#{@config[:shutdown_timeout]} s): killing the previous worker(s) " \
+                "#{@adopted.keys.join(', ')} still draining after USR2")
+      @adopted.each_key { |pid| signal(pid, :KILL) }
+      @adopted_deadline = nil
     end
 
     # The new code's workers cannot boot: the old ones go on serving.
