@@ -397,6 +397,26 @@ class ControlTest < Minitest::Test
     assert_equal 200, control("/readyz").status
   end
 
+  # While a USR2's new workers boot the previous ones serve: /readyz stays
+  # 200 (a probe must not take the pod out for a deploy).
+  def test_readyz_stays_ready_through_a_hot_restart
+    conf = File.join(Dir.mktmpdir("oribi-conf"), "oribi.rb")
+    marker = "#{conf}.slow"
+    File.write(conf, "after_worker_boot { sleep 2 if File.exist?(#{marker.dump}) }\n")
+    start("-C", conf, workers: 1)
+    assert wait_until(timeout: 10) { control("/readyz").status == 200 }
+    File.write(marker, "")
+    Process.kill(:USR2, @srv.pid)
+    seen = []
+    until @srv.log.include?("USR2 done")
+      seen << (control("/readyz")&.then { |r| "#{r.status} #{r.body.strip}" } rescue :refused) # rubocop:disable Style/RescueModifier
+      flunk "no USR2 done in 30 s:\n#{@srv.log}" if seen.size > 3000
+      sleep 0.01
+    end
+    assert_operator seen.size, :>, 10, "too few probes while the new workers booted"
+    assert_equal ["200 ready"], seen.uniq, "#{seen.tally.inspect}\n#{@srv.log}"
+  end
+
   def test_totals_keep_what_replaced_workers_served
     start("--rolling-interval", "0", workers: 1)
     4.times { get }

@@ -511,10 +511,12 @@ module Oribi
     end
 
     # "ready", or why not: "stopping" once draining, "booting" until the
-    # configured number of workers serve.
+    # configured number of workers serve (during a USR2, old or new).
     def readiness
       return "stopping" if @stopping
-      return "booting" if @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) } < @count
+      serving = @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) }
+      serving += @adopted.size unless @adopted_draining # USR2: the previous workers serve meanwhile
+      return "booting" if serving < @count
 
       "ready"
     end
