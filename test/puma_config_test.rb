@@ -122,6 +122,7 @@ class PumaConfigTest < Minitest::Test
     bind "unix:///tmp/oribi-puma-words.sock?mode=0660"
     ssl_bind "127.0.0.1", "9443", { key: "k", cert: "c" }
     directory "/tmp"
+    restart_command "bin/restart-app"
     environment "production"
     preload_app!
     plugin :tmp_restart
@@ -195,6 +196,8 @@ class PumaConfigTest < Minitest::Test
     assert_equal [2048, 0o660, "/tmp", 50, true, 10_000_000, 3, 2],
                  %i[backlog unix_mode working_directory keepalive_requests keepalive max_body threads workers].map { |k| c[k] }
     assert_equal "tmp/restart.txt", c[:restart_file]
+    assert_equal "bin/restart-app", c[:restart_command]
+    assert_match(/restart_command: Oribi runs it as it is; Puma appends/, log)
     IGNORED.each do |word|
       assert_equal 1, log.scan(/puma\.rb: #{word}\b.* is Puma's, ignored: /).size, "#{word}:\n#{log}"
     end

@@ -133,7 +133,10 @@ module Oribi
     def enable_keep_alives(yes = true) = __map("enable_keep_alives", :keepalive, yes)
     def http_content_length_limit(bytes) = __map("http_content_length_limit", :max_body, bytes || 0)
     def rackup(path) = __map("rackup", :rackup, path)
-    def restart_command(cmd) = __map("restart_command", :restart_command, cmd.to_s)
+    def restart_command(cmd)
+      __map("restart_command", :restart_command, cmd.to_s)
+      __differs("restart_command", "Oribi runs it as it is; Puma appends the server's original arguments")
+    end
 
     # Puma's worker hooks get the worker's index, Oribi's the server too.
     def before_worker_boot(&blk) = __hook("before_worker_boot", :after_fork, blk)
