@@ -15,9 +15,11 @@ class CLITest < Minitest::Test
   def test_help_lists_the_options
     out, _, st = run_oribi("--help")
     assert st.success?
-    %w[--bind --workers --[no-]keepalive --env --help --keepalive-timeout --header-timeout --max-body].each do |flag|
+    %w[--bind --workers --[no-]keepalive --env --help --keepalive-timeout --header-timeout --max-body
+       --check-config].each do |flag|
       assert_includes out, flag
     end
+    assert_includes out, "oribi ctl #{Oribi::Ctl::COMMANDS.keys.join('|')}" # every ctl command, health too
   end
 
   def test_bad_option_is_one_line_and_nonzero

@@ -398,21 +398,37 @@ class ControlTest < Minitest::Test
     assert_equal 2, status # nothing to talk to
   end
 
-  def test_hot_restart_hands_the_control_endpoint_over
-    pid_file = File.join(Dir.mktmpdir("oribi-pid"), "pid")
-    start("--pid", pid_file, workers: 1)
-    assert wait_until { File.exist?(pid_file) }
-    old = File.read(pid_file).to_i
-    assert_equal old, stats["pid"]
-    Process.kill(:USR2, old)
-    assert wait_until(timeout: 20) { (File.read(pid_file).to_i rescue old) != old }, "no new generation" # rubocop:disable Style/RescueModifier
-    new = File.read(pid_file).to_i
-    assert wait_until(timeout: 10) { (stats["pid"] rescue nil) == new } # rubocop:disable Style/RescueModifier
-    assert wait_until(timeout: 10) { !process_alive?(old) }
-    assert_equal 200, control("/readyz").status # the file stayed: the new master serves it
-  ensure
-    Process.kill(:TERM, new) if new && new != old
-    wait_until(timeout: 10) { !process_alive?(new) } if new
+  # USR2 re-execs the master in place: the endpoint is the same socket, kept
+  # across exec, and answers for the new image's workers.
+  def test_hot_restart_keeps_the_control_endpoint
+    start(workers: 1)
+    before = stats
+    Process.kill(:USR2, @srv.pid)
+    assert wait_until(timeout: 20) { @srv.log.include?("USR2 done") }, @srv.log
+    after = stats
+    assert_equal @srv.pid, after["pid"]
+    refute_equal before["workers"].map { |w| w["pid"] }, after["workers"].map { |w| w["pid"] }
+    assert_equal 200, control("/readyz").status
+  end
+
+  # While a USR2's new workers boot the previous ones serve: /readyz stays
+  # 200 (a probe must not take the pod out for a deploy).
+  def test_readyz_stays_ready_through_a_hot_restart
+    conf = File.join(Dir.mktmpdir("oribi-conf"), "oribi.rb")
+    marker = "#{conf}.slow"
+    File.write(conf, "after_worker_boot { sleep 2 if File.exist?(#{marker.dump}) }\n")
+    start("-C", conf, workers: 1)
+    assert wait_until(timeout: 10) { control("/readyz").status == 200 }
+    File.write(marker, "")
+    Process.kill(:USR2, @srv.pid)
+    seen = []
+    until @srv.log.include?("USR2 done")
+      seen << (control("/readyz")&.then { |r| "#{r.status} #{r.body.strip}" } rescue :refused) # rubocop:disable Style/RescueModifier
+      flunk "no USR2 done in 30 s:\n#{@srv.log}" if seen.size > 3000
+      sleep 0.01
+    end
+    assert_operator seen.size, :>, 10, "too few probes while the new workers booted"
+    assert_equal ["200 ready"], seen.uniq, "#{seen.tally.inspect}\n#{@srv.log}"
   end
 
   def test_totals_keep_what_replaced_workers_served

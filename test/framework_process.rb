@@ -6,6 +6,10 @@ require "test_helper"
 # `rails server`) instead of exe/oribi: the same readiness wait on the TCP
 # port and the same TERM-then-KILL stop as ServerProcess.
 class FrameworkProcess < ServerProcess
+  # A framework boots its app before the port accepts: Rails takes seconds
+  # alone, a minute on a 2-core machine other test files keep busy.
+  BOOT_TIMEOUT = 60
+
   # The block is given a free port and returns the command; the bundle of
   # this repo is used whatever the working directory. ready: false for a
   # process that may be gone before a readiness probe would see it.
@@ -22,7 +26,7 @@ class FrameworkProcess < ServerProcess
     return unless ready
 
     begin
-      wait_ready
+      wait_ready(BOOT_TIMEOUT)
     rescue StandardError
       stop(:KILL) # the error carries the log; no server outlives its test
       raise

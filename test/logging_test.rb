@@ -94,6 +94,25 @@ class LoggingTest < Minitest::Test
     end
   end
 
+  # Rack::MethodOverride (in every Rails app) turns a form's POST with
+  # _method=DELETE into a DELETE for the app; the access log says what the
+  # client sent.
+  def test_access_log_shows_the_method_sent_not_the_override
+    Dir.mktmpdir do |d|
+      path = File.join(d, "access.log")
+      app = File.join(d, "app.ru")
+      File.write(app, "use Rack::MethodOverride\nrun ->(env) { [200, {}, [env['REQUEST_METHOD']]] }\n")
+      srv = ServerProcess.new(app, "--access-log", path)
+      res = HTTPClient.request(srv.tcp, "/items/1", method: "POST", body: "_method=DELETE",
+                                                    headers: { "Content-Type" => "application/x-www-form-urlencoded" })
+      assert_equal "DELETE", res.body
+      assert wait_until { File.exist?(path) && File.size(path).positive? }
+      assert_match(%r{"POST /items/1 HTTP/1\.1" 200 }, File.read(path))
+    ensure
+      srv&.stop
+    end
+  end
+
   def test_combined_format
     line = access_line("combined")
     assert_match(%r{\A127\.0\.0\.1 - - \[\d{2}/\w{3}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\] "GET /logged\?q=1 HTTP/1\.1" 200 \d+ "http://r/" "tester\\x22x"\n\z}, line)

@@ -104,4 +104,18 @@ class PackagingTest < Minitest::Test
       refute File.exist?(File.join(d, "cache")), "nothing built on first load"
     end
   end
+
+  # The README's first command (`bundle install`) installs what serving and
+  # building need, nothing with a C extension of its own to compile; the
+  # rest of the development bundle is in optional groups.
+  def test_bundle_install_without_options_installs_only_what_serving_needs
+    require "bundler"
+    definition = Bundler::Definition.build(File.join(ROOT, "Gemfile"), File.join(ROOT, "Gemfile.lock"), nil)
+    specs = definition.specs_for([:default])
+    assert_equal %w[bundler minitest oribi rack rackup rake rake-compiler], specs.map(&:name).uniq.sort
+    assert_empty specs.reject { |sp| sp.name == "oribi" || sp.extensions.empty? }.map(&:name)
+    optional = definition.dependencies.reject { |d| d.groups == [:default] }.flat_map(&:groups).uniq
+    gemfile = File.read(File.join(ROOT, "Gemfile"))
+    optional.each { |g| assert_match(/^group :#{g}, optional: true do$/, gemfile) }
+  end
 end

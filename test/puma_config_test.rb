@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "open3"
+require "framework_process"
 
 # A config/puma.rb as Rails generates it, and the words Puma users add to
 # it, read by Oribi: each mapped to its Oribi option, or one line naming
@@ -80,7 +81,7 @@ class PumaConfigTest < Minitest::Test
     assert_equal [15, 12, 40, 90], %i[keepalive_timeout header_timeout shutdown_timeout worker_timeout].map { |k| c[k] }
     assert_equal "boot 2", c.hook(:after_fork, nil, 2)
     assert_equal "bye", c.hook(:before_worker_exit, nil, 0)
-    assert_match(/queue_requests false is Puma's: /, log)
+    assert_match(/queue_requests false is Puma's, ignored: /, log)
   end
 
   def test_a_typo_is_still_an_error
@@ -115,5 +116,180 @@ class PumaConfigTest < Minitest::Test
     ensure
       srv&.stop
     end
+  end
+
+  # Every word of Puma 6, 7 and 8's config language that the issue list
+  # named, and the rest Oribi notes: Puma loads the file, and so does Oribi,
+  # each word mapped or logged as ignored in one line, none fatal.
+  PUMA_WORDS = <<~'RUBY'
+    workers 2
+    threads 1, 3
+    port 3000
+    bind "tcp://127.0.0.1:3001?backlog=2048"
+    bind "unix:///tmp/oribi-puma-words.sock?mode=0660"
+    ssl_bind "127.0.0.1", "9443", { key: "k", cert: "c" }
+    directory "/tmp"
+    restart_command "bin/restart-app"
+    environment "production"
+    preload_app!
+    plugin :tmp_restart
+    before_fork { }
+    before_worker_boot { |i| }
+    before_worker_shutdown { |i| }
+    before_worker_fork { |i| }
+    after_worker_fork { |i| }
+    after_booted { }
+    before_restart { }
+    after_stopped { }
+    before_thread_start { }
+    on_worker_boot { |i| }
+    on_worker_shutdown { |i| }
+    on_worker_fork { |i| }
+    on_restart { }
+    on_stopped { }
+    on_booted { }
+    on_thread_start { }
+    out_of_band { }
+    drain_on_shutdown
+    max_keep_alive 50
+    idle_timeout 600
+    enable_keep_alives true
+    debug
+    worker_culling_strategy :oldest
+    http_content_length_limit 10_000_000
+    supported_http_methods %w[GET POST]
+    set_remote_address header: "X-Real-IP"
+    persistent_timeout 20
+    first_data_timeout 30
+    worker_timeout 60
+    worker_boot_timeout 60
+    worker_shutdown_timeout 30
+    worker_check_interval 5
+    fork_worker
+    queue_requests true
+    wait_for_less_busy_worker
+    lowlevel_error_handler { |e| [500, {}, ["x"]] }
+    tag "app"
+    log_requests
+    quiet
+    early_hints
+    prune_bundler
+    extra_runtime_dependencies ["x"]
+    silence_single_worker_warning
+    state_path "/tmp/puma.state"
+    activate_control_app "tcp://127.0.0.1:9293", { auth_token: "t" }
+    stdout_redirect "/tmp/oribi-puma-out.log", "/tmp/oribi-puma-err.log", true
+  RUBY
+
+  IGNORED = %w[ssl_bind after_worker_fork after_booted before_restart after_stopped before_thread_start
+               on_restart on_stopped on_booted on_thread_start out_of_band drain_on_shutdown idle_timeout
+               debug worker_culling_strategy supported_http_methods set_remote_address worker_boot_timeout
+               worker_check_interval fork_worker queue_requests wait_for_less_busy_worker
+               lowlevel_error_handler tag log_requests quiet early_hints prune_bundler extra_runtime_dependencies
+               silence_single_worker_warning state_path activate_control_app].freeze
+
+  def test_the_words_of_puma_6_7_and_8_load_as_puma_loads_them
+    Dir.mktmpdir do |d|
+      path = File.join(d, "puma.rb")
+      File.write(path, PUMA_WORDS)
+      require "puma"
+      require "puma/configuration"
+      puma = Puma::Configuration.new({ config_files: [path] }, {}, {})
+      capture_log { puma.load } # raises on a word it does not know
+      puma.clamp
+    end
+    c, log = load(PUMA_WORDS, "WEB_CONCURRENCY" => nil)
+    assert_equal ["tcp://0.0.0.0:3000", "tcp://127.0.0.1:3001", "unix:///tmp/oribi-puma-words.sock"], c[:binds]
+    assert_equal [2048, 0o660, "/tmp", 50, true, 10_000_000, 3, 2],
+                 %i[backlog unix_mode working_directory keepalive_requests keepalive max_body threads workers].map { |k| c[k] }
+    assert_equal "tmp/restart.txt", c[:restart_file]
+    assert_equal "bin/restart-app", c[:restart_command]
+    assert_match(/restart_command: Oribi runs it as it is; Puma appends/, log)
+    IGNORED.each do |word|
+      assert_equal 1, log.scan(/puma\.rb: #{word}\b.* is Puma's, ignored: /).size, "#{word}:\n#{log}"
+    end
+    assert_match(/plugin :other is Puma's, ignored: Oribi has no plugins/, load("plugin :other\n")[1])
+    assert_match(/threads 1, 3: Oribi runs a fixed 3 per worker/, log)
+  end
+
+  # `workers ENV.fetch("WEB_CONCURRENCY") { 2 }`: the environment gives a
+  # String, which Puma takes as the number it says.
+  def test_numeric_strings_are_numbers_as_in_puma
+    text = <<~RUBY
+      workers ENV.fetch("WEB_CONCURRENCY") { 2 }
+      threads ENV.fetch("RAILS_MAX_THREADS") { 1 }, ENV.fetch("RAILS_MAX_THREADS") { 1 }
+      persistent_timeout ENV.fetch("KEEP") { 5 }
+      worker_timeout "90"
+      max_requests "1000"
+    RUBY
+    env = { "WEB_CONCURRENCY" => "3", "RAILS_MAX_THREADS" => "4", "KEEP" => "15" }
+    c, = load(text.sub("max_requests \"1000\"\n", ""), env)
+    Dir.mktmpdir do |d|
+      path = File.join(d, "puma.rb")
+      File.write(path, text.sub("max_requests \"1000\"\n", ""))
+      require "puma"
+      require "puma/configuration"
+      puma = Puma::Configuration.new({ config_files: [path] }, {}, env)
+      old = env.to_h { |k, _| [k, ENV[k]] }
+      env.each { |k, v| ENV[k] = v }
+      begin
+        capture_log { puma.load }
+      ensure
+        old.each { |k, v| ENV[k] = v }
+      end
+      puma.clamp
+      assert_equal [puma.options[:workers], puma.options[:max_threads], puma.options[:persistent_timeout]],
+                   [c[:workers], c[:threads], c[:keepalive_timeout]]
+    end
+    c, = load(text, env)
+    assert_equal [3, 4, 15, 90, 1000], %i[workers threads keepalive_timeout worker_timeout max_requests].map { |k| c[k] }
+  end
+
+  # RAILS_ENV sets the environment when APP_ENV and RACK_ENV do not, as Puma
+  # reads them.
+  def test_rails_env_is_read_as_puma_reads_it
+    require "puma"
+    require "puma/configuration"
+    [{ "RAILS_ENV" => "production" }, { "RACK_ENV" => "staging", "RAILS_ENV" => "production" },
+     { "APP_ENV" => "test", "RACK_ENV" => "staging" }, {}].each do |set|
+      env = { "APP_ENV" => nil, "RACK_ENV" => nil, "RAILS_ENV" => nil }.merge(set)
+      puma = Puma::Configuration.new({}, {}, env.compact)
+      puma.clamp
+      assert_equal puma.options[:environment], load("", env)[0][:environment], set.inspect
+    end
+    srv = ServerProcess.new("env.ru", workers: 1, unix: false, env: { "RAILS_ENV" => "production", "RACK_ENV" => nil })
+    assert_match(/, env production/, srv.log_until(/, env /))
+    assert_equal "production", HTTPClient.request(srv.tcp, "/").body.split.first
+  ensure
+    srv&.stop
+  end
+
+  # `oribi --check-config config/puma.rb`: what maps, what differs, what is
+  # ignored and why, then what the server would run with; status 0.
+  def test_check_config_says_what_each_word_does
+    Dir.mktmpdir do |d|
+      path = File.join(d, "puma.rb")
+      File.write(path, PUMA_WORDS)
+      out, status = FrameworkProcess.capture(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--check-config", path)
+      assert status.success?, out
+      assert_match(/^  maps +max_keep_alive 50 +→ keepalive_requests 50$/, out)
+      assert_match(/^  differs +threads 1, 3 +Oribi runs a fixed 3 per worker$/, out)
+      assert_match(/^  differs +port 3000 +Puma binds \[::\] \(IPv4 and IPv6\), Oribi 0\.0\.0\.0/, out)
+      assert_match(/^  ignored +idle_timeout 600 +Oribi does not stop when idle$/, out)
+      assert_match(/^  oribi +workers 2$/, out)
+      assert_match(/^Oribi would run with:\n  binds tcp:/, out)
+      File.write(path, "workers \"many\"\n")
+      out, status = FrameworkProcess.capture(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--check-config", path)
+      assert_equal 2, status.exitstatus
+      assert_match(/puma\.rb:1: invalid value for workers: "many"/, out)
+    end
+  end
+
+  # docs/MIGRATING.md names every Puma word Oribi reads, mapped or ignored.
+  def test_migrating_md_names_every_puma_word
+    doc = File.read(File.join(ROOT, "docs/MIGRATING.md"))
+    require "oribi/puma_words"
+    missing = Oribi::PumaWords.public_instance_methods(false).reject { |w| doc.include?("`#{w}") }
+    assert_empty missing, "words docs/MIGRATING.md does not name"
   end
 end

@@ -31,13 +31,17 @@ class RackHandlerTest < Minitest::Test
     assert_equal ["tcp://[::]:8080"], config(Host: "[::]", Port: 8080)[:binds]
   end
 
+  # localhost is both loopbacks whatever the resolver says (Listeners binds
+  # ::1 where there is IPv6); another name, every address it resolves to.
   def test_a_name_binds_every_address_it_resolves_to
-    local = Socket.ip_address_list.map(&:ip_address)
-    expected = Addrinfo.getaddrinfo("localhost", 80, nil, :STREAM).map(&:ip_address).uniq & local
-    binds = config(Host: "localhost", Port: 8080)[:binds]
-    assert_equal expected.size, binds.size
-    assert_includes binds, "tcp://127.0.0.1:8080" if expected.include?("127.0.0.1")
+    assert_equal ["tcp://localhost:8080"], config(Host: "localhost", Port: 8080)[:binds]
     assert_equal 1, config(Host: "localhost", Port: 0)[:binds].size, "port 0 would differ per listener"
+    local = Socket.ip_address_list.map(&:ip_address)
+    name = Socket.gethostname
+    expected = (Addrinfo.getaddrinfo(name, 80, nil, :STREAM).map(&:ip_address).uniq & local).map { |a| a.include?(":") ? "tcp://[#{a}]:8080" : "tcp://#{a}:8080" }
+    assert_equal expected, config(Host: name, Port: 8080)[:binds] unless expected.empty?
+  rescue SocketError
+    nil # the host's own name does not resolve here
   end
 
   def test_an_address_this_machine_lacks_is_left_to_bind_to_refuse

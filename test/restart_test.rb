@@ -33,21 +33,16 @@ class RestartTest < Minitest::Test
     assert_equal [200], result[:status].keys, "#{what}: #{result[:status]}"
   end
 
+  # Each USR2 re-execs the master in place: its pid stays (a supervisor
+  # watching it sees nothing), the workers are all new ones.
   def usr2_restarts(n, pid_file, srv)
     n.times do |i|
-      old = begin
-        master_pid(pid_file)
-      rescue Errno::ENOENT
-        flunk "pid file gone before restart #{i + 1}:\n#{srv.log[-4000..]}"
-      end
-      Process.kill(:USR2, old)
-      assert wait_until(timeout: 20) { master_pid(pid_file) != old && !process_alive?(old) },
-             "restart #{i + 1}: the old master #{old} did not hand over:\n#{srv.log[-3000..]}"
-      begin
-        Process.wait(old, Process::WNOHANG) # our own child, the first time
-      rescue Errno::ECHILD
-        nil
-      end
+      before = srv.worker_pids
+      Process.kill(:USR2, srv.pid)
+      assert wait_until(timeout: 20) { srv.log.scan("USR2 done").size == i + 1 },
+             "restart #{i + 1}: the previous workers did not hand over:\n#{srv.log}"
+      assert_empty srv.worker_pids & before, "restart #{i + 1}: an old worker still runs"
+      assert_equal srv.pid, master_pid(pid_file), "restart #{i + 1}: the pid changed"
     end
   end
 
@@ -61,15 +56,12 @@ class RestartTest < Minitest::Test
           usr2_restarts(10, pid_file, srv)
         end
         assert_no_failures(result, "USR2 x10 (#{mode})")
-        last = master_pid(pid_file)
         assert_equal 200, HTTPClient.request(srv.unix, "/").status
-        Process.kill(:TERM, last)
-        assert wait_until(timeout: 20) { !process_alive?(last) }
+        assert srv.stop.success?
         refute File.exist?(srv.sock), "the last generation removes its unix socket"
         refute File.exist?(pid_file)
       ensure
         srv&.stop
-        Process.kill(:KILL, last) if last && process_alive?(last)
       end
     end
   end
@@ -98,6 +90,22 @@ class RestartTest < Minitest::Test
     end
   end
 
+  # A request that outlasts shutdown_timeout does not keep the previous
+  # workers (and the next USR2) waiting for ever.
+  def test_previous_workers_still_busy_after_shutdown_timeout_are_killed
+    srv = ServerProcess.new("slow.ru", "--shutdown-timeout", "1", workers: 1)
+    stuck = srv.tcp
+    stuck.write("GET /?sleep=60 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { srv.log.include?("sleeping") }
+    Process.kill(:USR2, srv.pid)
+    assert wait_until(timeout: 30) { srv.log.include?("USR2 done") }, srv.log
+    assert_match(/shutdown_timeout \(1(\.0)? s\): killing the previous worker\(s\) \d+ still draining after USR2/, srv.log)
+    assert_equal 200, HTTPClient.request(srv.tcp, "/").status
+  ensure
+    stuck&.close
+    srv&.stop
+  end
+
   def test_failed_new_generation_leaves_the_old_one_serving
     Dir.mktmpdir do |d|
       app = File.join(d, "app.ru")
@@ -107,8 +115,8 @@ class RestartTest < Minitest::Test
       assert wait_until { File.exist?(pid_file) }
       File.write(app, "raise 'broken deploy'\n") # the next generation cannot load the app
       Process.kill(:USR2, srv.pid)
-      assert_match(/the new generation .* before it was ready; this one goes on serving/,
-                   srv.log_until(/goes on serving/, timeout: 20))
+      assert_match(/USR2: the new code failed to load; the previous workers go on serving.*broken deploy/m,
+                   srv.log_until(/go on serving/, timeout: 20))
       assert_equal srv.pid, master_pid(pid_file)
       assert_equal 200, HTTPClient.request(srv.unix, "/").status
     ensure

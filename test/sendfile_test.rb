@@ -29,6 +29,22 @@ class SendfileTest < Minitest::Test
     refute_match(/each called/, server.log)
   end
 
+  # Rails' send_file gives a to_path that is a Pathname: sent as a file
+  # (its length known, no chunking, each never called), as a String is.
+  def test_a_to_path_that_is_a_pathname_or_converts_to_a_string_is_sent_as_the_file
+    s = server.tcp
+    { "/nolint/file-pathname" => Rack3Files::LARGE, "/nolint/file-to-str" => Rack3Files::SMALL }.each do |path, data|
+      res = get(s, path)
+      assert_equal 200, res.status, path
+      assert_equal data.bytesize.to_s, res["content-length"], path
+      assert_nil res["transfer-encoding"], path
+      assert_equal Digest::MD5.hexdigest(data), Digest::MD5.hexdigest(res.body), path
+    end
+    refute_match(/each called/, server.log)
+  ensure
+    s&.close
+  end
+
   def test_head_gives_the_file_length_and_no_body
     s = server.tcp
     res = get(s, "/file?name=large.bin", method: "HEAD")

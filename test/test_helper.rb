@@ -136,8 +136,8 @@ class ServerProcess
 
   # Ready once every listener accepts: the server binds them one after the
   # other, so TCP may accept before the unix socket file exists.
-  def wait_ready
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+  def wait_ready(timeout = 20)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
     loop do
       begin
         tcp.close if @port
@@ -149,7 +149,7 @@ class ServerProcess
       if Process.wait(@pid, Process::WNOHANG)
         raise "server exited before it was ready:\n#{log}"
       end
-      raise "server not ready in 20 s:\n#{log}" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      raise "server not ready in #{timeout} s:\n#{log}" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
 
       sleep 0.02 # polling for a condition (the socket accepting), bounded above
     end

@@ -41,7 +41,8 @@ module Oribi
       {
         host: client(env),
         time: now,
-        method: env["REQUEST_METHOD"],
+        # the method sent, not Rack::MethodOverride's (_method=DELETE)
+        method: env["rack.methodoverride.original_method"] || env["REQUEST_METHOD"],
         uri: query.empty? ? env["PATH_INFO"] : "#{env['PATH_INFO']}?#{query}",
         protocol: env["SERVER_PROTOCOL"],
         status: status.to_i,

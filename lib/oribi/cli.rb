@@ -11,7 +11,13 @@ module Oribi
     def self.run(argv) = new.run(argv)
 
     def run(argv)
-      config = Config.load(parse(argv))
+      config = begin
+        Config.load(parse(argv))
+      rescue Config::Error => e
+        raise unless Reexec.adopting? # a USR2 whose new config is broken: the old workers go on
+
+        return Server.degraded(e).run
+      end
       Server.new(config).run
     rescue OptionParser::ParseError, Config::Error, ArgumentError, SystemCallError, SocketError => e
       $stderr.puts "oribi: #{e.message.lines.first.chomp}"
@@ -23,10 +29,13 @@ module Oribi
       v = {}
       parser = OptionParser.new do |o|
         o.banner = "Usage: oribi [options] [RACKUP_FILE (default #{Options::ALL[:rackup].shown})]\n" \
-                   "       oribi ctl stats|metrics|ready|restart|stop (docs/CONTROL.md)\n" \
+                   "       oribi ctl #{Ctl::COMMANDS.keys.join('|')} (docs/CONTROL.md)\n" \
                    "       oribi bench URL (docs/BENCH.md)"
         o.separator ""
         Options::ALL.each_value { |opt| on(o, opt, v) if opt.flags }
+        o.on("--check-config FILE", "say what each word of FILE (config/oribi.rb or config/puma.rb) does, then exit") do |f|
+          exit CheckConfig.run(f)
+        end
         o.on("-v", "--version", "print the version") do
           puts "oribi #{VERSION}"
           exit 0

@@ -119,10 +119,12 @@ module Oribi
     class DSL
       prepend PumaWords
 
-      def self.load(config, path)
+      # report: an Array that gets [kind, word, what] for each word read
+      # (`oribi --check-config`); the ignored ones are then not logged.
+      def self.load(config, path, report: nil)
         raise Error, "config file #{path} not found" unless File.file?(path)
 
-        dsl = new(config, path)
+        dsl = new(config, path, report)
         dsl.instance_eval(File.read(path), path, 1)
         dsl.__finish
       rescue Error => e
@@ -137,10 +139,11 @@ module Oribi
         line ? "#{line}: " : " "
       end
 
-      def initialize(config, path)
+      def initialize(config, path, report = nil)
         @config = config
         @path = path
         @binds = []
+        @report = report
       end
 
       def bind(uri)
@@ -151,10 +154,40 @@ module Oribi
         next if name == :binds || name == :config_file
 
         if HOOKS.include?(name)
-          define_method(name) { |&blk| @config[name] = blk }
+          define_method(name) { |&blk| __set(name, blk, name.to_s) }
         else
-          define_method(name) { |value| @config[name] = value }
+          define_method(name) { |value| __set(name, value, "#{name} #{value.inspect}") }
         end
+      end
+
+      # A value as the option's type reads text: `workers
+      # ENV.fetch("WEB_CONCURRENCY") { 2 }` gives "3", which is 3, as in Puma.
+      def __set(name, value, shown = nil)
+        @report&.push([:oribi, shown, nil]) if shown
+        @config[name] = OPTIONS.fetch(name).type.parse_text(value)
+      end
+
+      # A Puma word that sets an Oribi option.
+      def __map(word, name, value)
+        shown = value.respond_to?(:call) ? "{ block }" : value.inspect
+        word = "#{word} #{shown}" unless word.include?(" ") || value.respond_to?(:call) || name == :binds
+        @report&.push([:maps, word, name == :binds ? "bind #{shown}" : "#{name} #{shown}"])
+        @config[name] = OPTIONS.fetch(name).type.parse_text(value) unless name == :binds
+      end
+
+      # A Puma word Oribi does not act on: one line says so, and why.
+      def __ignored(word, args, why)
+        shown = args.map(&:inspect).join(", ")
+        text = "#{word}#{" #{shown}" unless shown.empty?}"
+        return @report.push([:ignored, text, why]) if @report
+
+        Log.info("#{@path}: #{text} is Puma's, ignored: #{why}")
+      end
+
+      def __differs(word, how)
+        return @report.push([:differs, word, how]) if @report
+
+        Log.info("#{@path}: #{word}: #{how}")
       end
 
       def method_missing(name, *args)

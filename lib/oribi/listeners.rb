@@ -47,9 +47,10 @@ module Oribi
       inherited = self.class.inheritance(env)
       if inherited
         source, specs = inherited
-        # After a USR2 handover this process owns the sockets like ones it bound.
-        @supervisor = source unless source == :oribi
-        specs.each { |spec, fd| @all << adopt(spec, fd, owned: source == :oribi) }
+        # After a USR2 re-exec this process owns the sockets like ones it
+        # bound, unless a supervisor handed them to the image before.
+        @supervisor = source == :oribi ? env[Reexec::SUPERVISOR]&.then { |s| s.empty? ? nil : s.to_sym } : source
+        specs.each { |spec, fd| @all << adopt(spec, fd, owned: @supervisor.nil?) }
       else
         binds.each { |b| @all.concat(bind(b)) }
       end

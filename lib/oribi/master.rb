@@ -41,7 +41,14 @@ module Oribi
       @deadline = nil
       @lame_duck = nil     # [drain at, why] during shutdown_delay
       @rolling = []        # pids still to replace in a rolling restart
-      @heir = nil          # [pid, ready pipe] of a new generation being born (USR2)
+      # USR2 (Reexec): workers of the image before this one, pid => index,
+      # serving until ours do, then draining; and their lifeline.
+      @reexec = Reexec.adopting?
+      @adopted = Reexec.adopted
+      @adopted_draining = false
+      @old_lifeline = Reexec.lifeline
+      @degraded = server.degraded # the new code did not load: only the adopted workers serve
+      @count = 0 if @degraded
       @generation = 0      # refork: how many molds there were; workers forked by the latest have it
       @mold = nil          # refork: the Child of the mold new workers fork from
       @promoting = nil     # refork: pid of the worker becoming the mold
@@ -73,10 +80,9 @@ module Oribi
         spawn_missing unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
         reads << @children[@promoting].link if @promoting && @children[@promoting]
-        @signals.wait(wait_time, [@ready_r, @heir&.last, *reads].compact, writes).each { |sig| handle(sig) }
+        @signals.wait(wait_time, [@ready_r, *reads].compact, writes).each { |sig| handle(sig) }
         serve_control
         read_ready
-        watch_heir
         reap
         roll
         refork
@@ -84,9 +90,11 @@ module Oribi
         enforce_memory
         end_lame_duck
         enforce_deadline
+        enforce_adopted_deadline
         supervise
         watch_restart_file
-        break if @stopping && @children.empty?
+        break if @stopping && @children.empty? && @adopted.empty?
+        break no_workers_left if @degraded && @adopted.empty?
       end
       @status
     end
@@ -97,7 +105,7 @@ module Oribi
 
     def wait_time
       times = [@deadline, @lame_duck&.first, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
-               (@roll_next_at if @rolling.any?),
+               (@roll_next_at if @rolling.any?), (@adopted_deadline if @adopted.any?),
                (now + 1 if @config[:worker_timeout].positive? || @config[:restart_file]),
                (memory_check_at if memory_limit.first.positive?),
                @control&.next_deadline].compact
@@ -135,6 +143,8 @@ module Oribi
       # control endpoint included: probes go to that one from now on.
       close_control if @server.listeners.supervisor == :start_server
       signal_all(drain_backlog ? :TERM : :USR2)
+      @adopted.each_key { |pid| signal(pid, drain_backlog ? :TERM : :USR2) } unless @adopted_draining
+      @adopted_draining = true
       # The workers keep their copies until they find the backlog empty;
       # once the last is closed new connections are refused (or go to the
       # heir). A unix socket file stays until the master exits: a proxy
@@ -186,11 +196,11 @@ module Oribi
         # master's handler, which only notes it for the master and is lost.
         @signals.reset
         @life_w.close
+        @old_lifeline&.close
         Worker.lifeline = @life_r
         Worker.run_forked(@server, @app, index: index, ready: @ready_w, scoreboard: @scoreboard, row: row,
                                          link: theirs, generation: 1) do
           @ready_r.close
-          @heir&.last&.close
           @control&.close_in_child
           ours&.close
           @children.each_value { |s| s.link&.close } # a mold must see EOF when the master closes its link
@@ -222,11 +232,8 @@ module Oribi
       loop do
         pid, status = Process.wait2(-1, Process::WNOHANG)
         break unless pid
+        next adopted_gone(pid, status) if @adopted.key?(pid)
 
-        if @heir && pid == @heir.first
-          heir_failed("exited (#{describe(status)}) before it was ready")
-          next
-        end
         child = @children.delete(pid) or next
         child.link&.close
         mold_gone(child) if child.mold
@@ -246,6 +253,7 @@ module Oribi
       Log.error("worker[#{child.index}] pid #{child.pid} #{describe(status)}") unless clean
       if !child.booted
         @boot_failures += 1
+        return keep_adopted if @boot_failures >= BOOT_FAILURES_MAX && @adopted.any? && !@adopted_draining
         if @boot_failures >= BOOT_FAILURES_MAX
           Log.error("workers died while booting #{@boot_failures} times in a row; stopping " \
                     "(see the errors above)")
@@ -279,11 +287,25 @@ module Oribi
       return Log.info("HUP ignored: a rolling restart is under way") if @rolling.any?
 
       drop_mold # new workers come from the master again (and load the app anew when not preloaded)
+      follow_working_directory
 
       @rolling = @children.values.reject(&:retiring).sort_by(&:index).map(&:pid)
       @roll_next_at = now
       @roll_new = nil
       Log.info("HUP: rolling restart of #{@rolling.size} worker(s)#{', reloading the app' unless @app}")
+    end
+
+    # working_directory as named, resolved again: workers that load the
+    # app (preload_app off) load it from the release `current` names now.
+    def follow_working_directory
+      dir = @server.launch.last
+      Dir.chdir(dir)
+      return unless @app && Dir.pwd != @server.booted_in
+
+      Log.info("HUP: #{dir} is #{Dir.pwd} now, but the app was preloaded from #{@server.booted_in}: " \
+               "the new workers run that code; USR2 loads the new release")
+    rescue SystemCallError => e
+      Log.error("HUP: cannot enter #{dir}; the workers start from #{Dir.pwd}", e)
     end
 
     def roll
@@ -338,62 +360,87 @@ module Oribi
       nil
     end
 
+    # In place (Reexec): this pid execs the command line again, from
+    # working_directory as named, handing over the listeners and the
+    # workers, which serve until the new image's workers do.
     def hot_restart
       return Log.info("USR2 ignored: stopping") if stopping?
-      return Log.info("USR2 ignored: a new generation is already booting") if @heir
+      if @adopted_draining && @adopted.any?
+        @usr2_pending = true
+        return Log.info("USR2: once the previous workers have drained")
+      end
 
-      r, w = IO.pipe
-      inherit = @server.listeners.all.map { |l| "#{l.uri.split(' ').first}=#{l.fileno}" }.join(";")
+      # Workers still booting: once they serve, unless they keep failing
+      # (then they go: they served nothing, and this USR2 is the fix).
+      if @boot_failures.zero? && @quick_crashes.zero? && @children.values.any? { |c| !c.booted && !c.retiring }
+        @usr2_pending = true
+        return Log.info("USR2: once the workers have booted")
+      end
+      @children.each_value { |c| Process.kill(:KILL, c.pid) unless c.booted }
       argv, dir = @server.launch
-      pid = fork do
-        @signals.reset
-        r.close
-        fds = @server.listeners.all.to_h { |l| [l.fileno, l.fileno] }
-        fds[w.fileno] = w.fileno
-        fds[@control.fileno] = @control.fileno if @control && !@control.closed?
-        env = { "PWD" => dir, "ORIBI_INHERIT" => inherit, "ORIBI_READY_FD" => w.fileno.to_s,
-                "ORIBI_CONTROL_FD" => (@control.fileno.to_s if @control && !@control.closed?),
-                "SERVER_STARTER_PORT" => nil, "LISTEN_FDS" => nil, "LISTEN_PID" => nil }
-        Dir.chdir(dir)
-        exec(env, RbConfig.ruby, *argv, fds)
-      rescue Exception => e # rubocop:disable Lint/RescueException
-        Log.error("USR2: exec failed", e)
-        exit!(1)
-      end
-      w.close
-      @heir = [pid, r]
-      Log.info("USR2: starting a new generation, pid #{pid}")
+      workers = @adopted.merge(@children.select { |_, c| c.booted && !c.retiring }.to_h { |pid, c| [pid, c.index] })
+      env, fds = Reexec.handover(listeners: @server.listeners, workers: workers, lifeline: @old_lifeline || @life_w,
+                                 control: @control)
+      env.merge!(Reexec.repointed(ENV.to_h, from: @server.booted_in, to: dir), "PWD" => dir)
+      argv = argv.map { |a| Reexec.repoint(a, from: @server.booted_in, to: dir) }
+      drop_mold
+      Log.info("USR2: re-executing in place from #{dir}, pid #{Process.pid}; " \
+               "#{workers.size} worker(s) serve until the new ones do")
+      Systemd.notify("RELOADING=1")
+      $stdout.flush
+      $stderr.flush
+      Dir.chdir(dir)
+      exec(env, [argv[0], argv[0]], *argv[1..], fds) # never through a shell
+    rescue SystemCallError => e
+      Log.error("USR2: exec failed; this image goes on serving", e)
     end
 
-    def watch_heir
-      return unless @heir
+    # The new workers serve: those of the old code drain, leaving the
+    # backlog to them.
+    def retire_adopted
+      return unless @reexec && !@adopted_draining
 
-      data = @heir.last.read_nonblock(64, exception: false)
-      return if data == :wait_readable
+      @adopted_draining = true
+      return Log.info("USR2 done") if @adopted.empty?
 
-      if data&.include?("ready")
-        pid = @heir.first
-        @heir.last.close
-        @heir = nil
-        @server.listeners.handed_over!
-        @control&.hand_over!
-        shutdown("USR2: generation #{pid} is serving", drain_backlog: false)
-      else
-        heir_failed("closed its pipe before it was ready")
-      end
+      Log.info("USR2: the new workers serve; draining the #{@adopted.size} previous one(s)")
+      @adopted_deadline = now + @config[:shutdown_timeout]
+      @adopted.each_key { |pid| signal(pid, :USR2) }
     end
 
-    def heir_failed(why)
-      pid, r = @heir
-      r.close unless r.closed?
-      @heir = nil
-      Log.error("USR2: the new generation (pid #{pid}) #{why}; this one goes on serving")
-      begin
-        Process.kill(:KILL, pid)
-        Process.wait(pid)
-      rescue Errno::ESRCH, Errno::ECHILD
-        nil
-      end
+    def adopted_gone(pid, status)
+      index = @adopted.delete(pid)
+      Log.error("previous worker[#{index}] pid #{pid} #{describe(status)}") unless status.success? || @adopted_draining
+      return unless @adopted.empty?
+
+      @old_lifeline&.close
+      @old_lifeline = nil
+      Log.info("USR2 done: the previous workers are gone") if @adopted_draining
+    end
+
+    # Previous workers still draining shutdown_timeout after the new ones
+    # took over (a stream that never ends) are killed, as at a stop.
+    def enforce_adopted_deadline
+      return unless @adopted_deadline && @adopted.any? && now >= @adopted_deadline
+
+      Log.error("shutdown_timeout (#{@config[:shutdown_timeout]} s): killing the previous worker(s) " \
+                "#{@adopted.keys.join(', ')} still draining after USR2")
+      @adopted.each_key { |pid| signal(pid, :KILL) }
+      @adopted_deadline = nil
+    end
+
+    # The new code's workers cannot boot: the old ones go on serving.
+    def keep_adopted
+      Log.error("USR2: the new code's workers died while booting #{@boot_failures} times in a row; " \
+                "the #{@adopted.size} previous worker(s) go on serving; USR2 tries again")
+      @degraded = true
+      @count = 0
+      @children.each_value { |c| retire(c) }
+    end
+
+    def no_workers_left
+      Log.error("the previous workers are all gone and the new code does not boot; exiting")
+      @status = 1
     end
 
     # ---- health ----
@@ -404,8 +451,13 @@ module Oribi
       if !@notified_ready && !@stopping && @children.size >= @count && @children.values.all?(&:booted)
         @notified_ready = true
         Systemd.notify("READY=1\nMAINPID=#{Process.pid}\nSTATUS=#{@count} workers")
-        @control&.take_ownership! if ENV["ORIBI_READY_FD"]
-        @server.notify_parent_ready
+        @server.listeners.take_ownership!
+        @control&.take_ownership!
+        retire_adopted unless @degraded
+      end
+      if @usr2_pending && @notified_ready && @adopted.empty? && @children.each_value.all?(&:booted)
+        @usr2_pending = false
+        hot_restart
       end
       return unless (interval = @watchdog_interval) && now >= @next_watchdog
 
@@ -473,10 +525,12 @@ module Oribi
     end
 
     # "ready", or why not: "stopping" once draining, "booting" until the
-    # configured number of workers serve.
+    # configured number of workers serve (during a USR2, old or new).
     def readiness
       return "stopping" if stopping?
-      return "booting" if @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) } < @count
+      serving = @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) }
+      serving += @adopted.size unless @adopted_draining # USR2: the previous workers serve meanwhile
+      return "booting" if serving < @count
 
       "ready"
     end

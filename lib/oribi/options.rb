@@ -158,7 +158,13 @@ module Oribi
 
     def self.env_int(var, fallback, &wrap) = env(var, fallback, read: ->(name) { Config.env_int(name, nil) }, &wrap)
 
-    RAILS_THREADS = env_int("RAILS_MAX_THREADS", 1) # what Rails' config/puma.rb gives Puma
+    # What Rails' config/puma.rb gives Puma: $RAILS_MAX_THREADS, else 3. Under
+    # `rails server` a Rails app gets that; elsewhere one thread.
+    RAILS_SERVER_THREADS = computed("3 under rails server, else 1") { defined?(::Rails::Server) ? 3 : 1 }
+    RAILS_THREADS = env_int("RAILS_MAX_THREADS", RAILS_SERVER_THREADS)
+
+    # As Puma reads it.
+    APP_ENV = env("APP_ENV", env("RACK_ENV", env("RAILS_ENV", "development")))
 
     PORT = 9292 # rackup's too
     PORT_BIND = env_int("PORT", PORT) { |port| ["tcp://0.0.0.0:#{port}"] }
@@ -207,7 +213,7 @@ module Oribi
       opt(:binds,              ["-b", "--bind URI"],          URIS,    PORT_BIND,                           nil,                 "tcp://HOST:PORT or unix:///PATH; repeatable"),
       opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
       opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), THREADS,             "threads per worker"),
-      opt(:environment,        ["-E", "--env ENV"],           STR,     env("RACK_ENV", "development"),      nil,                 "RACK_ENV for the app"),
+      opt(:environment,        ["-E", "--env ENV"],           STR,     APP_ENV,                             nil,                 "RACK_ENV for the app"),
       opt(:preload_app,        ["--[no-]preload"],            BOOL,    true,                                nil,                 "load the app in the master before forking"),
       opt(:keepalive,          ["--[no-]keepalive"],          BOOL,    true,                                nil,                 "keep HTTP/1.1 connections open between requests"),
       opt(:keepalive_timeout,  ["--keepalive-timeout SEC"],   SECONDS, 20,                                  POSITIVE,            "close idle keep-alive connections after SEC"),
@@ -250,6 +256,7 @@ module Oribi
       opt(:pid_file,           ["--pid FILE"],                PATH,    nil,                                 nil,                 "write the server's pid to FILE"),
       opt(:user,               ["--user USER[:GROUP]"],       OPT_STR, unset("the master's"),               nil,                 "workers run as this user (and group), the master as it was started"),
       opt(:restart_file,       ["--restart-file FILE"],       PATH,    nil,                                 nil,                 "restart with the app's new code when FILE is touched"),
+      opt(:restart_command,    ["--restart-command CMD"],     OPT_STR, unset("the command line it was started with"), nil,    "what a hot restart (USR2, restart_file) runs in place, in working_directory"),
       opt(:control,            ["--control URI"],             OPT_STR, unset("off"),                        CONTROL_URI,         "stats, readyz, restart at unix:///PATH or tcp://HOST:PORT"),
       opt(:control_token,      ["--control-token TOKEN"],     OPT_STR, env("ORIBI_CONTROL_TOKEN", nil),     nil,                 "token the control endpoint requires; needed for TCP"),
       opt(:rackup,             nil,                           STR,     "config.ru",                         nil,                 "the Rack app to load (the RACKUP_FILE argument)"),

@@ -1,12 +1,16 @@
 # frozen_string_literal: true
 
+require "uri"
+
 module Oribi
-  # The words of a config/puma.rb, so that an app's Puma config runs on
-  # Oribi unchanged (docs/MIGRATING.md): each becomes its Oribi option, and
-  # the few Oribi has no use for log one line naming the Oribi way and are
-  # otherwise ignored. Mixed into Config::DSL, whose @config it sets.
+  # The words of a config/puma.rb (Puma 6, 7 and 8), so that an app's Puma
+  # config runs on Oribi unchanged (docs/MIGRATING.md): each becomes its
+  # Oribi option, or, where Oribi has nothing to set, logs one line saying
+  # it is ignored and why. None stops the server. Mixed into Config::DSL,
+  # whose @config it sets and whose report (`oribi --check-config`) lists
+  # what mapped, what was ignored and what differs.
   module PumaWords
-    # Puma words with no Oribi counterpart to set, and what to do instead.
+    # Puma words with no Oribi counterpart to set, and why nothing is lost.
     NOTES = {
       queue_requests: "the worker's C loop always reads requests ahead of the app",
       max_fast_inline: "the loop schedules keep-alive and new connections fairly itself",
@@ -15,66 +19,146 @@ module Oribi
       nakayoshi_fork: "preload_app forks from a warm master",
       lowlevel_error_handler: "a Rack middleware rescues app errors; the server logs its own 5xx",
       state_path: "see `oribi ctl` (docs/CONTROL.md)",
+      state_permission: "see `oribi ctl` (docs/CONTROL.md)",
       activate_control_app: "see control and control_token (docs/CONTROL.md)",
       tag: "the process title says oribi and the listeners",
       silence_single_worker_warning: "nothing to silence",
+      silence_fork_callback_warning: "nothing to silence",
       extra_runtime_dependencies: "nothing to declare",
-      prune_bundler: "USR2 restarts from the same command line",
+      prune_bundler: "USR2 re-executes the command line, Bundler and all, from working_directory",
       log_requests: "see access_log",
       quiet: "Oribi logs only what an operator needs",
-      on_booted: "see after_worker_boot",
+      on_booted: "no master hook once booted; see after_worker_boot for each worker",
+      after_booted: "no master hook once booted; see after_worker_boot for each worker",
+      on_restart: "no hook before a restart: USR2 re-executes, HUP replaces workers",
+      before_restart: "no hook before a restart: USR2 re-executes, HUP replaces workers",
+      on_stopped: "no hook once stopped: before_worker_exit runs in each worker",
+      after_stopped: "no hook once stopped: before_worker_exit runs in each worker",
+      after_worker_fork: "no master hook after a fork: after_fork runs in the worker",
+      after_worker_shutdown: "no master hook after a worker exits",
+      on_refork: "see refork_after (docs/REFORK.md)",
+      before_refork: "see refork_after (docs/REFORK.md)",
+      after_refork: "see refork_after (docs/REFORK.md)",
+      on_thread_start: "app threads start with the worker: use after_worker_boot",
+      before_thread_start: "app threads start with the worker: use after_worker_boot",
+      on_thread_exit: "app threads end with the worker: use before_worker_exit",
+      before_thread_exit: "app threads end with the worker: use before_worker_exit",
+      out_of_band: "see oob_gc, which runs GC when the worker's loop is idle",
+      drain_on_shutdown: "a TERM always drains (docs/SIGNALS.md)",
+      idle_timeout: "Oribi does not stop when idle",
+      debug: "Oribi logs only what an operator needs",
+      shutdown_debug: "a worker stuck past shutdown_timeout is logged with its request",
+      worker_culling_strategy: "TTOU stops the highest-numbered worker",
       worker_boot_timeout: "a worker that cannot boot is retried with a back-off",
       worker_check_interval: "the master watches the scoreboard every second",
+      supported_http_methods: "any method token is passed to the app; Rack apps answer 405 themselves",
+      set_remote_address: "REMOTE_ADDR is the peer; the access log reads X-Forwarded-For from trusted_proxies",
+      ssl_bind: "Oribi serves no TLS: put it in the proxy in front",
+      bind_to_activated_sockets: "systemd's sockets (LISTEN_FDS) are used whenever they are there",
+      fiber_per_request: "each request runs on an app thread (threads)",
+      max_io_threads: "see threads",
+      io_selector_backend: "the worker's loop is epoll",
+      mutate_stdout_and_stderr_to_sync_on_write: "stdout and stderr are always unbuffered",
+      raise_exception_on_sigterm: "a TERM drains the requests in flight",
+      force_shutdown_after: "see shutdown_timeout",
+      log_formatter: "the server's own lines are one line each, to stderr",
+      custom_logger: "the server's own lines are one line each, to stderr",
+      rack_url_scheme: "rack.url_scheme is http; Rails reads X-Forwarded-Proto itself",
+      app: "name the app in a rackup file (config.ru)",
     }.freeze
 
     NOTES.each_key do |word|
       define_method(word) do |*args, **_opts, &_blk|
-        shown = args.map(&:inspect).join(", ")
-        Log.info("#{@path}: #{word}#{" #{shown}" unless shown.empty?} is Puma's: #{NOTES[word]}")
+        __ignored(word, args, NOTES[word])
       end
     end
 
     # tmp_restart: bin/rails restart touches tmp/restart.txt (restart_file).
     def plugin(name)
-      return @config[:restart_file] = "tmp/restart.txt" if name.to_s == "tmp_restart"
+      return __map("plugin #{name.inspect}", :restart_file, "tmp/restart.txt") if name.to_s == "tmp_restart"
 
-      Log.info("#{@path}: plugin #{name.inspect} is Puma's: Oribi has no plugins")
+      __ignored(:plugin, [name], "Oribi has no plugins")
     end
 
     # Puma threads are a pool from min to max; Oribi runs a fixed number.
     def threads(min, max = min)
-      min = Integer(min)
-      max = Integer(max)
-      Log.info("#{@path}: threads #{min}, #{max}: Oribi runs a fixed #{max} per worker") if min != max
-      @config[:threads] = max
+      min = Integer(min.to_s, 10)
+      max = Integer(max.to_s, 10)
+      __map("threads #{min}, #{max}", :threads, max)
+      __differs("threads #{min}, #{max}", "Oribi runs a fixed #{max} per worker") if min != max
     end
 
-    def port(number, host = "0.0.0.0")
-      bind("tcp://#{host.include?(':') ? "[#{host}]" : host}:#{Integer(number)}")
+    def port(number, host = nil)
+      word = "port #{number}#{", #{host.inspect}" if host}"
+      __differs(word, "Puma binds [::] (IPv4 and IPv6), Oribi 0.0.0.0: bind \"tcp://[::]:#{number}\" too for IPv6") unless host
+      host ||= "0.0.0.0"
+      uri = "tcp://#{host.include?(':') ? "[#{host}]" : host}:#{Integer(number.to_s, 10)}"
+      __map(word, :binds, uri)
+      @binds << uri
     end
 
-    def preload_app!(yes = true)
-      @config[:preload_app] = yes
+    # Puma's URI parameters: backlog and a unix socket's mode have Oribi
+    # options; ssl:// is not served.
+    def bind(uri)
+      uri = uri.to_s
+      return __ignored(:bind, [uri], "Oribi serves no TLS: put it in the proxy in front") if uri.start_with?("ssl://")
+
+      base, query = uri.split("?", 2)
+      URI.decode_www_form(query.to_s).each do |key, value|
+        case key
+        when "backlog" then __map("bind …?backlog=#{value}", :backlog, value)
+        when "mode" then __map("bind …?mode=#{value}", :unix_mode, value)
+        else __ignored(:bind, ["…?#{key}=#{value}"], "a URI parameter Oribi does not take")
+        end
+      end
+      @binds << base
     end
 
-    def pidfile(path) = @config[:pid_file] = path
-    def early_hints(yes = true) = @config[:early_hints] = yes
+    def clear_binds! = @binds.clear
+
+    def preload_app!(yes = true) = __map("preload_app!", :preload_app, yes)
+    def pidfile(path) = __map("pidfile", :pid_file, path)
+    def early_hints(yes = true) = __map("early_hints", :early_hints, yes)
 
     def stdout_redirect(stdout = nil, stderr = nil, _append = true)
-      @config[:stdout_path] = stdout if stdout
-      @config[:stderr_path] = stderr if stderr
+      __map("stdout_redirect", :stdout_path, stdout) if stdout
+      __map("stdout_redirect", :stderr_path, stderr) if stderr
     end
 
-    def persistent_timeout(seconds) = @config[:keepalive_timeout] = seconds
-    def first_data_timeout(seconds) = @config[:header_timeout] = seconds
-    def worker_shutdown_timeout(seconds) = @config[:shutdown_timeout] = seconds
+    def directory(dir) = __map("directory", :working_directory, dir)
+    def persistent_timeout(seconds) = __map("persistent_timeout", :keepalive_timeout, seconds)
+    def first_data_timeout(seconds) = __map("first_data_timeout", :header_timeout, seconds)
+    def worker_shutdown_timeout(seconds) = __map("worker_shutdown_timeout", :shutdown_timeout, seconds)
+    def max_keep_alive(requests) = __map("max_keep_alive", :keepalive_requests, requests)
+    def enable_keep_alives(yes = true) = __map("enable_keep_alives", :keepalive, yes)
+    def http_content_length_limit(bytes) = __map("http_content_length_limit", :max_body, bytes || 0)
+    def rackup(path) = __map("rackup", :rackup, path)
+    def restart_command(cmd)
+      __map("restart_command", :restart_command, cmd.to_s)
+      __differs("restart_command", "Oribi runs it as it is; Puma appends the server's original arguments")
+    end
 
     # Puma's worker hooks get the worker's index, Oribi's the server too.
-    def on_worker_boot(&blk) = @config[:after_fork] = ->(_server, index) { call_hook(blk, index) }
-    def on_worker_shutdown(&blk) = @config[:before_worker_exit] = ->(_server, index) { call_hook(blk, index) }
+    def before_worker_boot(&blk) = __hook("before_worker_boot", :after_fork, blk)
+    def before_worker_shutdown(&blk) = __hook("before_worker_shutdown", :before_worker_exit, blk)
+    def before_worker_fork(&blk) = __hook("before_worker_fork", :before_fork, blk)
+    def on_worker_boot(&blk) = __hook("on_worker_boot", :after_fork, blk)
+    def on_worker_shutdown(&blk) = __hook("on_worker_shutdown", :before_worker_exit, blk)
+    def on_worker_fork(&blk) = __hook("on_worker_fork", :before_fork, blk)
+
+    # Puma 7's blocks for one mode: run when the workers set so far say so.
+    def single(&blk) = (instance_eval(&blk) if @config[:workers].zero?)
+    def cluster(&blk) = (instance_eval(&blk) if @config[:workers].positive?)
+
+    # Another config file, read as this one.
+    def load(path) = instance_eval(File.read(path), path, 1)
 
     private
 
     def call_hook(blk, index) = blk.arity.zero? ? blk.call : blk.call(index)
+
+    def __hook(word, name, blk)
+      __map(word, name, ->(_server, index) { call_hook(blk, index) })
+    end
   end
 end

@@ -68,6 +68,9 @@ module Oribi
       binds = binds(options)
       (given.call(:Host, :Port, :Bind) ? strong : weak)[:binds] = binds if binds
       (given.call(:environment) ? strong : weak)[:environment] = options[:environment].to_s if options[:environment]
+      # Rails' command line again (`bin/rails server … --restart`): what a
+      # hot restart (bin/rails restart, USR2) runs, as Puma does.
+      weak[:restart_command] = options[:restart_cmd].to_s if options[:restart_cmd]
       build(strong, weak)
     end
 
@@ -134,6 +137,9 @@ module Oribi
     # so only one.
     def tcp_binds(host, port)
       host = host.delete("[]")
+      # Both loopbacks (Listeners) even where the resolver gives one, as Puma.
+      return ["tcp://localhost:#{port}"] if host == "localhost" && port.positive?
+
       addrs = begin
         Addrinfo.getaddrinfo(host, port, nil, :STREAM).uniq(&:ip_address)
       rescue SocketError

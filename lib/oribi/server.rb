@@ -3,41 +3,48 @@
 require "rack"
 require "securerandom"
 require_relative "fd_limit"
+require "shellwords"
 
 module Oribi
   # Sets the process up and picks its shape: binds the listeners, loads the
   # app (before forking when preload_app), and serves it from this process
   # (`workers 0`) or from a Master's forked workers.
   class Server
-    attr_reader :config, :listeners, :launch, :control
+    attr_reader :config, :listeners, :launch, :control, :booted_in, :degraded
 
     def initialize(config)
       @config = config
       # How to start this server again, for a hot restart (USR2): from
       # working_directory as named, so that a switched symlink (current/ ->
-      # the new release) starts the release it names then.
-      dir = config[:working_directory]
+      # the new release) starts the release it names then; paths into the
+      # release it resolves to now (booted_in) are re-pointed (Reexec).
+      dir = File.expand_path(config[:working_directory])
       Dir.chdir(dir) unless File.identical?(dir, ".")
-      @launch = [[File.expand_path($PROGRAM_NAME, dir), *ARGV], dir]
+      @booted_in = Dir.pwd
+      argv = if (cmd = config[:restart_command])
+               Shellwords.split(cmd)
+             else
+               [RbConfig.ruby, File.expand_path($PROGRAM_NAME, dir), *ARGV]
+             end
+      @launch = [argv, dir]
     end
 
-    # Tells the generation that started us with USR2 that we serve now.
-    def notify_parent_ready
-      fd = ENV.delete("ORIBI_READY_FD") or return
-      ENV.delete("ORIBI_INHERIT")
-      @listeners.take_ownership!
-      write_pid_file
-      io = IO.for_fd(Integer(fd, 10), autoclose: true)
-      io.write("ready\n")
-      io.close
-    rescue SystemCallError, ArgumentError
-      nil
+    # A new image (USR2) whose config or app failed to load: the workers
+    # of the previous one go on serving; the next USR2 tries again.
+    def self.degraded(error, launch_config = nil)
+      Log.error("USR2: the new code failed to load; the previous workers go on serving", error)
+      new(launch_config || Config.new).tap { |s| s.instance_variable_set(:@degraded, true) }
     end
 
     # Serves app, or the app of the rackup file when none is given; returns
     # the exit status.
     def run(app = nil)
       ENV["RACK_ENV"] = @config[:environment]
+      # What the app and the server write goes out at once, to a terminal or
+      # not (a file, a pipe, Docker's log, foreman): a line the app logged
+      # is seen when it happened, not when a buffer fills or a worker exits.
+      $stdout.sync = true
+      $stderr.sync = true
       Log.reopen(@config)
       Log.setup(@config)
       File.umask(@config[:umask]) if @config[:umask]
@@ -50,7 +57,7 @@ module Oribi
       signals = Signals.new(standalone ? Worker::SIGNALS : Master::SIGNALS)
       @listeners = Listeners.new(@config[:binds], backlog: @config[:backlog],
                                                   reuse_port: @config[:reuse_port], unix_mode: @config[:unix_mode])
-      app ||= load_app if @config[:preload_app] || standalone
+      app ||= load_app_or_degrade if @config[:preload_app] || standalone
       banner
       Oribi.eager_load!
       if standalone
@@ -65,6 +72,18 @@ module Oribi
       remove_pid_file
     end
 
+    def load_app_or_degrade
+      return nil if @degraded
+
+      load_app
+    rescue Exception => e # rubocop:disable Lint/RescueException -- any error of the app's
+      raise unless Reexec.adopting? && !e.is_a?(SignalException) && !e.is_a?(SystemExit)
+
+      Log.error("USR2: the new code failed to load; the previous workers go on serving", e)
+      @degraded = true
+      nil
+    end
+
     def load_app
       path = @config[:rackup]
       raise Config::Error, "no rackup file #{path}" unless File.file?(path)
@@ -74,11 +93,9 @@ module Oribi
     end
 
     # Called once the signal handlers are in place (a USR2 sent as soon as
-    # the pid is readable must find them), by the master or the lone worker;
-    # a new generation (USR2) writes it only once it took over, so that if
-    # it fails to boot the file still names the master that goes on serving.
+    # the pid is readable must find them), by the master or the lone worker.
+    # A USR2 re-exec keeps the pid: the file names the same process.
     def write_pid_file
-      return if ENV["ORIBI_READY_FD"] # not yet: notify_parent_ready clears it
       return unless (path = @config[:pid_file])
 
       # Renamed into place: a reader never sees a half-written file.
@@ -113,7 +130,7 @@ module Oribi
       uri = @config[:control] or return nil
       raise Config::Error, "control needs a master: workers must be at least 1" if standalone
 
-      fd = ENV.delete("ORIBI_CONTROL_FD")
+      fd = ENV.delete(Reexec::CONTROL)
       # Under start_server the previous generation still serves while this
       # one boots: it takes the endpoint over rather than fail on it.
       control = Control.new(uri, token: @config[:control_token], fd: (Integer(fd, 10) if fd),

@@ -5,6 +5,7 @@
 # except under /nolint (cases that break SPEC on purpose). Files come from
 # $ORIBI_TEST_FILES. What the app sees is logged to stderr for the tests.
 require "rack"
+require "pathname"
 
 FILES = ENV.fetch("ORIBI_TEST_FILES")
 
@@ -118,6 +119,12 @@ map("/nolint") do
       def body.to_path = "/nonexistent/oribi"
       def body.each = yield("from each")
       [200, {}, body]
+    when "/file-pathname" # Rails' send_file Rails.root.join(...): to_path is a Pathname
+      [200, {}, FileBody.new(Pathname(File.join(FILES, "large.bin")))]
+    when "/file-to-str" # anything File.open takes: to_str
+      path = Object.new
+      path.define_singleton_method(:to_str) { File.join(FILES, "small.bin") }
+      [200, {}, FileBody.new(path)]
     when "/early-hints-http10"
       [200, {}, [env.key?("rack.early_hints").to_s]]
     when "/hints-flood" # ?n= hints of 1 KiB each, to a client that may not read them

@@ -315,14 +315,23 @@ static void cat_length(struct oribi_exchange *x, int64_t n)
     out_cat(x, cl, oribi_content_length(cl, (uint64_t)n));
 }
 
+/* to_path's value as a String: a String, or what File.open would take
+ * (Rails' send_file gives a Pathname: its to_path; else to_str); Qnil. */
+static VALUE body_path(VALUE path)
+{
+    if (!RB_TYPE_P(path, T_STRING) && rb_respond_to(path, id_to_path))
+        path = rb_funcall(path, id_to_path, 0);
+    return RB_TYPE_P(path, T_STRING) ? path : rb_check_string_type(path);
+}
+
 /* Opens the file of a to_path body; 0 when the body has none usable (it is
  * then sent with each, which SPEC says yields the same bytes). */
 static int open_body_file(struct oribi_rack_response *r)
 {
     if (!rb_respond_to(r->body, id_to_path))
         return 0;
-    VALUE path = rb_funcall(r->body, id_to_path, 0);
-    if (!RB_TYPE_P(path, T_STRING) || memchr(RSTRING_PTR(path), 0, (size_t)RSTRING_LEN(path)))
+    VALUE path = body_path(rb_funcall(r->body, id_to_path, 0));
+    if (NIL_P(path) || memchr(RSTRING_PTR(path), 0, (size_t)RSTRING_LEN(path)))
         return 0;
     int fd = open(StringValueCStr(path), O_RDONLY | O_CLOEXEC);
     struct stat st;

@@ -8,4 +8,6 @@ Rails.application.routes.draw do
   get "/nap", to: "hello#nap"
   post "/upload", to: "files#upload"
   get "/download", to: "files#download"
+  get "/boom", to: "hello#boom"
+  get "/version", to: "hello#version"
 end

@@ -25,4 +25,14 @@ class HelloController < ActionController::Base
   def echo
     render plain: params[:msg]
   end
+
+  # An error the app does not rescue: Rails logs it (FATAL, backtrace), 500.
+  def boom
+    raise "boom in the app"
+  end
+
+  # The code version the server booted with.
+  def version
+    render plain: "#{BOOT_VERSION} #{Process.ppid}"
+  end
 end

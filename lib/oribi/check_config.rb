@@ -1,0 +1,33 @@
+# frozen_string_literal: true
+
+module Oribi
+  # `oribi --check-config FILE`: reads a config/oribi.rb or a config/puma.rb
+  # as the server would, and prints what each word does on Oribi: maps (the
+  # Oribi option it sets), differs (set, but not quite as Puma does it),
+  # ignored (and why), oribi (an Oribi option), then the values the server
+  # would run with. Exit status 0 when the server would start with it, 2
+  # when it would not (the error, one line, as at start).
+  module CheckConfig
+    module_function
+
+    def run(path, out: $stdout)
+      report = []
+      config = Config.new
+      Config::DSL.load(config, path, report: report)
+      config.check!
+      out.puts "#{path}, as Oribi reads it:"
+      width = report.map { |_, word, _| word.size }.max.to_i
+      report.each do |kind, word, what|
+        out.puts format("  %-8s %-#{width}s%s", kind, word, what ? "  #{kind == :maps ? '→ ' : ''}#{what}" : "").rstrip
+      end
+      out.puts "Oribi would run with:"
+      %i[binds workers threads environment preload_app working_directory].each do |name|
+        out.puts "  #{name} #{Options.show(config[name])}"
+      end
+      0
+    rescue Config::Error => e
+      out.puts "oribi: #{e.message.lines.first.chomp}"
+      2
+    end
+  end
+end
