@@ -63,7 +63,9 @@ class DeployTest < Minitest::Test
 
   def start(*args, server: :oribi)
     @server = server
-    env = { "PWD" => @current, "BUNDLE_PATH" => File.join(ROOT, "vendor/bundle"),
+    # the suite's own gems: vendor/bundle as CI sets it, or wherever
+    # BUNDLE_PATH says (.ci/rubies)
+    env = { "PWD" => @current, "BUNDLE_PATH" => ENV.fetch("BUNDLE_PATH") { File.join(ROOT, "vendor/bundle") },
             "BUNDLE_GEMFILE" => nil, "RUBYOPT" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil }
     cmd = [RbConfig.ruby, "-S", "bundle", "exec"]
     cmd += if server == :puma
