@@ -274,7 +274,7 @@ static void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int statu
     if (status == 501 || status == 505)
         log_refusal(c, status);
     char out[512];
-    size_t n = oribi_error_response(out, sizeof(out), status, time(NULL), 0);
+    size_t n = oribi_error_response(out, sizeof(out), status, &loop->date, time(NULL), 0);
     struct iovec iov = {out, n};
     loop->rejected++;
     c->close_after = 1;
@@ -304,7 +304,7 @@ static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c
         (loop->opt.keepalive_requests && c->requests + 1 >= loop->opt.keepalive_requests))
         return 0;
     char out[512];
-    size_t n = oribi_error_response(out, sizeof(out), 417, time(NULL), 1);
+    size_t n = oribi_error_response(out, sizeof(out), 417, &loop->date, time(NULL), 1);
     struct iovec iov = {out, n};
     loop->rejected++;
     if (oribi_conn_write(c, &iov, 1) < 0) {
@@ -889,7 +889,7 @@ void oribi_loop_free(struct oribi_loop *loop)
 void oribi_loop_wake(struct oribi_loop *loop)
 {
     uint64_t one = 1;
-    loop->wake_pending = 1;
+    __atomic_store_n(&loop->wake_pending, 1, __ATOMIC_RELAXED);
     ssize_t r = write(loop->wakefd, &one, sizeof(one));
     (void)r;
 }
@@ -1007,7 +1007,7 @@ static int poll_events(struct oribi_loop *loop, int timeout)
     for (int i = 0; i < n; i++) {
         void *p = events[i].data.ptr;
         if (p == (void *)TAG_WAKE) {
-            loop->wake_pending = 1;
+            __atomic_store_n(&loop->wake_pending, 1, __ATOMIC_RELAXED);
         } else if (IS_TAG(p)) {
             /* Taken at once when nothing is ready; else in turns, as the
              * ready requests are handed out (oribi_loop_take). */
@@ -1079,11 +1079,13 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
             publish(loop);
             return LOOP_READY;
         }
-        if (loop->wake_pending) {
+        /* Relaxed: the flag orders nothing; what a waker hands over is
+         * under its own lock (the handbacks, the GVL). */
+        if (__atomic_load_n(&loop->wake_pending, __ATOMIC_RELAXED)) {
             uint64_t v;
             ssize_t r = read(loop->wakefd, &v, sizeof(v));
             (void)r;
-            loop->wake_pending = 0;
+            __atomic_store_n(&loop->wake_pending, 0, __ATOMIC_RELAXED);
             return LOOP_INTERRUPTED;
         }
         if (loop->draining && take_backlog(loop))

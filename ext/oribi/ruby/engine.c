@@ -616,7 +616,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
         r.keepalive = 0;
         if (!r.flushed && !r.gone) {
             char out[512];
-            size_t n = oribi_error_response(out, sizeof(out), r.refused ? r.refused : 500, time(NULL), 0);
+            size_t n = oribi_error_response(out, sizeof(out), r.refused ? r.refused : 500, &s->date, time(NULL), 0);
             struct iovec iov = {out, n};
             if (oribi_conn_write(c, &iov, 1) < 0)
                 r.gone = 1;

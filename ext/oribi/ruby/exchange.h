@@ -37,9 +37,10 @@ struct oribi_exchange {
     VALUE stream;                     /* the Oribi::Stream given to a streaming body, else nil */
     VALUE spilled_input;              /* the tmpfile IO of the request, closed after it */
     VALUE empty_input;
-    VALUE self;               /* what the exchange's env callables carry */
-    struct oribi_env_ctx ctx; /* the env template, with this exchange's callables */
-    char *out;                /* response head and chunk framing not yet written */
+    VALUE self;                   /* what the exchange's env callables carry */
+    struct oribi_env_ctx ctx;     /* the env template, with this exchange's callables */
+    char *out;                    /* response head and chunk framing not yet written */
+    struct oribi_date_cache date; /* this exchange's thread's own (http/response.h) */
     size_t out_len, out_cap;
 };
 

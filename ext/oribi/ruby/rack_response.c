@@ -622,7 +622,7 @@ VALUE oribi_rack_response_write(VALUE arg)
     if (RB_TYPE_P(r->headers, T_HASH))
         rb_hash_foreach(r->headers, head_each, (VALUE)&h);
     if (!h.date) { /* one Date field (RFC 9110 6.6.1): the app's when it set one */
-        s = oribi_date_header(time(NULL), &n);
+        s = oribi_date_header(&x->date, time(NULL), &n);
         out_cat(x, s, n);
     }
     if (h.connection_close)
