@@ -224,9 +224,9 @@ static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_le
         }
     }
     int r = oribi_body_begin(loop, c);
-    if (r == BODY_DONE) {
+    if (r == REQ_BODY_DONE) {
         queue_ready(loop, c);
-    } else if (r == BODY_MORE) {
+    } else if (r == REQ_BODY_MORE) {
         c->state = CONN_BODY;
         c->body_start = loop->now;
         timer_arm(loop, c, TIMER_BODY);
@@ -256,9 +256,9 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c)
             conn_reject(loop, c, c->req.status);
     } else if (c->state == CONN_BODY) {
         int r = oribi_body_feed(loop, c);
-        if (r == BODY_DONE) {
+        if (r == REQ_BODY_DONE) {
             queue_ready(loop, c);
-        } else if (r == BODY_MORE) {
+        } else if (r == REQ_BODY_MORE) {
             if (c->body_total - c->body_mark >= ORIBI_BODY_PROGRESS) {
                 c->body_mark = c->body_total;
                 timer_arm(loop, c, TIMER_BODY);

@@ -48,7 +48,7 @@ enum { BODY_NONE, BODY_ARRAY, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE, BODY_FILE, 
 
 /* The response being written for an exchange's request. */
 struct oribi_rack_response {
-    struct oribi_exchange *s;
+    struct oribi_exchange *x;
     struct oribi_conn *c;
     VALUE env;
     VALUE body;
@@ -77,19 +77,19 @@ extern VALUE oribi_eClientGone;
 /* The class of the objects env callables and streams carry. */
 extern VALUE oribi_cExchange;
 
-/* The object for s, which keeps engine (a VALUE) alive. */
-VALUE oribi_exchange_wrap(VALUE engine, struct oribi_exchange *s);
+/* The object for x, which keeps engine (a VALUE) alive. */
+VALUE oribi_exchange_wrap(VALUE engine, struct oribi_exchange *x);
 /* The exchange such an object carries; raises IOError once its engine is closed. */
 struct oribi_exchange *oribi_exchange_get(VALUE exchange);
 /* The conn of the exchange's request while the app or the response has it, else NULL. */
-struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *s);
+struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *x);
 /* Waits for fd to become readable (RB_WAITFD_IN) or writable (RB_WAITFD_OUT)
  * for up to timeout_ms, running Ruby's interrupts meanwhile; 1 ready, 0 not. */
 int oribi_exchange_wait(int fd, int events, int64_t timeout_ms);
 /* Sends every kept byte of c, waiting up to the write timeout each time the
  * socket is full; 0, -1 when the peer is gone (or the response ended while
  * we waited), -2 when it took nothing for the write timeout. */
-int oribi_exchange_drain(struct oribi_exchange *s, struct oribi_conn *c);
+int oribi_exchange_drain(struct oribi_exchange *x, struct oribi_conn *c);
 
 /* Oribi::ClientGone and Oribi::Engine::Exchange (under cEngine). */
 void Init_oribi_exchange(VALUE mOribi, VALUE cEngine);

@@ -57,7 +57,7 @@ static void head_line(struct oribi_exchange *x, const char *s)
 static void *wait_nogvl(void *p)
 {
     struct oribi_rack_response *r = p;
-    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->s->opt->write_timeout_ms);
+    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->x->opt->write_timeout_ms);
 }
 
 /* Waits (without the GVL) until the client takes everything kept and
@@ -75,7 +75,7 @@ static int spool_settle(struct oribi_rack_response *r)
  * hijack writes to the socket itself after its head. */
 static int may_spool(const struct oribi_rack_response *r)
 {
-    return r->s->opt->max_response_spool > 0 && r->mode != BODY_STREAM && r->mode != BODY_HIJACK;
+    return r->x->opt->max_response_spool > 0 && r->mode != BODY_STREAM && r->mode != BODY_HIJACK;
 }
 
 static size_t iov_bytes(const struct iovec *iov, int n)
@@ -93,13 +93,13 @@ static size_t iov_bytes(const struct iovec *iov, int n)
 static int spool_write(struct oribi_rack_response *r, const struct iovec *iov, int n)
 {
     int w = oribi_spool_send(&r->spool, r->c);
-    if (w == 1 && r->spool.len + (int64_t)iov_bytes(iov, n) <= r->s->opt->max_response_spool) {
-        if (oribi_spool_append(&r->spool, r->s->opt->tmpdir, iov, n) == 0)
+    if (w == 1 && r->spool.len + (int64_t)iov_bytes(iov, n) <= r->x->opt->max_response_spool) {
+        if (oribi_spool_append(&r->spool, r->x->opt->tmpdir, iov, n) == 0)
             return 1;
         rb_funcall(rb_stderr, id_write, 1,
                    rb_sprintf("oribi: a response could not be spooled to %s (%s): the app thread waits for the "
                               "client\n",
-                              r->s->opt->tmpdir, strerror(errno)));
+                              r->x->opt->tmpdir, strerror(errno)));
     }
     if (w == 1)
         w = spool_settle(r);
@@ -118,19 +118,19 @@ static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, 
     int n = 0;
     if (r->gone)
         return;
-    if (r->s->out_len)
-        iov[n++] = (struct iovec){r->s->out, r->s->out_len};
+    if (r->x->out_len)
+        iov[n++] = (struct iovec){r->x->out, r->x->out_len};
     for (int i = 0; i < nextra && n < (int)(sizeof(iov) / sizeof(iov[0])); i++)
         iov[n++] = extra[i];
     r->flushed = 1;
     if (n && r->spooling && spool_write(r, iov, n)) {
-        r->s->out_len = 0;
+        r->x->out_len = 0;
         return;
     }
     if (r->gone)
         return;
     int w = n ? oribi_conn_write(r->c, iov, n) : 0;
-    r->s->out_len = 0;
+    r->x->out_len = 0;
     if (w == 1 && may_spool(r)) {
         r->spooling = 1; /* these bytes are kept; the next ones go to disk */
         return;
@@ -162,7 +162,7 @@ static void spool_finish(struct oribi_rack_response *r)
 static void out_drain(struct oribi_rack_response *r)
 {
     out_flush(r, NULL, 0);
-    if (!r->gone && oribi_exchange_drain(r->s, r->c) < 0)
+    if (!r->gone && oribi_exchange_drain(r->x, r->c) < 0)
         r->gone = 1;
 }
 
@@ -362,7 +362,7 @@ static void refuse_tunnel(struct oribi_rack_response *r)
  * connection is the app's (hijack) or closes when the body is done. */
 static void frame_switch(struct oribi_rack_response *r)
 {
-    struct oribi_exchange *x = r->s;
+    struct oribi_exchange *x = r->x;
     r->keepalive = 0;
     head_line(x, "connection: upgrade\r\n");
     if (!NIL_P(r->protocol)) {
@@ -390,7 +390,7 @@ static void array_length(struct oribi_rack_response *r)
         total += RSTRING_LEN(part);
     }
     r->mode = BODY_ARRAY;
-    cat_length(r->s, total);
+    cat_length(r->x, total);
 }
 
 /* Chooses the framing: our own length for arrays and files, the app's for
@@ -398,7 +398,7 @@ static void array_length(struct oribi_rack_response *r)
  * HTTP/1.0 and for streams; none after a 101 or a partial hijack. */
 static void frame_body(struct oribi_rack_response *r)
 {
-    struct oribi_exchange *x = r->s;
+    struct oribi_exchange *x = r->x;
     if (r->status == 101)
         return frame_switch(r);
     if (!NIL_P(r->hijack)) {
@@ -490,7 +490,7 @@ static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
     struct iovec iov[2] = {{RSTRING_PTR(chunk), n}, {crlf, 2}};
     if (r->mode == BODY_CHUNKED) {
         char pre[20];
-        out_cat(r->s, pre, oribi_chunk_prefix(pre, n));
+        out_cat(r->x, pre, oribi_chunk_prefix(pre, n));
     }
     out_flush(r, iov, r->mode == BODY_CHUNKED ? 2 : 1);
     RB_GC_GUARD(chunk);
@@ -521,7 +521,7 @@ static void write_array(struct oribi_rack_response *r)
  * waits on a client that reads slowly, or not at all. */
 static void write_file(struct oribi_rack_response *r)
 {
-    struct oribi_exchange *x = r->s;
+    struct oribi_exchange *x = r->x;
     if (x->out_len) {
         struct iovec iov = {x->out, x->out_len};
         int w = r->file_size > 0 ? oribi_conn_write_more(r->c, &iov, 1) : oribi_conn_write(r->c, &iov, 1);
@@ -547,8 +547,8 @@ static void write_stream(struct oribi_rack_response *r)
     out_drain(r);
     if (r->gone)
         return;
-    VALUE stream = oribi_stream_new(r->s->self);
-    r->s->stream = stream;
+    VALUE stream = oribi_stream_new(r->x->self);
+    r->x->stream = stream;
     rb_funcall(r->body, id_call, 1, stream);
 }
 
@@ -558,14 +558,14 @@ static void write_hijack(struct oribi_rack_response *r)
     out_drain(r);
     if (r->gone)
         return;
-    VALUE io = oribi_hijack_io(r->s, r->c);
+    VALUE io = oribi_hijack_io(r->x, r->c);
     r->c = NULL;
     rb_funcall(r->hijack, id_call, 1, io);
 }
 
 static VALUE write_body(struct oribi_rack_response *r)
 {
-    struct oribi_exchange *x = r->s;
+    struct oribi_exchange *x = r->x;
     switch (r->mode) {
     case BODY_NONE:
         out_flush(r, NULL, 0);
@@ -609,7 +609,7 @@ static void check_final_status(const struct oribi_rack_response *r)
 VALUE oribi_rack_response_write(VALUE arg)
 {
     struct oribi_rack_response *r = (struct oribi_rack_response *)arg;
-    struct oribi_exchange *x = r->s;
+    struct oribi_exchange *x = r->x;
     size_t n;
     if (r->c->req.upgrade)
         accept_protocol(r);
