@@ -36,11 +36,7 @@ static pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;
 static struct oribi_conn *work[1024];
 static int nwork, stopping;
 
-struct handback {
-    struct oribi_conn *c;
-    int keep;
-};
-static struct handback handbacks[1024];
+static struct oribi_conn *handbacks[1024];
 static int nhandbacks;
 
 static struct oribi_loop loop;
@@ -60,7 +56,7 @@ static void *dispatcher(void *arg)
         int r = oribi_loop_run(&loop, 1);
         pthread_mutex_lock(&gvl);
         for (int i = 0; i < nhandbacks; i++)
-            oribi_loop_finish(&loop, handbacks[i].c, handbacks[i].keep);
+            oribi_loop_finish(&loop, handbacks[i]);
         nhandbacks = 0;
         struct oribi_conn *c;
         while (nwork < (int)(sizeof(work) / sizeof(work[0])) && (c = oribi_loop_take(&loop)))
@@ -105,8 +101,9 @@ static void *app(void *arg)
         memcpy(head + len, "\r\nok", 4);
         len += 4;
         struct iovec iov = {head, len};
-        int keep = c->req.keepalive && oribi_conn_write(c, &iov, 1) == 0;
-        handbacks[nhandbacks++] = (struct handback){c, keep};
+        if (oribi_conn_write(c, &iov, 1) < 0)
+            oribi_conn_no_keepalive(c);
+        handbacks[nhandbacks++] = c;
         oribi_loop_wake(&loop);
     }
     pthread_mutex_unlock(&gvl);

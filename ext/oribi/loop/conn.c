@@ -55,7 +55,7 @@ struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->fd = fd;
     c->gen++;
     c->state = CONN_HEAD;
-    c->in_epoll = c->may_read = c->close_after = c->buf_moved = c->peer_hup = 0;
+    c->in_epoll = c->may_read = c->keepalive = c->buf_moved = c->peer_hup = 0;
     c->len = c->last_len = c->head_len = c->rest_off = 0;
     c->body_fd = -1;
     c->wlen = c->woff = 0;
@@ -172,7 +172,7 @@ void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
     size_t n = oribi_error_response(out, sizeof(out), status, &loop->date, time(NULL), 0);
     struct iovec iov = {out, n};
     loop->rejected++;
-    c->close_after = 1;
+    oribi_conn_no_keepalive(c);
     if (oribi_conn_write(c, &iov, 1) < 0) {
         conn_close(loop, c);
         return;
@@ -193,8 +193,7 @@ void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
  * follows it but the next request, so answer 417 and go on. */
 static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c)
 {
-    if (c->req.chunked || c->req.content_length > 0 || !c->req.keepalive || !loop->opt.keepalive || loop->stopping ||
-        (loop->opt.keepalive_requests && c->requests + 1 >= loop->opt.keepalive_requests))
+    if (c->req.chunked || c->req.content_length > 0 || !keepalive_decide(loop, c))
         return 0;
     char out[512];
     size_t n = oribi_error_response(out, sizeof(out), 417, &loop->date, time(NULL), 1);
@@ -205,7 +204,7 @@ static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c
         return 1;
     }
     c->head_len = c->rest_off = c->req.head_len;
-    oribi_loop_finish(loop, c, 1);
+    oribi_loop_finish(loop, c);
     return 1;
 }
 
@@ -325,7 +324,7 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
 /* The response is out: next request, or close. */
 static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
 {
-    if (c->close_after) {
+    if (!c->keepalive) {
         if (c->len > c->rest_off || c->may_read)
             conn_linger(loop, c);
         else
@@ -389,19 +388,18 @@ static int note_readable(struct oribi_conn *c, uint32_t events)
     return 1;
 }
 
-void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepalive)
+void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c)
 {
     if (c->body_fd >= 0) {
         close(c->body_fd);
         c->body_fd = -1;
     }
     c->requests++;
-    /* Not loop->stopping: a response that said keep-alive (the drain began
-     * while it was written, or while an app thread handed it back) gets
-     * the idle grace of oribi_loop_stop, so that the request the client may
-     * be sending right now is still answered. */
-    if (!keepalive)
-        c->close_after = 1;
+    /* c->keepalive as the response said, not loop->stopping again: a
+     * response that said keep-alive (the drain began while it was written,
+     * or while an app thread handed it back) gets the idle grace of
+     * oribi_loop_stop, so that the request the client may be sending right
+     * now is still answered. */
     if (c->app_events) {
         /* The loop ran while the app had the conn (threads) and took these
          * edges: act on them now, none may come again. */

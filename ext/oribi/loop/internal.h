@@ -27,6 +27,19 @@ static inline int over_budget(const struct oribi_loop *loop)
     return loop->budget.cap && __atomic_load_n(&loop->budget.kept, __ATOMIC_RELAXED) > loop->budget.cap;
 }
 
+/* The keep-alive rule, the one place it is written: the connection may
+ * carry another request after this one when the request allows it (its
+ * version and Connection field), keep-alive is on, no stop has begun and
+ * the connection has requests left (keepalive_requests). Decided when a
+ * request is handed out, or answered by the loop (417); from then on only
+ * lowered (oribi_conn_no_keepalive), never raised. */
+static inline int keepalive_decide(const struct oribi_loop *loop, struct oribi_conn *c)
+{
+    c->keepalive = c->req.keepalive && loop->opt.keepalive && !loop->stopping &&
+                   !(loop->opt.keepalive_requests && c->requests + 1 >= loop->opt.keepalive_requests);
+    return c->keepalive;
+}
+
 /* loop.c */
 int poll_events(struct oribi_loop *loop, int timeout);
 

@@ -149,8 +149,9 @@ void oribi_loop_wake(struct oribi_loop *loop);
  * with 0 it closes them at once (the backlog is someone else's). */
 void oribi_loop_stop(struct oribi_loop *loop, long drain);
 
-/* The app is done with the conn: keep it alive or close it, and read on. */
-void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepalive);
+/* The app is done with the conn: keep it alive (c->keepalive) or close it,
+ * and read on. */
+void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c);
 
 /* The app took the connection (hijack): the loop forgets it without
  * closing its fd, which is returned. Kept output must be flushed first;

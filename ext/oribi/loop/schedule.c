@@ -105,9 +105,6 @@ struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
         oribi_parse_request(c->buf, c->head_len, 0, &c->req, &loop->opt.limits);
         c->buf_moved = 0;
     }
-    if (loop->opt.keepalive_requests && c->requests + 1 >= loop->opt.keepalive_requests)
-        c->req.keepalive = 0;
-    if (!loop->opt.keepalive || loop->stopping)
-        c->req.keepalive = 0;
+    keepalive_decide(loop, c);
     return c;
 }

@@ -581,12 +581,15 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
                                     .protocol = Qnil,
                                     .file_fd = -1,
                                     .spool = ORIBI_SPOOL_INIT,
-                                    .app_length = -1,
-                                    .keepalive = c->req.keepalive && !e->loop.stopping};
+                                    .app_length = -1};
     /* FIX2INT would raise on a Fixnum outside a C int, here, before the
      * response is set up: the exchange would never end. */
     long st = FIXNUM_P(status) ? FIX2LONG(status) : 0;
     r.status = st >= 100 && st <= 599 ? (int)st : 0;
+    /* A stop that began while the app ran: this response is the last (the
+     * loop decided keep-alive when it handed the request out). */
+    if (e->loop.stopping)
+        oribi_conn_no_keepalive(c);
     r.head_only = c->req.method_len == 4 && memcmp(c->req.method, "HEAD", 4) == 0;
     x->out_len = 0;
     x->phase = PHASE_RESPONDING;
@@ -612,8 +615,10 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
             rb_set_errinfo(Qnil);
         }
     }
+    int hijacked = x->phase == PHASE_HIJACKED; /* then c is the loop's to recycle */
     if (!NIL_P(exc)) {
-        r.keepalive = 0;
+        if (!hijacked)
+            oribi_conn_no_keepalive(c);
         if (!r.flushed && !r.gone) {
             char out[512];
             size_t n = oribi_error_response(out, sizeof(out), r.refused ? r.refused : 500, &x->date, time(NULL), 0);
@@ -622,10 +627,11 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
                 r.gone = 1;
         }
     }
-    if (r.gone)
-        r.keepalive = 0;
-    if (x->phase != PHASE_HIJACKED) /* else the app has the socket and c is recycled */
-        oribi_handback(&e->hb, c, r.keepalive);
+    if (!hijacked) { /* else the app has the socket and c is recycled */
+        if (r.gone)
+            oribi_conn_no_keepalive(c);
+        oribi_handback(&e->hb, c);
+    }
     end_request(x);
     /* A stream write to a gone client raised so that the body stops; that
      * is the client's doing, not an app error to log. */

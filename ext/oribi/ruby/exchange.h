@@ -60,7 +60,6 @@ struct oribi_rack_response {
     int refused; /* the status the server answers instead, when it refuses the app's response (else 500) */
     int flushed; /* bytes of this response went out */
     int mode;
-    int keepalive;
     int head_only;
     int gone;     /* the peer went away: stop producing */
     int spooling; /* the conn keeps its share: further bytes go to the spool */

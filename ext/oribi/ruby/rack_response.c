@@ -363,7 +363,7 @@ static void refuse_tunnel(struct oribi_rack_response *r)
 static void frame_switch(struct oribi_rack_response *r)
 {
     struct oribi_exchange *x = r->x;
-    r->keepalive = 0;
+    oribi_conn_no_keepalive(r->c);
     head_line(x, "connection: upgrade\r\n");
     if (!NIL_P(r->protocol)) {
         head_line(x, "upgrade: ");
@@ -404,7 +404,7 @@ static void frame_body(struct oribi_rack_response *r)
     if (!NIL_P(r->hijack)) {
         /* The app writes the body on the socket it is given, and closes it. */
         r->mode = BODY_HIJACK;
-        r->keepalive = 0;
+        oribi_conn_no_keepalive(r->c);
         if (r->app_length >= 0 && !tunnel(r)) /* a tunnel has no framing */
             cat_length(x, r->app_length);
         return;
@@ -452,7 +452,7 @@ static void frame_body(struct oribi_rack_response *r)
             rb_raise(rb_eTypeError, "body responds to neither each, call nor to_ary");
         /* A stream has no length we could know: the close ends it. */
         r->mode = BODY_STREAM;
-        r->keepalive = 0;
+        oribi_conn_no_keepalive(r->c);
         if (r->app_length >= 0)
             cat_length(x, r->app_length);
     } else if (r->app_length >= 0) {
@@ -463,7 +463,7 @@ static void frame_body(struct oribi_rack_response *r)
         head_line(x, "transfer-encoding: chunked\r\n");
     } else {
         r->mode = BODY_CLOSE; /* HTTP/1.0 and no length: the close ends the body */
-        r->keepalive = 0;
+        oribi_conn_no_keepalive(r->c);
     }
 }
 
@@ -531,7 +531,7 @@ static void write_file(struct oribi_rack_response *r)
         r->flushed = 1;
     }
     if (r->app_length >= 0 && r->app_length > r->file_size)
-        r->keepalive = 0; /* fewer bytes than the head announced: framing is lost */
+        oribi_conn_no_keepalive(r->c); /* fewer bytes than the head announced: framing is lost */
     if (r->gone || r->file_size <= 0)
         return;
     oribi_conn_hand_file(r->c, r->file_fd, 0, r->file_size);
@@ -587,7 +587,7 @@ static VALUE write_body(struct oribi_rack_response *r)
         if (r->mode == BODY_CHUNKED)
             out_cat(x, "0\r\n\r\n", 5);
         if (r->mode == BODY_LENGTH && r->sent != r->app_length)
-            r->keepalive = 0; /* the body fell short of its content-length: framing is lost */
+            oribi_conn_no_keepalive(r->c); /* the body fell short of its content-length: framing is lost */
         out_flush(r, NULL, 0);
     }
     spool_finish(r);
@@ -626,13 +626,13 @@ VALUE oribi_rack_response_write(VALUE arg)
         out_cat(x, s, n);
     }
     if (h.connection_close)
-        r->keepalive = 0;
+        oribi_conn_no_keepalive(r->c);
     if (tunnel(r) && NIL_P(r->hijack))
         refuse_tunnel(r);
     frame_body(r);
     /* After a 101 or a tunnel's 2xx the connection is no longer HTTP's. */
     if (r->status != 101 && !tunnel(r)) {
-        if (!r->keepalive)
+        if (!r->c->keepalive)
             head_line(x, "connection: close\r\n");
         else if (r->c->req.minor_version == 0)
             head_line(x, "connection: keep-alive\r\n");
