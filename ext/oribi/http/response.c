@@ -77,37 +77,38 @@ const char *oribi_reason(int status)
 }
 
 /* Status lines are formatted once per code into a table indexed by code, so
- * the hot path is an array lookup. Codes are 100..999 (Rack SPEC). */
+ * the hot path is an array lookup. Built when the library is loaded, before
+ * any thread can read it: a table filled lazily would be written by the
+ * loop's thread and read by app threads at once. Codes are 100..999 (Rack
+ * SPEC). */
 static char status_lines[1000][48];
 static unsigned char status_lens[1000];
+
+__attribute__((constructor)) static void build_status_lines(void)
+{
+    for (int status = 100; status <= 999; status++)
+        status_lens[status] = (unsigned char)snprintf(status_lines[status], sizeof(status_lines[status]),
+                                                      "HTTP/1.1 %d %s\r\n", status, oribi_reason(status));
+}
 
 const char *oribi_status_line(int status, size_t *len)
 {
     if (status < 100 || status > 999)
         status = 500;
-    if (!status_lens[status]) {
-        int n = snprintf(status_lines[status], sizeof(status_lines[status]), "HTTP/1.1 %d %s\r\n", status,
-                         oribi_reason(status));
-        status_lens[status] = (unsigned char)n;
-    }
     *len = status_lens[status];
     return status_lines[status];
 }
 
-static time_t date_at = -1;
-static char date_buf[64];
-static size_t date_len;
-
-const char *oribi_date_header(time_t now, size_t *len)
+const char *oribi_date_header(struct oribi_date_cache *d, time_t now, size_t *len)
 {
-    if (now != date_at) {
+    if (now != d->at) {
         struct tm tm;
         gmtime_r(&now, &tm);
-        date_len = strftime(date_buf, sizeof(date_buf), "date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
-        date_at = now;
+        d->len = strftime(d->buf, sizeof(d->buf), "date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+        d->at = now;
     }
-    *len = date_len;
-    return date_buf;
+    *len = d->len;
+    return d->buf;
 }
 
 int oribi_field_name_ok(const char *name, size_t len)
@@ -151,11 +152,11 @@ int oribi_hop_by_hop(const char *name, size_t len)
     return 0;
 }
 
-size_t oribi_error_response(char *out, size_t cap, int status, time_t now, int keep)
+size_t oribi_error_response(char *out, size_t cap, int status, struct oribi_date_cache *d, time_t now, int keep)
 {
     size_t sl_len, date_len;
     const char *sl = oribi_status_line(status, &sl_len);
-    const char *date = oribi_date_header(now, &date_len);
+    const char *date = oribi_date_header(d, now, &date_len);
     const char *reason = oribi_reason(status);
     int n =
         snprintf(out, cap,

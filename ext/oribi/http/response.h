@@ -10,15 +10,28 @@
 #include <time.h>
 
 /* "HTTP/1.1 200 OK\r\n" for status; unknown codes get a generic reason.
- * Returns the line (static storage) and its length in *len. */
+ * Returns the line (static storage, built at load, read-only after: any
+ * thread) and its length in *len. */
 const char *oribi_status_line(int status, size_t *len);
 
 /* The reason phrase alone ("Not Found"), "Unknown" for codes we do not name. */
 const char *oribi_reason(int status);
 
-/* "date: Sun, 06 Nov 1994 08:49:37 GMT\r\n", reformatted at most once per
- * second; the returned pointer stays valid until the next call. */
-const char *oribi_date_header(time_t now, size_t *len);
+/* The date field of the last second asked for. Each thread that writes
+ * responses owns one (the loop its own, each app thread its exchange's):
+ * one cache shared by the loop and app threads would be rewritten by one
+ * while another copies it. All zeroes is an empty cache (no response is
+ * dated 1970). */
+struct oribi_date_cache {
+    time_t at;
+    size_t len;
+    char buf[48];
+};
+
+/* "date: Sun, 06 Nov 1994 08:49:37 GMT\r\n", reformatted into d at most
+ * once per second; the returned pointer stays valid until the next call
+ * with d. */
+const char *oribi_date_header(struct oribi_date_cache *d, time_t now, size_t *len);
 
 /* 1 when name is a valid field-name (token) and value holds no CR, LF, NUL
  * or other control byte but HTAB: what may reach the wire as one field line. */
@@ -35,10 +48,10 @@ enum {
 };
 int oribi_hop_by_hop(const char *name, size_t len);
 
-/* Formats a complete error response (status line, date, short text body,
- * and connection: close unless keep) into out. Returns its length, or 0
- * when cap is too small. */
-size_t oribi_error_response(char *out, size_t cap, int status, time_t now, int keep);
+/* Formats a complete error response (status line, date from d, short text
+ * body, and connection: close unless keep) into out. Returns its length, or
+ * 0 when cap is too small. */
+size_t oribi_error_response(char *out, size_t cap, int status, struct oribi_date_cache *d, time_t now, int keep);
 
 /* Writes "content-length: <n>\r\n"; returns its length (<= 38). A
  * formatter of its own: snprintf costs a hello response ~600 instructions. */

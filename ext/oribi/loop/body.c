@@ -70,7 +70,7 @@ int oribi_body_begin(struct oribi_loop *loop, struct oribi_conn *c)
         }
     } else {
         c->rest_off = c->head_len;
-        return BODY_DONE;
+        return REQ_BODY_DONE;
     }
     return oribi_body_feed(loop, c);
 }
@@ -86,7 +86,7 @@ static int store(struct oribi_loop *loop, struct oribi_conn *c, size_t off, size
         c->body_mem += n; /* spill() writes the memory part, this chunk included */
         if (spill(loop, c) != 0)
             return 500;
-        return BODY_MORE;
+        return REQ_BODY_MORE;
     }
     if (c->body_fd >= 0) {
         if (oribi_write_all(c->body_fd, c->buf + off, n) < 0)
@@ -96,7 +96,7 @@ static int store(struct oribi_loop *loop, struct oribi_conn *c, size_t off, size
     } else {
         c->body_mem += n;
     }
-    return BODY_MORE;
+    return REQ_BODY_MORE;
 }
 
 int oribi_body_feed(struct oribi_loop *loop, struct oribi_conn *c)
@@ -112,20 +112,20 @@ int oribi_body_feed(struct oribi_loop *loop, struct oribi_conn *c)
             return 400;
         size_t tail = rest >= 0 ? (size_t)rest : 0;
         c->len = off + n + tail; /* the decoder compacted the input */
-        if ((r = store(loop, c, off, n, tail)) != BODY_MORE)
+        if ((r = store(loop, c, off, n, tail)) != REQ_BODY_MORE)
             return r;
         if (rest < 0)
-            return BODY_MORE;
+            return REQ_BODY_MORE;
     } else {
         size_t take = raw < (uint64_t)c->body_left ? raw : (size_t)c->body_left;
         c->body_left -= (int64_t)take;
-        if ((r = store(loop, c, off, take, raw - take)) != BODY_MORE)
+        if ((r = store(loop, c, off, take, raw - take)) != REQ_BODY_MORE)
             return r;
         if (c->body_left > 0)
-            return BODY_MORE;
+            return REQ_BODY_MORE;
     }
     c->rest_off = c->head_len + c->body_mem;
     if (c->body_fd >= 0 && lseek(c->body_fd, 0, SEEK_SET) < 0)
         return fail(c, "could not be rewound in", loop->opt.tmpdir);
-    return BODY_DONE;
+    return REQ_BODY_DONE;
 }

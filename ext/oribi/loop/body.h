@@ -8,14 +8,14 @@
 
 #include "loop/loop.h"
 
-enum { BODY_MORE = 0, BODY_DONE = 1 };
+enum { REQ_BODY_MORE = 0, REQ_BODY_DONE = 1 };
 
-/* Sets up body reading for the head just parsed. Returns BODY_MORE,
- * BODY_DONE or an HTTP status (413, 500) to answer with. */
+/* Sets up body reading for the head just parsed. Returns REQ_BODY_MORE,
+ * REQ_BODY_DONE or an HTTP status (413, 500) to answer with. */
 int oribi_body_begin(struct oribi_loop *loop, struct oribi_conn *c);
 
-/* Consumes the input bytes after what was already taken. Returns BODY_MORE,
- * BODY_DONE (c->rest_off set) or a status (400, 413, 500). */
+/* Consumes the input bytes after what was already taken. Returns REQ_BODY_MORE,
+ * REQ_BODY_DONE (c->rest_off set) or a status (400, 413, 500). */
 int oribi_body_feed(struct oribi_loop *loop, struct oribi_conn *c);
 
 /* Makes room for n more bytes in c->buf; 0 or -1 (out of memory). */

@@ -40,8 +40,8 @@ struct oribi_conn {
     unsigned char state;
     unsigned char timer; /* which list it is on */
     unsigned in_epoll : 1;
-    unsigned close_after : 1; /* close once the current response is out */
-    unsigned buf_moved : 1;   /* buffer reallocated since the head was parsed */
+    unsigned keepalive : 1; /* may carry another request after this one (keepalive_decide) */
+    unsigned buf_moved : 1; /* buffer reallocated since the head was parsed */
     /* Not bit fields: the loop's thread writes these while an app thread
      * writes the others (threads > 1). */
     unsigned char may_read; /* the last read filled the buffer, or an edge came in since */
@@ -86,5 +86,13 @@ struct oribi_conn {
     struct sockaddr_storage peer;
     socklen_t peer_len;
 };
+
+/* The connection closes once the current response is out (an error, a
+ * response whose framing is lost or that the close ends, a stop): the one
+ * way keepalive is lowered after keepalive_decide (loop/internal.h). */
+static inline void oribi_conn_no_keepalive(struct oribi_conn *c)
+{
+    c->keepalive = 0;
+}
 
 #endif

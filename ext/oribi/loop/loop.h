@@ -15,6 +15,7 @@
 #include "loop/conn.h"
 #include "loop/output.h"
 #include "http/parser.h"
+#include "http/response.h"
 #include "loop/score.h"
 
 #define ORIBI_MAX_LISTENERS 64
@@ -66,8 +67,8 @@ struct oribi_tally {
 
 struct oribi_loop {
     int epfd;
-    int wakefd; /* eventfd: interrupts epoll_wait from any thread */
-    volatile int wake_pending;
+    int wakefd;       /* eventfd: interrupts epoll_wait from any thread */
+    int wake_pending; /* atomic: set by app threads and signal handlers too */
     struct oribi_options opt;
     struct oribi_listener listeners[ORIBI_MAX_LISTENERS];
     int nlisteners;
@@ -80,6 +81,7 @@ struct oribi_loop {
     int queue_front;          /* queue_ready puts a conn at the head (a backlog's turn) */
 
     int64_t now;                               /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup */
+    struct oribi_date_cache date;              /* the loop's own, for the answers it gives itself */
     int64_t polled_at;                         /* the last epoll_wait (ms) */
     struct oribi_conn *timers[TIMER_KINDS][2]; /* head, tail of each FIFO */
     int64_t timeout_ms[TIMER_KINDS];
@@ -147,8 +149,9 @@ void oribi_loop_wake(struct oribi_loop *loop);
  * with 0 it closes them at once (the backlog is someone else's). */
 void oribi_loop_stop(struct oribi_loop *loop, long drain);
 
-/* The app is done with the conn: keep it alive or close it, and read on. */
-void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c, int keepalive);
+/* The app is done with the conn: keep it alive (c->keepalive) or close it,
+ * and read on. */
+void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c);
 
 /* The app took the connection (hijack): the loop forgets it without
  * closing its fd, which is returned. Kept output must be flushed first;

@@ -52,16 +52,16 @@ static void engine_mark(void *p)
     rb_gc_mark(e->dispatcher);
     rb_gc_mark(e->scoreboard);
     for (int i = 0; i < e->nexchanges; i++) {
-        struct oribi_exchange *s = &e->exchanges[i];
-        rb_gc_mark(s->env);
-        rb_gc_mark(s->io);
-        rb_gc_mark(s->stream);
-        rb_gc_mark(s->spilled_input);
-        rb_gc_mark(s->empty_input);
-        rb_gc_mark(s->self);
-        rb_gc_mark(s->ctx.hijack);
-        rb_gc_mark(s->ctx.early_hints);
-        rb_gc_mark(s->ctx.tmpl);
+        struct oribi_exchange *x = &e->exchanges[i];
+        rb_gc_mark(x->env);
+        rb_gc_mark(x->io);
+        rb_gc_mark(x->stream);
+        rb_gc_mark(x->spilled_input);
+        rb_gc_mark(x->empty_input);
+        rb_gc_mark(x->self);
+        rb_gc_mark(x->ctx.hijack);
+        rb_gc_mark(x->ctx.early_hints);
+        rb_gc_mark(x->ctx.tmpl);
     }
 }
 
@@ -92,25 +92,25 @@ static VALUE engine_alloc(VALUE klass)
 static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread,
                           int early_hints)
 {
-    struct oribi_exchange *s = &e->exchanges[i];
-    s->engine = e;
-    s->open = &e->ready;
-    s->hb = &e->hb;
-    s->opt = &e->loop.opt;
-    s->env = s->io = s->stream = s->spilled_input = Qnil;
-    s->ctx.tmpl = s->ctx.tmpl_errors = Qnil;
-    s->self = oribi_exchange_wrap(engine, s);
-    s->empty_input = rb_funcall(cStringIO, id_new, 1, rb_obj_freeze(rb_str_new(NULL, 0)));
-    s->ctx.empty_input = s->empty_input;
-    s->ctx.listeners = e->listeners;
-    s->ctx.multiprocess = multiprocess;
-    s->ctx.multithread = multithread;
+    struct oribi_exchange *x = &e->exchanges[i];
+    x->engine = e;
+    x->open = &e->ready;
+    x->hb = &e->hb;
+    x->opt = &e->loop.opt;
+    x->env = x->io = x->stream = x->spilled_input = Qnil;
+    x->ctx.tmpl = x->ctx.tmpl_errors = Qnil;
+    x->self = oribi_exchange_wrap(engine, x);
+    x->empty_input = rb_funcall(cStringIO, id_new, 1, rb_obj_freeze(rb_str_new(NULL, 0)));
+    x->ctx.empty_input = x->empty_input;
+    x->ctx.listeners = e->listeners;
+    x->ctx.multiprocess = multiprocess;
+    x->ctx.multithread = multithread;
     /* One callable each per exchange, not per request: they act on whichever
      * request the exchange has. */
-    s->ctx.hijack = rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_hijack")));
+    x->ctx.hijack = rb_funcall(x->self, id_method, 1, ID2SYM(rb_intern("rack_hijack")));
     /* Off unless configured: nginx before 1.29 takes a 103 for the final
      * response (docs/DEPLOYMENT.md). */
-    s->ctx.early_hints = early_hints ? rb_funcall(s->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints"))) : Qnil;
+    x->ctx.early_hints = early_hints ? rb_funcall(x->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints"))) : Qnil;
 }
 
 struct oribi_engine *oribi_engine_get(VALUE self)
@@ -284,18 +284,18 @@ static void wake_ubf(void *p)
     oribi_loop_wake(p);
 }
 
-static VALUE request_input(struct oribi_exchange *s, struct oribi_conn *c)
+static VALUE request_input(struct oribi_exchange *x, struct oribi_conn *c)
 {
     int fd = oribi_conn_take_body_fd(c);
     if (fd >= 0) {
         VALUE io = rb_funcall(rb_cFile, id_for_fd, 2, INT2FIX(fd), rb_str_new_cstr("rb"));
-        s->spilled_input = io;
+        x->spilled_input = io;
         return io;
     }
     if (c->body_mem)
         return rb_funcall(cStringIO, id_new, 1, rb_str_new(c->buf + c->head_len, (long)c->body_mem));
-    rb_funcall(s->empty_input, id_rewind, 0);
-    return s->empty_input;
+    rb_funcall(x->empty_input, id_rewind, 0);
+    return x->empty_input;
 }
 
 /* Whether addr (len bytes) is in net. */
@@ -337,12 +337,12 @@ static int peer_trusted(const struct oribi_engine *e, const struct oribi_conn *c
  * old; a proxy clock slightly ahead counts as 0), else from when the loop
  * first saw the request. The worker is busy since its oldest request in
  * the app (worker_timeout): this one when no other is. */
-static void score_take(struct oribi_engine *e, struct oribi_exchange *s, struct oribi_conn *c)
+static void score_take(struct oribi_engine *e, struct oribi_exchange *x, struct oribi_conn *c)
 {
     if (!e->loop.score)
         return;
     int64_t mono_us = oribi_mono_us();
-    s->started_ms = mono_us / 1000;
+    x->started_ms = mono_us / 1000;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
@@ -357,13 +357,13 @@ static void score_take(struct oribi_engine *e, struct oribi_exchange *s, struct 
     oribi_score_take(e->loop.score, wall_us / 1000, queue_us, from_header);
     if (!e->busy) {
         oribi_score_busy(e->loop.score, c->req.method, c->req.method_len, c->req.target, c->req.target_len,
-                         s->started_ms);
-        e->scored = s;
+                         x->started_ms);
+        e->scored = x;
     }
 }
 
-/* s's response is over: idle, or busy since the oldest request left. */
-static void score_done(struct oribi_engine *e, struct oribi_exchange *s)
+/* x's response is over: idle, or busy since the oldest request left. */
+static void score_done(struct oribi_engine *e, struct oribi_exchange *x)
 {
     struct oribi_score *sc = e->loop.score;
     if (!sc)
@@ -374,7 +374,7 @@ static void score_done(struct oribi_engine *e, struct oribi_exchange *s)
     struct oribi_conn *oc = NULL;
     for (int i = 0; e->busy > 1 && i < e->nexchanges; i++) {
         struct oribi_exchange *o = &e->exchanges[i];
-        struct oribi_conn *c = o != s ? oribi_exchange_conn(o) : NULL;
+        struct oribi_conn *c = o != x ? oribi_exchange_conn(o) : NULL;
         if (c && (!oldest || o->started_ms < oldest->started_ms)) {
             oldest = o;
             oc = c;
@@ -390,20 +390,20 @@ static void score_done(struct oribi_engine *e, struct oribi_exchange *s)
     e->scored = oldest;
 }
 
-static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *s, struct oribi_conn *c)
+static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *x, struct oribi_conn *c)
 {
-    score_take(e, s, c);
+    score_take(e, x, c);
     e->since_gc++;
-    s->c = c;
-    s->seq++;
-    s->phase = PHASE_APP;
-    s->io = s->stream = Qnil;
+    x->c = c;
+    x->seq++;
+    x->phase = PHASE_APP;
+    x->io = x->stream = Qnil;
     e->busy++;
-    s->env = oribi_env_build(&s->ctx, c, request_input(s, c));
-    return s->env;
+    x->env = oribi_env_build(&x->ctx, c, request_input(x, c));
+    return x->env;
 }
 
-static void end_request(struct oribi_exchange *s);
+static void end_request(struct oribi_exchange *x);
 
 /* Returns the next request's env, or nil once a stopping loop is drained. */
 static VALUE engine_next_request(VALUE self)
@@ -432,10 +432,10 @@ static VALUE engine_next_request(VALUE self)
         }
         struct oribi_conn *c = e->busy < e->nexchanges ? oribi_loop_take(&e->loop) : NULL;
         if (c) {
-            struct oribi_exchange *s = e->exchanges;
-            while (s->phase != PHASE_NONE)
-                s++;
-            return start_request(e, s, c);
+            struct oribi_exchange *x = e->exchanges;
+            while (x->phase != PHASE_NONE)
+                x++;
+            return start_request(e, x, c);
         }
         /* Under load the next request is often already there: look without
          * giving up the GVL, which costs a futex handoff each way. */
@@ -464,22 +464,22 @@ static VALUE engine_next_request(VALUE self)
     }
 }
 
-static void end_request(struct oribi_exchange *s)
+static void end_request(struct oribi_exchange *x)
 {
-    score_done(s->engine, s);
-    if (!NIL_P(s->stream))
-        oribi_stream_finish(s->stream);
-    if (!NIL_P(s->spilled_input)) {
-        VALUE io = s->spilled_input;
-        s->spilled_input = Qnil;
+    score_done(x->engine, x);
+    if (!NIL_P(x->stream))
+        oribi_stream_finish(x->stream);
+    if (!NIL_P(x->spilled_input)) {
+        VALUE io = x->spilled_input;
+        x->spilled_input = Qnil;
         rb_io_close(io);
     }
-    s->c = NULL;
-    s->env = Qnil;
-    s->phase = PHASE_NONE;
-    s->resp = NULL;
-    s->io = s->stream = Qnil;
-    s->engine->busy--;
+    x->c = NULL;
+    x->env = Qnil;
+    x->phase = PHASE_NONE;
+    x->resp = NULL;
+    x->io = x->stream = Qnil;
+    x->engine->busy--;
 }
 
 /* ---- rack.response_finished ---- */
@@ -533,14 +533,14 @@ static VALUE respond_all(VALUE arg)
 
 /* After a full hijack the socket is the app's: the response is ignored
  * (SPEC), the body still closed. */
-static VALUE respond_hijacked(struct oribi_exchange *s, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
+static VALUE respond_hijacked(struct oribi_exchange *x, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
 {
-    struct oribi_rack_response r = {.s = s, .body = body, .to_close = body, .file_fd = -1, .spool = ORIBI_SPOOL_INIT};
+    struct oribi_rack_response r = {.x = x, .body = body, .to_close = body, .file_fd = -1, .spool = ORIBI_SPOOL_INIT};
     int state = 0;
     rb_protect(oribi_rack_response_close, (VALUE)&r, &state);
     VALUE exc = state ? rb_errinfo() : Qnil;
     rb_set_errinfo(Qnil);
-    end_request(s);
+    end_request(x);
     response_finished(env, status, headers, NIL_P(error) ? exc : error, 0);
     if (state)
         rb_jump_tag(state);
@@ -558,20 +558,20 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     VALUE env, status, headers, body, error;
     rb_scan_args(argc, argv, "41", &env, &status, &headers, &body, &error);
     struct oribi_engine *e = oribi_engine_get(self);
-    struct oribi_exchange *s = e->exchanges, *end = e->exchanges + e->nexchanges;
-    while (s < end && (s->env != env || s->phase == PHASE_NONE))
-        s++;
-    if (s == end)
+    struct oribi_exchange *x = e->exchanges, *end = e->exchanges + e->nexchanges;
+    while (x < end && (x->env != env || x->phase == PHASE_NONE))
+        x++;
+    if (x == end)
         rb_raise(rb_eArgError, "no request in progress for this env");
     if (!rb_obj_is_kind_of(error, rb_eException))
         error = Qnil;
-    if (s->phase == PHASE_HIJACKED)
-        return respond_hijacked(s, env, status, headers, body, error);
-    struct oribi_conn *c = oribi_exchange_conn(s);
+    if (x->phase == PHASE_HIJACKED)
+        return respond_hijacked(x, env, status, headers, body, error);
+    struct oribi_conn *c = oribi_exchange_conn(x);
     if (!c)
         rb_raise(rb_eArgError, "no request in progress for this env");
 
-    struct oribi_rack_response r = {.s = s,
+    struct oribi_rack_response r = {.x = x,
                                     .c = c,
                                     .env = env,
                                     .body = body,
@@ -581,16 +581,19 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
                                     .protocol = Qnil,
                                     .file_fd = -1,
                                     .spool = ORIBI_SPOOL_INIT,
-                                    .app_length = -1,
-                                    .keepalive = c->req.keepalive && !e->loop.stopping};
+                                    .app_length = -1};
     /* FIX2INT would raise on a Fixnum outside a C int, here, before the
      * response is set up: the exchange would never end. */
     long st = FIXNUM_P(status) ? FIX2LONG(status) : 0;
     r.status = st >= 100 && st <= 599 ? (int)st : 0;
+    /* A stop that began while the app ran: this response is the last (the
+     * loop decided keep-alive when it handed the request out). */
+    if (e->loop.stopping)
+        oribi_conn_no_keepalive(c);
     r.head_only = c->req.method_len == 4 && memcmp(c->req.method, "HEAD", 4) == 0;
-    s->out_len = 0;
-    s->phase = PHASE_RESPONDING;
-    s->resp = &r;
+    x->out_len = 0;
+    x->phase = PHASE_RESPONDING;
+    x->resp = &r;
     int state = 0;
     VALUE exc = Qnil;
     if (!r.status) { /* RFC 9110 15: a status is three digits, 1xx to 5xx */
@@ -612,21 +615,24 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
             rb_set_errinfo(Qnil);
         }
     }
+    int hijacked = x->phase == PHASE_HIJACKED; /* then c is the loop's to recycle */
     if (!NIL_P(exc)) {
-        r.keepalive = 0;
+        if (!hijacked)
+            oribi_conn_no_keepalive(c);
         if (!r.flushed && !r.gone) {
             char out[512];
-            size_t n = oribi_error_response(out, sizeof(out), r.refused ? r.refused : 500, time(NULL), 0);
+            size_t n = oribi_error_response(out, sizeof(out), r.refused ? r.refused : 500, &x->date, time(NULL), 0);
             struct iovec iov = {out, n};
             if (oribi_conn_write(c, &iov, 1) < 0)
                 r.gone = 1;
         }
     }
-    if (r.gone)
-        r.keepalive = 0;
-    if (s->phase != PHASE_HIJACKED) /* else the app has the socket and c is recycled */
-        oribi_handback(&e->hb, c, r.keepalive);
-    end_request(s);
+    if (!hijacked) { /* else the app has the socket and c is recycled */
+        if (r.gone)
+            oribi_conn_no_keepalive(c);
+        oribi_handback(&e->hb, c);
+    }
+    end_request(x);
     /* A stream write to a gone client raised so that the body stops; that
      * is the client's doing, not an app error to log. */
     int quiet = r.gone && r.mode == BODY_STREAM;

@@ -9,7 +9,7 @@ VALUE oribi_cExchange;
 
 struct exchange_ref {
     VALUE engine;
-    struct oribi_exchange *s;
+    struct oribi_exchange *x;
 };
 
 static void exchange_ref_mark(void *p)
@@ -23,26 +23,26 @@ static const rb_data_type_t exchange_type = {"Oribi::Engine::Exchange",
                                              NULL,
                                              RUBY_TYPED_FREE_IMMEDIATELY};
 
-VALUE oribi_exchange_wrap(VALUE engine, struct oribi_exchange *s)
+VALUE oribi_exchange_wrap(VALUE engine, struct oribi_exchange *x)
 {
     struct exchange_ref *ref;
     VALUE obj = TypedData_Make_Struct(oribi_cExchange, struct exchange_ref, &exchange_type, ref);
     ref->engine = engine;
-    ref->s = s;
+    ref->x = x;
     return obj;
 }
 
 struct oribi_exchange *oribi_exchange_get(VALUE exchange)
 {
     struct exchange_ref *ref = rb_check_typeddata(exchange, &exchange_type);
-    if (!*ref->s->open)
+    if (!*ref->x->open)
         rb_raise(rb_eIOError, "engine closed");
-    return ref->s;
+    return ref->x;
 }
 
-struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *s)
+struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *x)
 {
-    return s->phase == PHASE_APP || s->phase == PHASE_RESPONDING ? s->c : NULL;
+    return x->phase == PHASE_APP || x->phase == PHASE_RESPONDING ? x->c : NULL;
 }
 
 int oribi_exchange_wait(int fd, int events, int64_t timeout_ms)
@@ -51,19 +51,19 @@ int oribi_exchange_wait(int fd, int events, int64_t timeout_ms)
     return rb_wait_for_single_fd(fd, events, &tv) > 0;
 }
 
-int oribi_exchange_drain(struct oribi_exchange *s, struct oribi_conn *c)
+int oribi_exchange_drain(struct oribi_exchange *x, struct oribi_conn *c)
 {
-    uint64_t seq = s->seq;
+    uint64_t seq = x->seq;
     while (c->wlen > c->woff) {
         if (oribi_conn_flush(c) < 0)
             return -1;
         if (c->wlen == c->woff)
             break;
-        if (!oribi_exchange_wait(c->fd, RB_WAITFD_OUT, s->opt->write_timeout_ms))
+        if (!oribi_exchange_wait(c->fd, RB_WAITFD_OUT, x->opt->write_timeout_ms))
             return -2;
         /* Other threads ran while we waited (one writing to a stream, say):
          * if the response ended meanwhile, c may be another request's now. */
-        if (!*s->open || s->seq != seq || oribi_exchange_conn(s) != c)
+        if (!*x->open || x->seq != seq || oribi_exchange_conn(x) != c)
             return -1;
     }
     return 0;

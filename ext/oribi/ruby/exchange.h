@@ -37,9 +37,10 @@ struct oribi_exchange {
     VALUE stream;                     /* the Oribi::Stream given to a streaming body, else nil */
     VALUE spilled_input;              /* the tmpfile IO of the request, closed after it */
     VALUE empty_input;
-    VALUE self;               /* what the exchange's env callables carry */
-    struct oribi_env_ctx ctx; /* the env template, with this exchange's callables */
-    char *out;                /* response head and chunk framing not yet written */
+    VALUE self;                   /* what the exchange's env callables carry */
+    struct oribi_env_ctx ctx;     /* the env template, with this exchange's callables */
+    char *out;                    /* response head and chunk framing not yet written */
+    struct oribi_date_cache date; /* this exchange's thread's own (http/response.h) */
     size_t out_len, out_cap;
 };
 
@@ -47,7 +48,7 @@ enum { BODY_NONE, BODY_ARRAY, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE, BODY_FILE, 
 
 /* The response being written for an exchange's request. */
 struct oribi_rack_response {
-    struct oribi_exchange *s;
+    struct oribi_exchange *x;
     struct oribi_conn *c;
     VALUE env;
     VALUE body;
@@ -59,7 +60,6 @@ struct oribi_rack_response {
     int refused; /* the status the server answers instead, when it refuses the app's response (else 500) */
     int flushed; /* bytes of this response went out */
     int mode;
-    int keepalive;
     int head_only;
     int gone;     /* the peer went away: stop producing */
     int spooling; /* the conn keeps its share: further bytes go to the spool */
@@ -76,19 +76,19 @@ extern VALUE oribi_eClientGone;
 /* The class of the objects env callables and streams carry. */
 extern VALUE oribi_cExchange;
 
-/* The object for s, which keeps engine (a VALUE) alive. */
-VALUE oribi_exchange_wrap(VALUE engine, struct oribi_exchange *s);
+/* The object for x, which keeps engine (a VALUE) alive. */
+VALUE oribi_exchange_wrap(VALUE engine, struct oribi_exchange *x);
 /* The exchange such an object carries; raises IOError once its engine is closed. */
 struct oribi_exchange *oribi_exchange_get(VALUE exchange);
 /* The conn of the exchange's request while the app or the response has it, else NULL. */
-struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *s);
+struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *x);
 /* Waits for fd to become readable (RB_WAITFD_IN) or writable (RB_WAITFD_OUT)
  * for up to timeout_ms, running Ruby's interrupts meanwhile; 1 ready, 0 not. */
 int oribi_exchange_wait(int fd, int events, int64_t timeout_ms);
 /* Sends every kept byte of c, waiting up to the write timeout each time the
  * socket is full; 0, -1 when the peer is gone (or the response ended while
  * we waited), -2 when it took nothing for the write timeout. */
-int oribi_exchange_drain(struct oribi_exchange *s, struct oribi_conn *c);
+int oribi_exchange_drain(struct oribi_exchange *x, struct oribi_conn *c);
 
 /* Oribi::ClientGone and Oribi::Engine::Exchange (under cEngine). */
 void Init_oribi_exchange(VALUE mOribi, VALUE cEngine);

@@ -3,13 +3,13 @@
 #include <ruby.h>
 #include <stdlib.h>
 
-static void give_back(struct oribi_handbacks *h, struct oribi_conn *c, int keepalive, int detach)
+static void give_back(struct oribi_handbacks *h, struct oribi_conn *c, int detach)
 {
     if (h->direct) {
         if (detach)
             oribi_loop_detach(h->loop, c);
         else
-            oribi_loop_finish(h->loop, c, keepalive);
+            oribi_loop_finish(h->loop, c);
         return;
     }
     if (h->n == h->cap) {
@@ -20,20 +20,20 @@ static void give_back(struct oribi_handbacks *h, struct oribi_conn *c, int keepa
         h->list = p;
         h->cap = cap;
     }
-    h->list[h->n++] = (struct oribi_handback){c, keepalive, detach};
+    h->list[h->n++] = (struct oribi_handback){c, detach};
     if (*h->in_loop)
         oribi_loop_wake(h->loop);
 }
 
-void oribi_handback(struct oribi_handbacks *h, struct oribi_conn *c, int keepalive)
+void oribi_handback(struct oribi_handbacks *h, struct oribi_conn *c)
 {
-    give_back(h, c, keepalive, 0);
+    give_back(h, c, 0);
 }
 
 void oribi_handback_detach(struct oribi_handbacks *h, struct oribi_conn *c)
 {
     oribi_loop_unwatch(h->loop, c);
-    give_back(h, c, 0, 1);
+    give_back(h, c, 1);
 }
 
 void oribi_handbacks_drain(struct oribi_handbacks *h)
@@ -43,7 +43,7 @@ void oribi_handbacks_drain(struct oribi_handbacks *h)
         if (b->detach)
             oribi_loop_detach(h->loop, b->c);
         else
-            oribi_loop_finish(h->loop, b->c, b->keepalive);
+            oribi_loop_finish(h->loop, b->c);
     }
     h->n = 0;
 }

@@ -12,7 +12,6 @@
 
 struct oribi_handback {
     struct oribi_conn *c;
-    int keepalive;
     int detach; /* hijacked: the loop forgets the conn */
 };
 
@@ -24,9 +23,9 @@ struct oribi_handbacks {
     int n, cap;
 };
 
-/* The response on c is over (keepalive: the conn may serve another).
+/* The response on c is over (c->keepalive: the conn may serve another).
  * Raises NoMemError when the list cannot grow. */
-void oribi_handback(struct oribi_handbacks *h, struct oribi_conn *c, int keepalive);
+void oribi_handback(struct oribi_handbacks *h, struct oribi_conn *c);
 
 /* The app took c (hijack): its events stop at once (the app may close the
  * fd and a new connection get its number before the dispatcher looks), and

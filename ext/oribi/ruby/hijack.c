@@ -20,18 +20,18 @@
 static VALUE cTCPSocket, cUNIXSocket;
 static ID id_for_fd, id_ungetbyte;
 
-VALUE oribi_hijack_io(struct oribi_exchange *s, struct oribi_conn *c)
+VALUE oribi_hijack_io(struct oribi_exchange *x, struct oribi_conn *c)
 {
     /* An early hint or 100 Continue may still be kept: it goes first. */
-    if (oribi_exchange_drain(s, c) < 0)
+    if (oribi_exchange_drain(x, c) < 0)
         rb_raise(oribi_eClientGone, "the client went away");
-    int is_unix = s->ctx.listeners[c->listener].is_unix || c->peer.ss_family == AF_UNIX;
+    int is_unix = x->ctx.listeners[c->listener].is_unix || c->peer.ss_family == AF_UNIX;
     VALUE ahead = c->len > c->rest_off ? rb_str_new(c->buf + c->rest_off, (long)(c->len - c->rest_off)) : Qnil;
     VALUE io = rb_funcall(is_unix ? cUNIXSocket : cTCPSocket, id_for_fd, 1, INT2FIX(c->fd));
-    oribi_handback_detach(s->hb, c);
-    s->c = NULL;
-    s->io = io;
-    s->phase = PHASE_HIJACKED;
+    oribi_handback_detach(x->hb, c);
+    x->c = NULL;
+    x->io = io;
+    x->phase = PHASE_HIJACKED;
     if (!NIL_P(ahead))
         rb_funcall(io, id_ungetbyte, 1, ahead);
     return io;
@@ -41,13 +41,13 @@ VALUE oribi_hijack_io(struct oribi_exchange *s, struct oribi_conn *c)
  * a second call returns the same IO. */
 VALUE oribi_full_hijack(VALUE exchange)
 {
-    struct oribi_exchange *s = oribi_exchange_get(exchange);
-    if (s->phase == PHASE_HIJACKED)
-        return s->io;
-    struct oribi_conn *c = s->phase == PHASE_APP ? oribi_exchange_conn(s) : NULL;
+    struct oribi_exchange *x = oribi_exchange_get(exchange);
+    if (x->phase == PHASE_HIJACKED)
+        return x->io;
+    struct oribi_conn *c = x->phase == PHASE_APP ? oribi_exchange_conn(x) : NULL;
     if (!c)
         rb_raise(rb_eIOError, "rack.hijack: no request in the app (the response has started or is over)");
-    return oribi_hijack_io(s, c);
+    return oribi_hijack_io(x, c);
 }
 
 void Init_oribi_hijack(void)

@@ -7,7 +7,7 @@
 /* The connection as an IO (TCPSocket or UNIXSocket) that yields the bytes
  * the client sent past the request first; the loop forgets the conn. Raises
  * Oribi::ClientGone when kept output cannot be flushed first. */
-VALUE oribi_hijack_io(struct oribi_exchange *s, struct oribi_conn *c);
+VALUE oribi_hijack_io(struct oribi_exchange *x, struct oribi_conn *c);
 VALUE oribi_full_hijack(VALUE exchange); /* env["rack.hijack"] */
 void Init_oribi_hijack(void);
 

@@ -57,7 +57,7 @@ static void head_line(struct oribi_exchange *x, const char *s)
 static void *wait_nogvl(void *p)
 {
     struct oribi_rack_response *r = p;
-    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->s->opt->write_timeout_ms);
+    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->x->opt->write_timeout_ms);
 }
 
 /* Waits (without the GVL) until the client takes everything kept and
@@ -75,7 +75,7 @@ static int spool_settle(struct oribi_rack_response *r)
  * hijack writes to the socket itself after its head. */
 static int may_spool(const struct oribi_rack_response *r)
 {
-    return r->s->opt->max_response_spool > 0 && r->mode != BODY_STREAM && r->mode != BODY_HIJACK;
+    return r->x->opt->max_response_spool > 0 && r->mode != BODY_STREAM && r->mode != BODY_HIJACK;
 }
 
 static size_t iov_bytes(const struct iovec *iov, int n)
@@ -93,13 +93,13 @@ static size_t iov_bytes(const struct iovec *iov, int n)
 static int spool_write(struct oribi_rack_response *r, const struct iovec *iov, int n)
 {
     int w = oribi_spool_send(&r->spool, r->c);
-    if (w == 1 && r->spool.len + (int64_t)iov_bytes(iov, n) <= r->s->opt->max_response_spool) {
-        if (oribi_spool_append(&r->spool, r->s->opt->tmpdir, iov, n) == 0)
+    if (w == 1 && r->spool.len + (int64_t)iov_bytes(iov, n) <= r->x->opt->max_response_spool) {
+        if (oribi_spool_append(&r->spool, r->x->opt->tmpdir, iov, n) == 0)
             return 1;
         rb_funcall(rb_stderr, id_write, 1,
                    rb_sprintf("oribi: a response could not be spooled to %s (%s): the app thread waits for the "
                               "client\n",
-                              r->s->opt->tmpdir, strerror(errno)));
+                              r->x->opt->tmpdir, strerror(errno)));
     }
     if (w == 1)
         w = spool_settle(r);
@@ -118,19 +118,19 @@ static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, 
     int n = 0;
     if (r->gone)
         return;
-    if (r->s->out_len)
-        iov[n++] = (struct iovec){r->s->out, r->s->out_len};
+    if (r->x->out_len)
+        iov[n++] = (struct iovec){r->x->out, r->x->out_len};
     for (int i = 0; i < nextra && n < (int)(sizeof(iov) / sizeof(iov[0])); i++)
         iov[n++] = extra[i];
     r->flushed = 1;
     if (n && r->spooling && spool_write(r, iov, n)) {
-        r->s->out_len = 0;
+        r->x->out_len = 0;
         return;
     }
     if (r->gone)
         return;
     int w = n ? oribi_conn_write(r->c, iov, n) : 0;
-    r->s->out_len = 0;
+    r->x->out_len = 0;
     if (w == 1 && may_spool(r)) {
         r->spooling = 1; /* these bytes are kept; the next ones go to disk */
         return;
@@ -162,7 +162,7 @@ static void spool_finish(struct oribi_rack_response *r)
 static void out_drain(struct oribi_rack_response *r)
 {
     out_flush(r, NULL, 0);
-    if (!r->gone && oribi_exchange_drain(r->s, r->c) < 0)
+    if (!r->gone && oribi_exchange_drain(r->x, r->c) < 0)
         r->gone = 1;
 }
 
@@ -371,8 +371,8 @@ static void refuse_tunnel(struct oribi_rack_response *r)
  * connection is the app's (hijack) or closes when the body is done. */
 static void frame_switch(struct oribi_rack_response *r)
 {
-    struct oribi_exchange *x = r->s;
-    r->keepalive = 0;
+    struct oribi_exchange *x = r->x;
+    oribi_conn_no_keepalive(r->c);
     head_line(x, "connection: upgrade\r\n");
     if (!NIL_P(r->protocol)) {
         head_line(x, "upgrade: ");
@@ -399,7 +399,7 @@ static void array_length(struct oribi_rack_response *r)
         total += RSTRING_LEN(part);
     }
     r->mode = BODY_ARRAY;
-    cat_length(r->s, total);
+    cat_length(r->x, total);
 }
 
 /* Chooses the framing: our own length for arrays and files, the app's for
@@ -407,13 +407,13 @@ static void array_length(struct oribi_rack_response *r)
  * HTTP/1.0 and for streams; none after a 101 or a partial hijack. */
 static void frame_body(struct oribi_rack_response *r)
 {
-    struct oribi_exchange *x = r->s;
+    struct oribi_exchange *x = r->x;
     if (r->status == 101)
         return frame_switch(r);
     if (!NIL_P(r->hijack)) {
         /* The app writes the body on the socket it is given, and closes it. */
         r->mode = BODY_HIJACK;
-        r->keepalive = 0;
+        oribi_conn_no_keepalive(r->c);
         if (r->app_length >= 0 && !tunnel(r)) /* a tunnel has no framing */
             cat_length(x, r->app_length);
         return;
@@ -461,7 +461,7 @@ static void frame_body(struct oribi_rack_response *r)
             rb_raise(rb_eTypeError, "body responds to neither each, call nor to_ary");
         /* A stream has no length we could know: the close ends it. */
         r->mode = BODY_STREAM;
-        r->keepalive = 0;
+        oribi_conn_no_keepalive(r->c);
         if (r->app_length >= 0)
             cat_length(x, r->app_length);
     } else if (r->app_length >= 0) {
@@ -472,7 +472,7 @@ static void frame_body(struct oribi_rack_response *r)
         head_line(x, "transfer-encoding: chunked\r\n");
     } else {
         r->mode = BODY_CLOSE; /* HTTP/1.0 and no length: the close ends the body */
-        r->keepalive = 0;
+        oribi_conn_no_keepalive(r->c);
     }
 }
 
@@ -499,7 +499,7 @@ static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
     struct iovec iov[2] = {{RSTRING_PTR(chunk), n}, {crlf, 2}};
     if (r->mode == BODY_CHUNKED) {
         char pre[20];
-        out_cat(r->s, pre, oribi_chunk_prefix(pre, n));
+        out_cat(r->x, pre, oribi_chunk_prefix(pre, n));
     }
     out_flush(r, iov, r->mode == BODY_CHUNKED ? 2 : 1);
     RB_GC_GUARD(chunk);
@@ -530,7 +530,7 @@ static void write_array(struct oribi_rack_response *r)
  * waits on a client that reads slowly, or not at all. */
 static void write_file(struct oribi_rack_response *r)
 {
-    struct oribi_exchange *x = r->s;
+    struct oribi_exchange *x = r->x;
     if (x->out_len) {
         struct iovec iov = {x->out, x->out_len};
         int w = r->file_size > 0 ? oribi_conn_write_more(r->c, &iov, 1) : oribi_conn_write(r->c, &iov, 1);
@@ -540,7 +540,7 @@ static void write_file(struct oribi_rack_response *r)
         r->flushed = 1;
     }
     if (r->app_length >= 0 && r->app_length > r->file_size)
-        r->keepalive = 0; /* fewer bytes than the head announced: framing is lost */
+        oribi_conn_no_keepalive(r->c); /* fewer bytes than the head announced: framing is lost */
     if (r->gone || r->file_size <= 0)
         return;
     oribi_conn_hand_file(r->c, r->file_fd, 0, r->file_size);
@@ -556,8 +556,8 @@ static void write_stream(struct oribi_rack_response *r)
     out_drain(r);
     if (r->gone)
         return;
-    VALUE stream = oribi_stream_new(r->s->self);
-    r->s->stream = stream;
+    VALUE stream = oribi_stream_new(r->x->self);
+    r->x->stream = stream;
     rb_funcall(r->body, id_call, 1, stream);
 }
 
@@ -567,14 +567,14 @@ static void write_hijack(struct oribi_rack_response *r)
     out_drain(r);
     if (r->gone)
         return;
-    VALUE io = oribi_hijack_io(r->s, r->c);
+    VALUE io = oribi_hijack_io(r->x, r->c);
     r->c = NULL;
     rb_funcall(r->hijack, id_call, 1, io);
 }
 
 static VALUE write_body(struct oribi_rack_response *r)
 {
-    struct oribi_exchange *x = r->s;
+    struct oribi_exchange *x = r->x;
     switch (r->mode) {
     case BODY_NONE:
         out_flush(r, NULL, 0);
@@ -596,7 +596,7 @@ static VALUE write_body(struct oribi_rack_response *r)
         if (r->mode == BODY_CHUNKED)
             out_cat(x, "0\r\n\r\n", 5);
         if (r->mode == BODY_LENGTH && r->sent != r->app_length)
-            r->keepalive = 0; /* the body fell short of its content-length: framing is lost */
+            oribi_conn_no_keepalive(r->c); /* the body fell short of its content-length: framing is lost */
         out_flush(r, NULL, 0);
     }
     spool_finish(r);
@@ -618,7 +618,7 @@ static void check_final_status(const struct oribi_rack_response *r)
 VALUE oribi_rack_response_write(VALUE arg)
 {
     struct oribi_rack_response *r = (struct oribi_rack_response *)arg;
-    struct oribi_exchange *x = r->s;
+    struct oribi_exchange *x = r->x;
     size_t n;
     if (r->c->req.upgrade)
         accept_protocol(r);
@@ -631,17 +631,17 @@ VALUE oribi_rack_response_write(VALUE arg)
     if (RB_TYPE_P(r->headers, T_HASH))
         rb_hash_foreach(r->headers, head_each, (VALUE)&h);
     if (!h.date) { /* one Date field (RFC 9110 6.6.1): the app's when it set one */
-        s = oribi_date_header(time(NULL), &n);
+        s = oribi_date_header(&x->date, time(NULL), &n);
         out_cat(x, s, n);
     }
     if (h.connection_close)
-        r->keepalive = 0;
+        oribi_conn_no_keepalive(r->c);
     if (tunnel(r) && NIL_P(r->hijack))
         refuse_tunnel(r);
     frame_body(r);
     /* After a 101 or a tunnel's 2xx the connection is no longer HTTP's. */
     if (r->status != 101 && !tunnel(r)) {
-        if (!r->keepalive)
+        if (!r->c->keepalive)
             head_line(x, "connection: close\r\n");
         else if (r->c->req.minor_version == 0)
             head_line(x, "connection: keep-alive\r\n");

@@ -1,0 +1,345 @@
+/*
+ * Taking connections: accept (straight from a busy listener, or when epoll
+ * says), the pause after EMFILE and the spare fd that avoids it, shedding
+ * (idle connections for new ones at max_connections, stalled readers over
+ * max_write_backlog) and the graceful drain of the backlog on a stop.
+ */
+#include "loop/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "loop/clock.h"
+#include "loop/log.h"
+
+#define ACCEPT_PAUSE_MS 100 /* after EMFILE/ENFILE */
+#define ACCEPT_SHARE_MS 1   /* after taking a connection while holding others */
+
+void set_accepting(struct oribi_loop *loop, int on)
+{
+    if (loop->accepting == on || (on && !loop->listening))
+        return;
+    for (int i = 0; i < loop->nlisteners; i++) {
+        /* EPOLLEXCLUSIVE: one waiting worker wakes per connection; a worker
+         * busy in the app is not waiting, so it takes none it cannot serve. */
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = (void *)TAG_LISTENER(i)};
+        epoll_ctl(loop->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, loop->listeners[i].fd, &ev);
+    }
+    loop->accepting = on;
+}
+
+/* Which conn a full worker closes to take a new one: the one that has
+ * waited longest for a request of its own, between requests (keep-alive)
+ * or in the middle of a head (a silent one included). Each list is in the
+ * order its conns were armed, so the older of the two heads is the oldest.
+ * Never a conn past its head (a body on its way, a request queued or in
+ * the app, a response being written): its client has committed a request
+ * and the server owes it an answer; closing it would cost a request, not
+ * a reconnect, and would let a flood of connects cancel work in flight. */
+static struct oribi_conn *shed_candidate(struct oribi_loop *loop)
+{
+    struct oribi_conn *idle = loop->timers[TIMER_IDLE][0], *head = loop->timers[TIMER_HEAD][0];
+    if (!idle || !head)
+        return idle ? idle : head;
+    int64_t idle_since = idle->deadline - loop->timeout_ms[TIMER_IDLE];
+    return idle_since <= head->deadline - loop->timeout_ms[TIMER_HEAD] ? idle : head;
+}
+
+/* Room for one more connection, if need be by shedding one. */
+static int has_room(struct oribi_loop *loop)
+{
+    return loop->nconns < loop->opt.max_connections || shed_candidate(loop);
+}
+
+/* How many the tally counted since its last log line, when one is due now
+ * (the first at once, then at most every every_ms), else 0. */
+uint64_t tally_due(struct oribi_tally *t, int64_t now, int64_t every_ms)
+{
+    if (t->count == t->told || (t->told && now - t->told_at < every_ms))
+        return 0;
+    uint64_t n = t->count - t->told;
+    t->told = t->count;
+    t->told_at = now;
+    return n;
+}
+
+/* A new connection took the place of the oldest that was not sending a
+ * request, for want of a slot (max_connections) or of a file descriptor
+ * (fds): said in the log at once, then at most every SHED_LOG_MS with the
+ * count since. */
+static void shed_one(struct oribi_loop *loop, int fds)
+{
+    struct oribi_conn *c = shed_candidate(loop);
+    if (!c)
+        return;
+    /* An event for it may still be in this epoll batch and reach the
+     * conn that reuses its struct: at worst one read that finds nothing. */
+    conn_close(loop, c);
+    struct oribi_tally *t = fds ? &loop->shed_fds : &loop->shed;
+    t->count++;
+    int first = t->told == 0;
+    uint64_t n = tally_due(t, loop->now, SHED_LOG_MS);
+    if (!n)
+        return;
+    const char *since = first ? "" : " since the last such line";
+    if (fds) {
+        struct rlimit rl = {0, 0};
+        getrlimit(RLIMIT_NOFILE, &rl);
+        oribi_log("out of file descriptors (RLIMIT_NOFILE %llu, %u connections): closed %llu idle or incomplete "
+                  "connection(s) to take new ones%s",
+                  (unsigned long long)rl.rlim_cur, loop->nconns, (unsigned long long)n, since);
+    } else {
+        oribi_log("max_connections (%u) reached: closed %llu idle or incomplete connection(s) to take new ones%s",
+                  loop->opt.max_connections, (unsigned long long)n, since);
+    }
+}
+
+/* The spare fd back in place, when the fd it gave up is free again. */
+void spare_restore(struct oribi_loop *loop)
+{
+    if (loop->spare_fd < 0)
+        loop->spare_fd = fcntl(loop->wakefd, F_DUPFD_CLOEXEC, 0);
+}
+
+/* Accepting again, unless something still says no: a pause, every app
+ * thread busy, no room, or a stop that is not (or no longer) draining. */
+void resume_accepting(struct oribi_loop *loop)
+{
+    if (!loop->accepting && !loop->accept_resume_at && !loop->hold && has_room(loop) &&
+        (!loop->stopping || loop->draining))
+        set_accepting(loop, 1);
+}
+
+/* The pause after an accept (or EMFILE) is over once its time has come.
+ * A full worker may have room again without a close, too: a conn that
+ * went idle can be shed. */
+void end_pause(struct oribi_loop *loop)
+{
+    if (loop->accept_resume_at && loop->accept_resume_at <= loop->now)
+        loop->accept_resume_at = 0;
+    resume_accepting(loop);
+}
+
+void close_listeners(struct oribi_loop *loop)
+{
+    set_accepting(loop, 0);
+    if (loop->listening)
+        for (int i = 0; i < loop->nlisteners; i++)
+            close(loop->listeners[i].fd);
+    loop->listening = 0;
+    loop->draining = 0;
+    loop->hot_listener = -1;
+}
+
+/* Connections may wait in the backlog: since the last poll at the latest
+ * (take_turn orders them against the ready queue by that). */
+void note_backlog(struct oribi_loop *loop)
+{
+    if (!loop->backlog) {
+        loop->backlog = 1;
+        loop->backlog_since = loop->polled_at;
+    }
+}
+
+/* Accepts one connection and reads it at once: with TCP_DEFER_ACCEPT the
+ * request is usually there, so a connection-per-request client costs
+ * accept4 + read + sendmsg + close and never touches epoll_ctl. in_turn:
+ * part of a turn at the backlog (take_turn), which shares it already. */
+int accept_one(struct oribi_loop *loop, int li, int in_turn)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    int fd = accept4(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fds_short = 0;
+    if (fd < 0 && errno == EMFILE && loop->spare_fd >= 0 && shed_candidate(loop)) {
+        /* Out of fds while holding a connection it may shed: the spare
+         * makes room for the accept, the shed (below) for the spare. A
+         * client behind idle ones is served, not left in the backlog until
+         * a header or keep-alive timeout frees an fd. */
+        close(loop->spare_fd);
+        loop->spare_fd = -1;
+        sl = sizeof(ss);
+        fd = accept4(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        fds_short = fd >= 0;
+        if (fd < 0) {
+            int err = errno;
+            spare_restore(loop);
+            errno = err;
+        }
+    }
+    if (fd < 0) {
+        /* Out of fds with none to shed (or the spare gone): a pause, and
+         * the backlog's clients wait for a close here or another worker. */
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            set_accepting(loop, 0);
+            loop->accept_resume_at = loop->now + ACCEPT_PAUSE_MS;
+        }
+        return -1;
+    }
+    struct oribi_conn *c = conn_new(loop, fd);
+    if (!c) {
+        close(fd);
+        if (fds_short)
+            spare_restore(loop);
+        return -1;
+    }
+    /* Shed after the accept, not before: the connection may have gone to
+     * another worker, and one over the limit for a moment costs one fd. */
+    if (fds_short) {
+        shed_one(loop, 1);
+        spare_restore(loop);
+    } else if (loop->nconns > loop->opt.max_connections) {
+        shed_one(loop, 0);
+    }
+    loop->hot_listener = li;
+    note_backlog(loop); /* there may be more behind it */
+    if (loop->draining && loop->drain_left > 0 && --loop->drain_left == 0)
+        close_listeners(loop); /* what was queued when the stop began is taken */
+    c->listener = li;
+    memcpy(&c->peer, &ss, sl < sizeof(ss) ? sl : sizeof(ss));
+    c->peer_len = sl;
+    c->may_read = 1;
+    c->seen_us = oribi_mono_us();
+    timer_arm(loop, c, TIMER_HEAD);
+    conn_read(loop, c);
+    if (!has_room(loop)) {
+        set_accepting(loop, 0);
+    } else if (loop->opt.share_accepts && (loop->timers[TIMER_IDLE][0] || loop->timers[TIMER_HEAD][0]) &&
+               !loop->stopping && !in_turn && loop->nconns < loop->opt.max_connections) {
+        /* Holding idle keep-alive connections already: stand aside for a
+         * moment, so that a burst of keep-alive clients spreads over the
+         * workers. Wakeups on an EPOLLEXCLUSIVE listener favour the worker
+         * that is running, which would otherwise take them all and leave
+         * the others idle for as long as the clients stay. A worker alone
+         * never pauses (share_accepts: other workers exist), nor one
+         * serving a connection per request, nor a full one: it has its
+         * share, and when it is shedding every worker is full, so a pause
+         * would only keep the clients behind a flood waiting longer. */
+        set_accepting(loop, 0);
+        loop->accept_resume_at = loop->now + ACCEPT_SHARE_MS;
+    }
+    return 0;
+}
+
+/* A connection-per-request load keeps the backlog full: after a connection
+ * came from a listener, the next one is taken from it straight away instead
+ * of asking epoll first (one syscall of five per connection). An empty
+ * backlog ends the run at the cost of one accept4 that finds nothing; the
+ * other connections and the timers get an epoll_wait every ACCEPT_RUN. */
+int accept_direct(struct oribi_loop *loop)
+{
+    if (loop->hot_listener < 0 || !loop->accepting || loop->ready_head || loop->hold || loop->accept_run >= ACCEPT_RUN)
+        return 0;
+    loop->accept_run++;
+    loop->now = oribi_coarse_ms();
+    if (accept_one(loop, loop->hot_listener, 0) < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            loop->backlog = 0;
+        loop->hot_listener = -1;
+        return 0;
+    }
+    return 1;
+}
+
+/* One connection from whichever listener has one, the last that did
+ * first. Returns 1, 0 when none was taken, -1 when every listener said it
+ * has none (the backlog is empty; no listener is hot any more). */
+int accept_any(struct oribi_loop *loop, int in_turn)
+{
+    int start = loop->hot_listener >= 0 ? loop->hot_listener : 0, empty = 0;
+    for (int k = 0; k < loop->nlisteners && loop->accepting; k++) {
+        if (accept_one(loop, (start + k) % loop->nlisteners, in_turn) == 0)
+            return 1;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            empty++;
+    }
+    if (empty < loop->nlisteners)
+        return 0;
+    loop->hot_listener = -1;
+    return -1;
+}
+
+/* Draining: the backlog is served as at any other time, a connection
+ * whenever a thread is free, so every worker takes its share. The moment
+ * the listeners are found empty they close: a client that connects later is
+ * refused (or goes to a worker still holding them) rather than queued for
+ * a worker that will not come back for it. Returns 1 when a connection
+ * was taken. */
+int take_backlog(struct oribi_loop *loop)
+{
+    if (loop->hold || loop->ready_head || !has_room(loop))
+        return 0;
+    loop->now = oribi_coarse_ms();
+    int r = accept_any(loop, 0);
+    if (r < 0)
+        close_listeners(loop);
+    return r > 0;
+}
+
+/* Over max_write_backlog: the clients that took none of their bytes for
+ * SHED_STALL_MS are dropped (down to half the cap), so that clients that do not read cannot make
+ * a worker hold their responses in memory (meanwhile oribi_loop_run hands
+ * out no request). One that reads keeps its own. */
+void shed_backlog(struct oribi_loop *loop)
+{
+    size_t before = __atomic_load_n(&loop->budget.kept, __ATOMIC_RELAXED);
+    unsigned dropped = 0;
+    /* Down to half the cap, not just under it: else each response that
+     * passes the cap again waits SHED_STALL_MS for one client to go. */
+    size_t low = loop->budget.cap / 2;
+    for (int fd = 0; fd < loop->by_fd_cap && __atomic_load_n(&loop->budget.kept, __ATOMIC_RELAXED) > low; fd++) {
+        struct oribi_conn *c = loop->by_fd[fd];
+        if (c && c->state == CONN_FLUSH && loop->now - c->wprogress_ms >= SHED_STALL_MS) {
+            conn_close(loop, c);
+            dropped++;
+        }
+    }
+    loop->dropped.count += dropped;
+    uint64_t n = tally_due(&loop->dropped, loop->now, 1000);
+    if (n)
+        oribi_log("write backlog %zu bytes over max_write_backlog %zu: dropped %llu client(s) that read nothing for "
+                  "%d ms",
+                  before, loop->budget.cap, (unsigned long long)n, SHED_STALL_MS);
+}
+
+void oribi_loop_stop(struct oribi_loop *loop, long drain)
+{
+    if (loop->stopping) {
+        if (!drain)
+            close_listeners(loop); /* e.g. retired (max_requests) while draining */
+        return;
+    }
+    loop->stopping = 1;
+    loop->accept_resume_at = 0;
+    /* Connections in the backlog were accepted by the kernel and have sent
+     * their request: they are in flight, and served before the listeners
+     * close (take_backlog). Not taken all at once here: a worker busy in
+     * the app would hold them while the others sit idle. */
+    if (drain) {
+        loop->draining = 1;
+        loop->drain_left = drain;
+        resume_accepting(loop);
+    } else {
+        close_listeners(loop);
+    }
+    /* Idle keep-alive connections are not cut at once: a client may be
+     * sending its next request right now, and a close racing it is a failed
+     * request. For a short grace each one's next request is still answered
+     * (with connection: close); the ones that stay silent are closed then. */
+    if (loop->timeout_ms[TIMER_IDLE] > ORIBI_DRAIN_IDLE_MS)
+        loop->timeout_ms[TIMER_IDLE] = ORIBI_DRAIN_IDLE_MS;
+    /* Nor is a head still coming a request in flight: it gets the same
+     * grace (the rest of a head split over segments is on its way), then
+     * its 408, instead of a header_timeout that would outlast the drain. */
+    if (loop->timeout_ms[TIMER_HEAD] > ORIBI_DRAIN_IDLE_MS)
+        loop->timeout_ms[TIMER_HEAD] = ORIBI_DRAIN_IDLE_MS;
+    for (int fd = 0; fd < loop->by_fd_cap; fd++) {
+        struct oribi_conn *c = loop->by_fd[fd];
+        if (c && c->state == CONN_HEAD)
+            timer_arm(loop, c, c->len == 0 ? TIMER_IDLE : TIMER_HEAD);
+    }
+}

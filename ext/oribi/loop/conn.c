@@ -1,0 +1,455 @@
+/*
+ * A connection's life in the loop: taken from the free list, read and
+ * parsed (head, then body), queued for the app, answered by the loop itself
+ * when the request is bad (reject, then a lingering close), kept alive or
+ * closed after its response, and put back.
+ */
+#include "loop/internal.h"
+
+#include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loop/body.h"
+#include "loop/clock.h"
+#include "loop/log.h"
+#include "http/response.h"
+
+#define CONN_BUF_INITIAL 8192
+#define CONN_BUF_KEEP    65536 /* larger buffers are freed when a conn is recycled */
+
+struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
+{
+    struct oribi_conn *c = loop->free_list;
+    if (c) {
+        loop->free_list = c->qnext;
+    } else {
+        c = calloc(1, sizeof(*c));
+        if (!c)
+            return NULL;
+        c->headers = calloc(loop->opt.limits.max_headers, sizeof(struct oribi_header));
+        if (!c->headers) {
+            free(c);
+            return NULL;
+        }
+    }
+    if (fd >= loop->by_fd_cap) {
+        int cap = loop->by_fd_cap ? loop->by_fd_cap : 1024;
+        while (cap <= fd)
+            cap *= 2;
+        struct oribi_conn **t = realloc(loop->by_fd, (size_t)cap * sizeof(*t));
+        if (!t) {
+            c->qnext = loop->free_list;
+            loop->free_list = c;
+            return NULL;
+        }
+        memset(t + loop->by_fd_cap, 0, (size_t)(cap - loop->by_fd_cap) * sizeof(*t));
+        loop->by_fd = t;
+        loop->by_fd_cap = cap;
+    }
+    c->fd = fd;
+    c->gen++;
+    c->state = CONN_HEAD;
+    c->in_epoll = c->may_read = c->keepalive = c->buf_moved = c->peer_hup = 0;
+    c->len = c->last_len = c->head_len = c->rest_off = 0;
+    c->body_fd = -1;
+    c->wlen = c->woff = 0;
+    c->file_fd = -1;
+    c->budget = &loop->budget;
+    c->requests = 0;
+    c->seen_us = 0;
+    c->qnext = NULL;
+    loop->by_fd[fd] = c;
+    loop->nconns++;
+    return c;
+}
+
+/* Puts the conn back on the free list; its fd is closed unless it was
+ * handed to the app. */
+static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int close_fd)
+{
+    timer_unlink(loop, c);
+    if (c->body_fd >= 0)
+        close(c->body_fd);
+    c->body_fd = -1;
+    oribi_conn_discard_output(c);
+    if (close_fd)
+        close(c->fd);
+    if (loop->by_fd[c->fd] == c) /* a detached fd may be another conn's already */
+        loop->by_fd[c->fd] = NULL;
+    c->fd = -1;
+    c->state = CONN_CLOSED;
+    c->gen++;
+    if (c->cap > CONN_BUF_KEEP) {
+        free(c->buf);
+        c->buf = NULL;
+        c->cap = 0;
+    }
+    if (c->wcap > CONN_BUF_KEEP) {
+        free(c->wbuf);
+        c->wbuf = NULL;
+        c->wcap = 0;
+    }
+    c->qnext = loop->free_list;
+    loop->free_list = c;
+    loop->nconns--;
+    resume_accepting(loop);
+}
+
+void conn_close(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    conn_release(loop, c, 1);
+}
+
+int oribi_loop_detach(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    int fd = c->fd;
+    /* The fd lives on in the app: its events must not reach this loop,
+     * whose pointer to the conn is about to be recycled. */
+    oribi_loop_unwatch(loop, c);
+    conn_release(loop, c, 0);
+    return fd;
+}
+
+void oribi_loop_unwatch(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->in_epoll)
+        epoll_ctl(loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    c->in_epoll = 0;
+}
+
+static int conn_watch(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->in_epoll)
+        return 0;
+    /* Edge-triggered: an idle connection costs nothing until bytes arrive,
+     * and a conn the app holds does not wake the loop. */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+        return -1;
+    c->in_epoll = 1;
+    c->may_read = 1; /* bytes may have come before the watch */
+    return 0;
+}
+
+/* Closing with unread input makes the kernel send RST, which can destroy
+ * the response before the client reads it: shut the write side and drain. */
+static void conn_linger(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (shutdown(c->fd, SHUT_WR) < 0 || conn_watch(loop, c) < 0) {
+        conn_close(loop, c);
+        return;
+    }
+    c->state = CONN_LINGER;
+    c->len = 0;
+    timer_arm(loop, c, TIMER_LINGER);
+}
+
+/* A 5xx the loop answers for a request it will not serve (a 500 is logged
+ * where it happens, with its errno): who sent it, and why. */
+static void log_refusal(struct oribi_conn *c, int status)
+{
+    char peer[INET6_ADDRSTRLEN] = "unix";
+    const struct sockaddr *sa = (const struct sockaddr *)&c->peer;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, peer, sizeof(peer));
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, peer, sizeof(peer));
+    oribi_log("answered %d to %s: %s", status, peer,
+              status == 501 ? "a transfer coding other than chunked" : "an HTTP major version other than 1");
+}
+
+void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
+{
+    if (status == 501 || status == 505)
+        log_refusal(c, status);
+    char out[512];
+    size_t n = oribi_error_response(out, sizeof(out), status, &loop->date, time(NULL), 0);
+    struct iovec iov = {out, n};
+    loop->rejected++;
+    oribi_conn_no_keepalive(c);
+    if (oribi_conn_write(c, &iov, 1) < 0) {
+        conn_close(loop, c);
+        return;
+    }
+    if (oribi_conn_pending(c)) {
+        if (conn_watch(loop, c) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        c->state = CONN_FLUSH;
+        timer_arm(loop, c, TIMER_WRITE);
+        return;
+    }
+    conn_linger(loop, c);
+}
+
+/* An unmet Expect on a bodyless request: the head is valid and nothing
+ * follows it but the next request, so answer 417 and go on. */
+static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->req.chunked || c->req.content_length > 0 || !keepalive_decide(loop, c))
+        return 0;
+    char out[512];
+    size_t n = oribi_error_response(out, sizeof(out), 417, &loop->date, time(NULL), 1);
+    struct iovec iov = {out, n};
+    loop->rejected++;
+    if (oribi_conn_write(c, &iov, 1) < 0) {
+        conn_close(loop, c);
+        return 1;
+    }
+    c->head_len = c->rest_off = c->req.head_len;
+    oribi_loop_finish(loop, c);
+    return 1;
+}
+
+/* A head is complete: check what the loop must answer itself, then read the body. */
+static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_len)
+{
+    c->head_len = (size_t)head_len;
+    c->buf_moved = 0;
+    if (c->req.expect_continue && c->req.minor_version == 1 && (c->req.chunked || c->req.content_length > 0) &&
+        !(loop->opt.max_body && c->req.content_length > loop->opt.max_body)) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        struct iovec iov = {(void *)cont, sizeof(cont) - 1};
+        if (oribi_conn_write(c, &iov, 1) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+    }
+    int r = oribi_body_begin(loop, c);
+    if (r == REQ_BODY_DONE) {
+        queue_ready(loop, c);
+    } else if (r == REQ_BODY_MORE) {
+        c->state = CONN_BODY;
+        c->body_start = loop->now;
+        timer_arm(loop, c, TIMER_BODY);
+        if (loop->opt.min_body_rate && !loop->rate_check_at)
+            loop->rate_check_at = loop->now + ORIBI_BODY_RATE_CHECK_MS;
+    } else {
+        conn_reject(loop, c, r);
+    }
+}
+
+/* Acts on the bytes in c->buf according to the state. */
+static void conn_process(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->state == CONN_HEAD) {
+        if (c->len == 0)
+            return;
+        if (c->timer != TIMER_HEAD)
+            timer_arm(loop, c, TIMER_HEAD); /* the header timeout runs from the first byte */
+        c->req.headers = c->headers;
+        c->req.num_headers = loop->opt.limits.max_headers;
+        int r = oribi_parse_request(c->buf, c->len, c->last_len, &c->req, &loop->opt.limits);
+        if (r > 0)
+            head_done(loop, c, r);
+        else if (r == ORIBI_PARSE_INCOMPLETE)
+            c->last_len = c->len;
+        else if (!(c->req.status == 417 && conn_refuse_expectation(loop, c)))
+            conn_reject(loop, c, c->req.status);
+    } else if (c->state == CONN_BODY) {
+        int r = oribi_body_feed(loop, c);
+        if (r == REQ_BODY_DONE) {
+            queue_ready(loop, c);
+        } else if (r == REQ_BODY_MORE) {
+            if (c->body_total - c->body_mark >= ORIBI_BODY_PROGRESS) {
+                c->body_mark = c->body_total;
+                timer_arm(loop, c, TIMER_BODY);
+            }
+        } else {
+            conn_reject(loop, c, r);
+        }
+    } else if (c->state == CONN_LINGER) {
+        c->len = 0;
+    }
+}
+
+/* Reads while the socket has bytes and the conn wants them. */
+void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    while (c->may_read && (c->state == CONN_HEAD || c->state == CONN_BODY || c->state == CONN_LINGER)) {
+        size_t want = c->state == CONN_HEAD ? 4096 : 16384;
+        if (c->state == CONN_HEAD) {
+            size_t max = loop->opt.limits.max_request_line + loop->opt.limits.max_header_bytes + 1024;
+            if (c->len >= max) {
+                conn_reject(loop, c, 431);
+                return;
+            }
+            if (want > max - c->len)
+                want = max - c->len;
+        }
+        if (c->cap - c->len < want && oribi_conn_reserve(c, want) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        size_t space = c->cap - c->len;
+        ssize_t n = read(c->fd, c->buf + c->len, space);
+        if (n > 0) {
+            if (!c->seen_us && c->state == CONN_HEAD && c->len == 0)
+                c->seen_us = oribi_mono_us(); /* the first byte of a next request */
+            c->len += (size_t)n;
+            /* A short read usually means the socket is drained, but when
+             * the peer's FIN came in the same edge the EOF is still
+             * unread, and edge-triggered epoll reports it only once: a
+             * client that aborts mid-body would hold its fd (and its
+             * tmpfile) until the body timeout. */
+            c->may_read = (size_t)n == space || c->peer_hup;
+            conn_process(loop, c);
+        } else if (n == 0) {
+            /* EOF: an idle or partial request just ends; a half-sent body is
+             * never handed to the app. */
+            conn_close(loop, c);
+            return;
+        } else if (errno == EAGAIN) {
+            c->may_read = 0;
+        } else if (errno != EINTR) {
+            conn_close(loop, c);
+            return;
+        }
+    }
+    if (c->state == CONN_HEAD || c->state == CONN_BODY || c->state == CONN_LINGER) {
+        if (conn_watch(loop, c) < 0)
+            conn_close(loop, c);
+        else if (c->state == CONN_HEAD && c->len == 0 && c->timer == TIMER_NONE)
+            timer_arm(loop, c, c->requests ? TIMER_IDLE : TIMER_HEAD);
+    }
+}
+
+/* The response is out: next request, or close. */
+static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (!c->keepalive) {
+        if (c->len > c->rest_off || c->may_read)
+            conn_linger(loop, c);
+        else
+            conn_close(loop, c);
+        return;
+    }
+    memmove(c->buf, c->buf + c->rest_off, c->len - c->rest_off);
+    c->len -= c->rest_off;
+    c->rest_off = c->head_len = c->last_len = 0;
+    c->state = CONN_HEAD;
+    /* A pipelined request was there all along, but waited for this one. */
+    c->seen_us = c->len ? oribi_mono_us() : 0;
+    /* The idle time starts now, not when the request was taken: the app
+     * may have run for longer than the whole keep-alive timeout. (Always
+     * the loop's own thread: app threads hand their responses back.) */
+    loop->now = oribi_coarse_ms();
+    timer_arm(loop, c, c->len ? TIMER_HEAD : TIMER_IDLE);
+    /* Pipelined bytes and the socket are looked at from the loop, not from
+     * here: this runs inside a response, and a pipeline of answers the loop
+     * gives itself (417) must not recurse. */
+    if (loop->npending == loop->pending_cap) {
+        int cap = loop->pending_cap ? loop->pending_cap * 2 : 64;
+        struct oribi_pending *p = realloc(loop->pending, (size_t)cap * sizeof(*p));
+        if (!p) {
+            conn_close(loop, c);
+            return;
+        }
+        loop->pending = p;
+        loop->pending_cap = cap;
+    }
+    loop->pending[loop->npending++] = (struct oribi_pending){c, c->gen};
+}
+
+/* Connections whose response is out: next pipelined request, or read on. */
+void drain_pending(struct oribi_loop *loop)
+{
+    while (loop->npending) {
+        struct oribi_pending p = loop->pending[--loop->npending];
+        struct oribi_conn *c = p.conn;
+        if (c->gen != p.gen || c->state != CONN_HEAD)
+            continue; /* closed (and maybe reused) since */
+        if (c->len)
+            conn_process(loop, c);
+        if (c->state == CONN_HEAD || c->state == CONN_BODY) {
+            if (conn_watch(loop, c) < 0)
+                conn_close(loop, c);
+            else
+                conn_read(loop, c);
+        }
+    }
+}
+
+/* What epoll said about reading: bytes or a hangup to read to. */
+static int note_readable(struct oribi_conn *c, uint32_t events)
+{
+    if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        return 0;
+    c->may_read = 1;
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        c->peer_hup = 1;
+    return 1;
+}
+
+void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    if (c->body_fd >= 0) {
+        close(c->body_fd);
+        c->body_fd = -1;
+    }
+    c->requests++;
+    /* c->keepalive as the response said, not loop->stopping again: a
+     * response that said keep-alive (the drain began while it was written,
+     * or while an app thread handed it back) gets the idle grace of
+     * oribi_loop_stop, so that the request the client may be sending right
+     * now is still answered. */
+    if (c->app_events) {
+        /* The loop ran while the app had the conn (threads) and took these
+         * edges: act on them now, none may come again. */
+        note_readable(c, c->app_events);
+        if ((c->app_events & EPOLLOUT) && oribi_conn_pending(c) && oribi_conn_send_pending(c) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        c->app_events = 0;
+    }
+    if (oribi_conn_pending(c)) {
+        c->state = CONN_FLUSH;
+        if (conn_watch(loop, c) < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        timer_arm(loop, c, TIMER_WRITE);
+        return;
+    }
+    conn_after_response(loop, c);
+}
+
+int oribi_conn_take_body_fd(struct oribi_conn *c)
+{
+    int fd = c->body_fd;
+    c->body_fd = -1;
+    return fd;
+}
+
+void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t events)
+{
+    if (c->state == CONN_APP) { /* an app thread writes to it: kept for later */
+        c->app_events |= events;
+        return;
+    }
+    if ((events & EPOLLOUT) && c->state == CONN_FLUSH) {
+        int64_t progress = c->wprogress_ms;
+        int r = oribi_conn_send_pending(c);
+        if (r < 0) {
+            conn_close(loop, c);
+            return;
+        }
+        if (r == 0) {
+            conn_after_response(loop, c);
+            if (c->state == CONN_CLOSED)
+                return;
+        } else if (c->wprogress_ms != progress) {
+            timer_arm(loop, c, TIMER_WRITE); /* write_timeout counts from the last byte the client took */
+        }
+    }
+    if (note_readable(c, events))
+        conn_read(loop, c);
+}

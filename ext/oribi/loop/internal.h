@@ -1,0 +1,71 @@
+/*
+ * What the files of the worker's loop share and nothing else sees: the
+ * loop itself (loop.c: init, the epoll wait, run), a connection's life
+ * (conn.c), accepting, shedding and the drain (accept.c), the timers
+ * (timer.{c,h}) and the scheduler (schedule.c). Every function here runs on
+ * the loop's thread.
+ */
+#ifndef ORIBI_LOOP_INTERNAL_H
+#define ORIBI_LOOP_INTERNAL_H
+
+#include <stdint.h>
+
+#include "loop/loop.h"
+#include "loop/timer.h"
+
+#define SHED_LOG_MS 10000 /* the line saying connections are shed, at most this often */
+#define ACCEPT_RUN  8     /* accepts without an epoll_wait, at most */
+
+/* epoll data for non-conn fds: a conn pointer is always even-aligned, so
+ * small integers cannot collide with one. */
+#define TAG_WAKE        ((uintptr_t)1)
+#define TAG_LISTENER(i) ((uintptr_t)(3 + 2 * (i)))
+#define IS_TAG(p)       (((uintptr_t)(p)) & 1)
+
+static inline int over_budget(const struct oribi_loop *loop)
+{
+    return loop->budget.cap && __atomic_load_n(&loop->budget.kept, __ATOMIC_RELAXED) > loop->budget.cap;
+}
+
+/* The keep-alive rule, the one place it is written: the connection may
+ * carry another request after this one when the request allows it (its
+ * version and Connection field), keep-alive is on, no stop has begun and
+ * the connection has requests left (keepalive_requests). Decided when a
+ * request is handed out, or answered by the loop (417); from then on only
+ * lowered (oribi_conn_no_keepalive), never raised. */
+static inline int keepalive_decide(const struct oribi_loop *loop, struct oribi_conn *c)
+{
+    c->keepalive = c->req.keepalive && loop->opt.keepalive && !loop->stopping &&
+                   !(loop->opt.keepalive_requests && c->requests + 1 >= loop->opt.keepalive_requests);
+    return c->keepalive;
+}
+
+/* loop.c */
+int poll_events(struct oribi_loop *loop, int timeout);
+
+/* conn.c */
+struct oribi_conn *conn_new(struct oribi_loop *loop, int fd);
+void conn_close(struct oribi_loop *loop, struct oribi_conn *c);
+void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status);
+void conn_read(struct oribi_loop *loop, struct oribi_conn *c);
+void drain_pending(struct oribi_loop *loop);
+void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t events);
+
+/* accept.c */
+void set_accepting(struct oribi_loop *loop, int on);
+uint64_t tally_due(struct oribi_tally *t, int64_t now, int64_t every_ms);
+void spare_restore(struct oribi_loop *loop);
+void resume_accepting(struct oribi_loop *loop);
+void end_pause(struct oribi_loop *loop);
+void close_listeners(struct oribi_loop *loop);
+void note_backlog(struct oribi_loop *loop);
+int accept_one(struct oribi_loop *loop, int li, int in_turn);
+int accept_direct(struct oribi_loop *loop);
+int accept_any(struct oribi_loop *loop, int in_turn);
+int take_backlog(struct oribi_loop *loop);
+void shed_backlog(struct oribi_loop *loop);
+
+/* schedule.c */
+void queue_ready(struct oribi_loop *loop, struct oribi_conn *c);
+
+#endif
