@@ -200,7 +200,7 @@ class CLITest < Minitest::Test
     FileUtils.cp(File.join(APPS, "env.ru"), app)
     File.chmod(0o644, app)
     # Outside the bundle, whose load path holds this checkout's lib/ too
-    env = { "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "RUBYLIB" => Gem.loaded_specs["rack"].full_require_paths.join(":") }
+    env = { "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "BUNDLE_LOCKFILE" => nil, "RUBYLIB" => Gem.loaded_specs["rack"].full_require_paths.join(":") }
     srv = ServerProcess.new(app, "--user", "nobody", workers: 1, env: env, exe: File.join(private_dir, "exe/oribi"))
     assert_equal 200, HTTPClient.request(srv.tcp, "/")&.status, srv.log
     assert wait_until { srv.worker_pids.size == 1 }
