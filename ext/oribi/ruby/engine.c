@@ -348,9 +348,10 @@ static void score_take(struct oribi_engine *e, struct oribi_exchange *x, struct 
     int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     int64_t queue_us = c->seen_us ? mono_us - c->seen_us : -1;
     int from_header = 0;
-    /* Any other peer's stamp is the client's word: one moved the sum by a day. */
-    int64_t start = peer_trusted(e, c) ? oribi_request_start_us(&c->req) : -1;
-    if (start >= 0 && wall_us - start < 86400LL * 1000000) {
+    /* Any other peer's stamp is the client's word: one moved the sum by a
+     * day. The peer is looked up only when there is a stamp to trust. */
+    int64_t start = oribi_request_start_us(&c->req);
+    if (start >= 0 && peer_trusted(e, c) && wall_us - start < 86400LL * 1000000) {
         queue_us = wall_us > start ? wall_us - start : 0;
         from_header = 1;
     }
