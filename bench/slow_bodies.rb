@@ -16,6 +16,7 @@ require "tmpdir"
 require "fileutils"
 require "rbconfig"
 require "oribi/oribi_bench"
+require_relative "slow_clients"
 
 module SlowBodies
   ROOT = File.expand_path("..", __dir__)
@@ -64,14 +65,10 @@ module SlowBodies
       end
       ready, = IO.select(open, nil, nil, [next_tick - now, 0.001].max)
       (ready || []).each do |s|
-        data = begin
-          s.read_nonblock(4096, exception: false)
-        rescue SystemCallError
-          nil
-        end
-        next if data == :wait_readable
+        status = SlowClients.answer(s)
+        next if status == :wait_readable
 
-        ended[data && data[%r{\AHTTP/1\.1 (\d{3})}, 1] || "closed"] += 1
+        ended[status || "closed"] += 1
         open.delete(s)
       end
     end

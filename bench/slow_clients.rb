@@ -22,6 +22,17 @@ require "rbconfig"
 require "oribi/oribi_bench"
 
 module SlowClients
+  # What a server has said on sock: its status (an Integer), nil when it
+  # closed or reset it without one, :wait_readable while nothing came.
+  def self.answer(sock)
+    data = sock.read_nonblock(4096, exception: false)
+    return data if data == :wait_readable
+
+    data && data[%r{\AHTTP/1\.1 (\d{3})}, 1]&.to_i
+  rescue SystemCallError
+    nil
+  end
+
   ROOT = File.expand_path("..", __dir__)
   HEADER_HEAD = "GET /slow HTTP/1.1\r\nHost: a\r\nX-Slow: "
   BODY_HEAD = "POST /slow HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n"
@@ -102,14 +113,10 @@ module SlowClients
       ready, = IO.select(open.map(&:sock), nil, nil, [next_tick - now, 0.001].max)
       (ready || []).each do |s|
         t = by_sock[s]
-        data = begin
-          s.read_nonblock(4096, exception: false)
-        rescue SystemCallError
-          nil
-        end
-        next if data == :wait_readable
+        status = answer(s)
+        next if status == :wait_readable
 
-        t.status = data && data[/\AHTTP\/1\.1 (\d{3})/, 1]&.to_i
+        t.status = status
         t.answered_at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
         open.delete(t)
         s.close

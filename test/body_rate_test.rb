@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require_relative "../bench/slow_clients"
 
 # min_body_rate: a body that comes slower than the minimum on average
 # (after a 5 s grace) gets 408 and a close. A connection past its head is
@@ -37,15 +38,10 @@ class BodyRateTest < Minitest::Test
       open = socks.each_index.reject { |i| answers[i] }
       ready, = IO.select(open.map { |i| socks[i] }, nil, nil, [next_tick - now, 0.001].max)
       (ready || []).each do |s|
-        i = socks.index(s)
-        data = begin
-          s.read_nonblock(4096, exception: false)
-        rescue SystemCallError
-          nil
-        end
-        next if data == :wait_readable
+        status = SlowClients.answer(s)
+        next if status == :wait_readable
 
-        answers[i] = [data && data[%r{\AHTTP/1\.1 (\d{3})}, 1]&.to_i, now - started]
+        answers[socks.index(s)] = [status, now - started]
       end
     end
     answers
