@@ -24,13 +24,6 @@ class ControlTest < Minitest::Test
     FileUtils.rm_rf(@dir) if @dir
   end
 
-  def free_port
-    s = TCPServer.new("127.0.0.1", 0)
-    s.addr[1]
-  ensure
-    s&.close
-  end
-
   def control_socket
     kind, host, port = Oribi::Listeners.parse(@control)
     kind == :unix ? UNIXSocket.new(host) : TCPSocket.new(host, port)

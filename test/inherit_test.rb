@@ -8,7 +8,6 @@ require "json"
 class InheritTest < Minitest::Test
   ORIBI = File.join(ROOT, "exe/oribi")
 
-  def free_port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
 
   def pid_of(res) = res.body.split[1].to_i
 

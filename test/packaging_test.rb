@@ -29,7 +29,6 @@ class PackagingTest < Minitest::Test
     env.merge("GEM_PATH" => Gem.path.join(":")).merge(extra)
   end
 
-  def free_port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
 
   # Runs cmd, waits for it to serve GET / on port; → the log.
   def serve_once(env, cmd, port, chdir:)

@@ -127,13 +127,6 @@ class ServerProcess
 
   private
 
-  def free_port
-    s = TCPServer.new("127.0.0.1", 0)
-    s.addr[1]
-  ensure
-    s&.close
-  end
-
   # Ready once every listener accepts: the server binds them one after the
   # other, so TCP may accept before the unix socket file exists.
   def wait_ready(timeout = 20)

@@ -27,13 +27,6 @@ class ThrusterTest < Minitest::Test
 
   def thrust = Gem::Specification.find_by_name("thruster").bin_file("thrust")
 
-  def free_port
-    s = TCPServer.new("127.0.0.1", 0)
-    s.addr[1]
-  ensure
-    s&.close
-  end
-
   # Thruster on a free port, the Rails app on another (TARGET_PORT, which
   # Thruster passes on as PORT); config/oribi.rb holds config.
   def start(config, env = {})

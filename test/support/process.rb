@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "socket"
+
 # Whether a process still runs: false once it has exited, whether or not it
 # has been reaped yet (a zombie or a dead task does not run). Reads /proc
 # once, so a process that is reaped between two checks cannot raise.
@@ -20,3 +22,7 @@ def socket_count(pid)
     nil
   end.grep(/\Asocket:/).uniq.size
 end
+
+# A TCP port on 127.0.0.1 that was free a moment ago: another process may
+# take it before the caller binds it (ServerProcess tries again).
+def free_port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
