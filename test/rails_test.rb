@@ -107,7 +107,7 @@ class RailsTest < Minitest::Test
       rescue SystemCallError, IOError, Timeout::Error # a restart under way (Puma's holds its backlog while it boots)
         nil
       end
-      assert wait_until(timeout: 40) { version.call&.start_with?("v2 ") }, "#{server}: still the old code:\n#{srv.log}"
+      assert wait_until(timeout: 60) { version.call&.start_with?("v2 ") }, "#{server}: still the old code:\n#{srv.log}"
       assert process_alive?(srv.pid), "#{server}: the process rails started is gone:\n#{srv.log}"
       refute_match(/invalid option/, srv.log)
     ensure

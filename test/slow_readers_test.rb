@@ -109,15 +109,26 @@ class SlowReadersTest < Minitest::Test
     start("--write-timeout", "2")
     s = request("/file")
     got = 0
-    deadline = now + 30
-    # About 64 KiB per 40 ms: the whole file takes longer than write_timeout,
-    # but no 2 s pass without the client taking bytes.
+    closed = false
+    deadline = now + 120 # a bound on a stuck test, not the pace
+    # 64 KiB per 40 ms tick (16 MiB: 256 ticks, about 10 s): the whole file
+    # takes longer than write_timeout, but no 2 s pass without the client
+    # taking bytes. A tick reads until it has its share, however the
+    # kernel cuts the stream.
     while got < (FILE_MB << 20) + 100 && now < deadline
-      chunk = HTTPClient.read_some(s, 65_536, now + 5) or break
-      got += chunk.bytesize
+      share = 0
+      while share < 65_536
+        chunk = HTTPClient.read_some(s, 65_536 - share, now + 10)
+        break closed = true unless chunk
+
+        share += chunk.bytesize
+      end
+      got += share
+      break if closed
+
       sleep 0.04 # the client's pace, not a synchronisation
     end
-    assert_operator got, :>, FILE_MB << 20, "the slow reader got the whole file"
+    assert_operator got, :>, FILE_MB << 20, "the slow reader got the whole file (#{got} bytes, closed: #{closed})"
   ensure
     s&.close
   end
