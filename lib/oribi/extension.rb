@@ -16,10 +16,15 @@ module Oribi
   #   $ORIBI_BUILD_DIR, else $XDG_CACHE_HOME/oribi, else ~/.cache/oribi
   #
   # Concurrent first loads (workers, parallel test processes) wait on one
-  # lock and build once. To build ahead of the first start (a deploy step,
-  # a read-only container): `bundle exec ruby -roribi -e0`.
+  # lock and build once, saying so on stderr. A production boot
+  # (RACK_ENV, RAILS_ENV or APP_ENV is production) never builds: a minute
+  # of compiling, or a missing compiler, would surprise there. It fails at
+  # once, naming the step that builds ahead of the first start (a deploy
+  # step, a container image): `ORIBI_BUILD=1 bundle exec ruby -roribi -e0`.
+  # ORIBI_BUILD=1 builds in any environment, ORIBI_BUILD=0 in none.
   module Extension
     ROOT = File.expand_path("../..", __dir__)
+    PRODUCTION_ENVS = %w[RACK_ENV RAILS_ENV APP_ENV].freeze
 
     module_function
 
@@ -32,12 +37,29 @@ module Oribi
       require built(name, src)
     end
 
+    def build_allowed?
+      case ENV.fetch("ORIBI_BUILD", "")
+      when "1" then true
+      when "0" then false
+      else PRODUCTION_ENVS.none? { |k| ENV[k] == "production" }
+      end
+    end
+
+    def refuse(name)
+      why = ENV["ORIBI_BUILD"] == "0" ? "ORIBI_BUILD=0" : "a production environment"
+      raise LoadError, "oribi: the #{name} C extension is not built for Ruby #{RUBY_VERSION} in #{cache_root}, and " \
+                       "#{why} does not build it at boot: build it ahead with " \
+                       "`ORIBI_BUILD=1 bundle exec ruby -roribi -e0` (as the same user, with the same ORIBI_BUILD_DIR), " \
+                       "or install the gem from a gem or git source, which builds it at install time"
+    end
+
     # The .so for the sources in src, built unless the cache has it.
     def built(name, src)
       dir = File.join(cache_root, "#{name}-#{key(src)}")
       so = File.join(dir, "#{name}.#{RbConfig::CONFIG['DLEXT']}")
       return so if File.file?(so)
 
+      refuse(name) unless build_allowed?
       FileUtils.mkdir_p(dir)
       File.open(File.join(dir, ".lock"), File::RDWR | File::CREAT, 0o644) do |lock|
         lock.flock(File::LOCK_EX)
@@ -66,8 +88,12 @@ module Oribi
         log = File.join(dir, "build.log")
         ok = system(RbConfig.ruby, File.join(src, "extconf.rb"), chdir: tmp, %i[out err] => log) &&
              system("make", "-j2", chdir: tmp, %i[out err] => [log, "a"])
-        raise LoadError, "oribi: building the #{name} C extension failed (a compiler and Ruby's headers are needed: " \
-                         "Debian's build-essential ruby-dev); see #{log}" unless ok
+        unless ok
+          raise LoadError, "oribi: building the #{name} C extension failed: a C compiler, make and Ruby's headers are " \
+                           "needed (Debian, Ubuntu: apt install build-essential ruby-dev; Fedora: dnf install gcc make " \
+                           "ruby-devel; Alpine: apk add build-base ruby-dev; macOS: xcode-select --install). " \
+                           "The compiler said (#{log}):\n#{File.readlines(log).last(15).join}"
+        end
 
         built = File.join(tmp, File.basename(so))
         FileUtils.cp(built, "#{so}.tmp")
