@@ -2,10 +2,8 @@
 
 require "minitest/autorun"
 require "json"
-require "open3"
 require "rbconfig"
 require "tmpdir"
-require "timeout"
 require_relative "../bench/pin"
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require_relative "../bench/suite/process_group"
@@ -29,7 +27,7 @@ class BenchSuiteTest < Minitest::Test
               "--workloads", "hello", "--transports", "unix,tcp", "--duration", "0.5",
               "--warmup", "0", "--repeat", "2", "--connections", "8", "--no-allocs", "--out", md, "--svg", svg,
               "--json", json]
-      out, status = Timeout.timeout(60) { Open3.capture2e(*argv, chdir: ROOT) }
+      out, _, status = run_command(*argv, chdir: ROOT, merge: true, timeout: 60)
       assert status.success?, out
       assert_match(/about \d+ min \d+ s/, out) # the estimate, printed first
       assert_match(/servers on CPU 0, load on CPU 1/, out) if Bench::Pin.possible?

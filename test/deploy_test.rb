@@ -37,13 +37,8 @@ class DeployTest < Minitest::Test
 
   def teardown
     if @sup
-      begin
-        Process.kill(:TERM, @sup)
-        Timeout.timeout(20) { Process.wait(@sup) }
-      rescue Errno::ESRCH, Errno::ECHILD, Timeout::Error
-        nil
-      end
-      kill_group(@sup)
+      stop_process(@sup, timeout: 20)
+      kill_group(@sup) # what the supervisor left
       @sup = nil
     end
     FileUtils.rm_rf(@dir)

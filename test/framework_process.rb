@@ -38,19 +38,9 @@ class FrameworkProcess < ServerProcess
   # its combined output and status, or a failure if it is still running
   # after timeout (it may have started a server after all).
   def self.capture(*cmd, timeout: 20, chdir: ROOT)
-    Dir.mktmpdir("oribi-test") do |dir|
-      out = File.join(dir, "out")
-      pid = Process.spawn({ "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile") }, *cmd,
-                          %i[out err] => [out, "a"], pgroup: true, chdir: chdir)
-      begin
-        status = Timeout.timeout(timeout) { Process.wait2(pid)[1] }
-      rescue Timeout::Error
-        Process.kill(:KILL, -pid)
-        Process.wait(pid)
-        raise Minitest::Assertion, "still running after #{timeout} s:\n#{File.read(out)}"
-      end
-      [File.read(out), status]
-    end
+    out, _, status = run_command(*cmd, env: { "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile") }, timeout: timeout,
+                                       chdir: chdir, merge: true)
+    [out, status]
   end
 
   # Skips the test when the bundle was installed without the :ecosystem group.

@@ -70,13 +70,8 @@ class SupervisionTest < Minitest::Test
       refute_includes served, 0, "a request failed"
       assert wait_until(timeout: 5) { orphans.none? { |w| process_alive?(w) } }, File.read(log)
     ensure
-      begin
-        Process.kill(:TERM, starter)
-        Timeout.timeout(15) { Process.wait(starter) }
-      rescue Errno::ESRCH, Errno::ECHILD, Timeout::Error
-        nil
-      end
-      kill_group(starter)
+      stop_process(starter, timeout: 15)
+      kill_group(starter) # its generations' workers
     end
   end
 end

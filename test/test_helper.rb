@@ -91,34 +91,15 @@ class ServerProcess
   # The exit status once the server ends by itself (nil after timeout):
   # for a test that already sent the signal and must not send another.
   def wait_exit(timeout)
-    Timeout.timeout(timeout) { _, @status = Process.wait2(@pid) }
-    @status
-  rescue Timeout::Error
-    nil
+    @status ||= reap(@pid, timeout: timeout)
   end
 
   def stop(signal = :TERM, timeout: 15)
     return @status if @status
 
-    begin
-      Process.kill(signal, @pid)
-    rescue Errno::ESRCH
-      nil # already gone: collect its status
-    end
-    Timeout.timeout(timeout) { _, @status = Process.wait2(@pid) }
-    @status
-  rescue Timeout::Error
-    Process.kill(:KILL, -@pid)
-    _, @status = Process.wait2(@pid)
-    @status
-  rescue Errno::ESRCH, Errno::ECHILD
-    @status
+    @status = stop_process(@pid, timeout: timeout, signal: signal)
   ensure
-    begin
-      Process.kill(:KILL, -@pid) # stray workers of the process group
-    rescue Errno::ESRCH, Errno::EPERM
-      nil
-    end
+    kill_group(@pid) # stray workers of the process group
     if @status && !@final_log
       @final_log = File.read(@log_path)
       FileUtils.rm_rf(@dir)
@@ -151,12 +132,6 @@ end
 
 # KILL to the process group of a process a test spawned (pgroup: true):
 # whatever is left of a server, its workers and helpers.
-def kill_group(pid)
-  Process.kill(:KILL, -pid) if pid
-rescue Errno::ESRCH, Errno::EPERM
-  nil
-end
-
 
 # Reading raw HTTP/1.1 responses off a socket, with a deadline on every read.
 module HTTPClient

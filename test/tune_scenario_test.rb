@@ -2,7 +2,6 @@
 
 require_relative "test_helper"
 require "json"
-require "open3"
 require "etc"
 
 # `oribi tune` in the conditions it is for, through real processes: the
@@ -14,7 +13,7 @@ class TuneScenarioTest < Minitest::Test
   def tune(*args)
     dir = Dir.mktmpdir("oribi-tune-scenario")
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", *args, "-o", dir]
-    out, err, status = Timeout.timeout(300) { Open3.capture3(*cmd) }
+    out, err, status = run_command(*cmd, timeout: 300)
     assert_equal 0, status.exitstatus, "#{out}\n#{err}"
     { out: out, json: JSON.parse(File.read(File.join(dir, "tune.json")), symbolize_names: true),
       html: File.read(File.join(dir, "tune.html")) }

@@ -2,7 +2,6 @@
 
 require_relative "test_helper"
 require "json"
-require "open3"
 require "pty"
 require "oribi/tune/resources"
 require "framework_process"
@@ -20,7 +19,7 @@ class TuneTest < Minitest::Test
     @@runs[app] ||= begin
       dir = Dir.mktmpdir("oribi-tune-test")
       cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", *ARGS, "-o", dir, File.join(APPS, app)]
-      out, err, status = Timeout.timeout(120) { Open3.capture3(*cmd) }
+      out, err, status = run_command(*cmd, timeout: 120)
       assert_equal 0, status.exitstatus, "#{out}\n#{err}"
       { out: out, err: err, json: JSON.parse(File.read(File.join(dir, "tune.json")), symbolize_names: true),
         html: File.read(File.join(dir, "tune.html")), txt: File.read(File.join(dir, "tune.txt")) }
@@ -150,7 +149,7 @@ class TuneTest < Minitest::Test
   def test_every_answer_an_error_is_explained
     server = ServerProcess.new("responses.ru", workers: 1, tcp: false)
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--unix", server.sock, "--path", "/status?code=404"]
-    out, err, status = Timeout.timeout(60) { Open3.capture3(*cmd) }
+    out, err, status = run_command(*cmd, timeout: 60)
     assert_equal 1, status.exitstatus, "#{out}\n#{err}"
     assert_match(%r{every answer was 404 for GET /status\?code=404: pass --path}, out)
   ensure
@@ -160,7 +159,7 @@ class TuneTest < Minitest::Test
   def test_against_a_running_server
     server = ServerProcess.new("io_bound.ru", workers: 1, tcp: false)
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--unix", server.sock]
-    out, err, status = Timeout.timeout(60) { Open3.capture3(*cmd) }
+    out, err, status = run_command(*cmd, timeout: 60)
     assert_equal 0, status.exitstatus, err
     assert_match(/^\s+-\s+-\s+\d+\/s\s+\d+–\d+\s+[\d.]+\/s\s+[\d.]+ms .* best; recommended$/, out)
     assert_match(/^Confidence: \w+/, out) # no busy check: tune knows none of the server's processes
@@ -197,7 +196,7 @@ class TuneTest < Minitest::Test
       TXT
       log = File.join(dir, "log")
       cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "-w", "1", "-t", "2", "--targets", targets, app]
-      out, err, status = Timeout.timeout(60) { Open3.capture3({ "SHOP_LOG" => log }, *cmd) }
+      out, err, status = run_command(*cmd, env: { "SHOP_LOG" => log }, timeout: 60)
       assert_equal 0, status.exitstatus, "#{out}\n#{err}"
       seen = File.readlines(log, chomp: true).tally
       assert_equal ["GET /items", "POST /orders"], seen.keys.sort
@@ -230,7 +229,7 @@ class TuneTest < Minitest::Test
                 "#{exe} -w {workers} -t {threads} --pid #{pid} -b tcp://127.0.0.1:#{port} #{File.join(APPS, 'io_bound.ru')} > #{dir}/log 2>&1 &"
       cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "-w", "1..2", "-t", "2", "--slo", "p99=500ms",
              "--apply", restart, "--url", "http://127.0.0.1:#{port}/", "--json", File.join(dir, "tune.json")]
-      out, err, status = Timeout.timeout(120) { Open3.capture3(*cmd) }
+      out, err, status = run_command(*cmd, timeout: 120)
       assert_equal 0, status.exitstatus, "#{out}\n#{err}"
       assert_equal %w[1x2 2x2], File.readlines(File.join(dir, "applied"), chomp: true).first(2)
       settings = JSON.parse(File.read(File.join(dir, "tune.json")), symbolize_names: true)[:settings]
@@ -247,7 +246,7 @@ class TuneTest < Minitest::Test
     FrameworkProcess.require_gem(self, "puma")
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--server", "puma", "-w", "1", "-t", "1,4",
            "--slo", "p99=500ms", File.join(APPS, "io_bound.ru")]
-    out, err, status = Timeout.timeout(90) { Open3.capture3(*cmd) }
+    out, err, status = run_command(*cmd, timeout: 90)
     assert_equal 0, status.exitstatus, "#{out}\n#{err}"
     assert_run_it_with(out, /^Recommended .*: 1 worker × 4 threads/, /^Run it with: puma -w 1 -t 4:4$/)
     assert_match(/^\s+1\s+4\s+\d+\/s .*\d+\.\dMiB/, out) # memory measured on Puma's worker too

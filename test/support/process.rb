@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require "socket"
+require "tmpdir"
+require_relative "wait"
 
 # Whether a process still runs: false once it has exited, whether or not it
 # has been reaped yet (a zombie or a dead task does not run). Reads /proc
@@ -26,3 +28,56 @@ end
 # A TCP port on 127.0.0.1 that was free a moment ago: another process may
 # take it before the caller binds it (ServerProcess tries again).
 def free_port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+
+# The exit status of a child once it ends, or nil while it still runs after
+# timeout seconds (it is not signalled, and not reaped then). Polls
+# waitpid: no Timeout thread interrupting a blocking wait.
+def reap(pid, timeout:)
+  status = nil
+  wait_until(timeout: timeout, interval: 0.02) { status = Process.wait2(pid, Process::WNOHANG)&.last }
+  status
+rescue Errno::ECHILD
+  nil # reaped already
+end
+
+# Signals a child that leads its own process group and reaps it; past
+# timeout, the whole group is killed. Its status, or nil when it was
+# reaped already.
+def stop_process(pid, timeout:, signal: :TERM)
+  begin
+    Process.kill(signal, pid)
+  rescue Errno::ESRCH
+    nil # gone already: collect its status
+  end
+  reap(pid, timeout: timeout) || begin
+    kill_group(pid)
+    Process.wait2(pid).last
+  rescue Errno::ECHILD
+    nil
+  end
+end
+
+# KILLs a process group (what a child started with pgroup: true leaves).
+def kill_group(pid)
+  Process.kill(:KILL, -pid) if pid
+rescue Errno::ESRCH, Errno::EPERM
+  nil
+end
+
+# Runs a command that should exit by itself, in its own process group:
+# → [stdout, stderr, status] (with merge: both in the first, in order).
+# Still running after timeout: the group is killed and the test fails
+# with what it printed.
+def run_command(*cmd, timeout:, env: {}, chdir: Dir.pwd, merge: false)
+  Dir.mktmpdir("oribi-cmd") do |dir|
+    out = File.join(dir, "out")
+    err = merge ? out : File.join(dir, "err")
+    pid = Process.spawn(env, *cmd, out: out, err: [err, "a"], pgroup: true, chdir: chdir)
+    unless (status = reap(pid, timeout: timeout))
+      stop_process(pid, signal: :KILL, timeout: 5)
+      raise Minitest::Assertion, "#{cmd.join(' ')}: still running after #{timeout} s:\n#{File.read(out)}" \
+                                 "#{File.read(err) unless merge}"
+    end
+    [File.read(out), merge ? "" : File.read(err), status]
+  end
+end

@@ -2,9 +2,8 @@
 
 require "fileutils"
 require "socket"
-require "timeout"
 require "tmpdir"
-require_relative "wait"
+require_relative "process"
 
 # A real proxy (nginx, haproxy) a test starts in front of Oribi: clients on
 # 127.0.0.1:PORT, its files in a tmpdir of its own, run in the foreground
@@ -33,20 +32,8 @@ class ProxyProcess
   def tcp = TCPSocket.new("127.0.0.1", @port)
 
   def stop
-    begin
-      Process.kill(:TERM, @pid)
-      Timeout.timeout(10) { Process.wait(@pid) }
-    rescue Timeout::Error
-      Process.kill(:KILL, -@pid)
-      Process.wait(@pid)
-    rescue Errno::ESRCH, Errno::ECHILD
-      nil
-    end
-    begin
-      Process.kill(:KILL, -@pid) # its workers, should any be left
-    rescue Errno::ESRCH, Errno::EPERM
-      nil
-    end
+    stop_process(@pid, timeout: 10)
+    kill_group(@pid) # its workers, should any be left
     FileUtils.rm_rf(@dir)
   end
 
