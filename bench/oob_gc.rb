@@ -18,7 +18,7 @@
 # (by p99) and the spread of p99 over the rounds.
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "oribi"
-require "oribi/oribi_bench"
+require "oribi/loadgen"
 require "oribi/bench/progress"
 require "fileutils"
 require "optparse"

@@ -14,7 +14,7 @@
 # share them: the sum of Pss is the memory the server really takes.
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "oribi"
-require "oribi/oribi_bench"
+require "oribi/loadgen"
 require "oribi/tune/resources"
 require "fileutils"
 require "json"

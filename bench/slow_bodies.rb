@@ -15,7 +15,7 @@ require "socket"
 require "tmpdir"
 require "fileutils"
 require "rbconfig"
-require "oribi/oribi_bench"
+require "oribi/loadgen"
 require_relative "slow_clients"
 
 module SlowBodies

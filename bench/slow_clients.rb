@@ -19,7 +19,7 @@ require "socket"
 require "tmpdir"
 require "fileutils"
 require "rbconfig"
-require "oribi/oribi_bench"
+require "oribi/loadgen"
 
 module SlowClients
   # What a server has said on sock: its status (an Integer), nil when it

@@ -15,7 +15,7 @@
 # generator share the machine.
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "oribi"
-require "oribi/oribi_bench"
+require "oribi/loadgen"
 require "etc"
 require "json"
 require "optparse"

@@ -23,7 +23,7 @@ class BenchCLITest < Minitest::Test
     assert_equal "POST /p?q=1 HTTP/1.1\r\nUser-Agent: oribi-bench\r\nX-A: 1\r\nHost: h\r\n" \
                  "Connection: close\r\nContent-Length: 3\r\n\r\na=1", o[:run][:request]
     assert_equal({ host: "127.0.0.1", port: 8080, threads: 3, connections: 7, requests: 9,
-                   keepalive: false, timeout: 10.0 }, o[:run].except(:request))
+                   keepalive: false, timeout: 10.0, max_connections: 1000 }, o[:run].except(:request))
   ensure
     body&.unlink
   end

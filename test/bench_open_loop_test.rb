@@ -2,7 +2,7 @@
 
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "minitest/autorun"
-require "oribi/oribi_bench"
+require "oribi/loadgen"
 require "socket"
 require "timeout"
 

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require "minitest/autorun"
-require "oribi/oribi_bench"
+require "oribi/loadgen"
 
 # The histogram behind the load generator's latencies, through
 # Oribi::Loadgen.histogram_percentiles. Its promise (histogram.h): values

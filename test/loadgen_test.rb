@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require "minitest/autorun"
-require "oribi/oribi_bench"
+require "oribi/loadgen"
 require "socket"
 require "fileutils"
 require "timeout"
@@ -465,5 +465,20 @@ class LoadgenTest < Minitest::Test
       end
       assert_match(/bad port/, e.message)
     end
+  end
+
+  # The engine has no defaults of its own: run fills them in from
+  # Oribi::Bench::OPTIONS, and engine_run refuses a run that leaves one out.
+  def test_the_defaults_are_the_option_tables
+    full = Oribi::Bench.run_defaults({}).merge(unix_path: "/tmp/x.sock", request: REQUEST)
+    assert_equal Oribi::Bench::OPTIONS.defaults.values_at(:threads, :connections, :duration, :max_connections),
+                 full.values_at(:threads, :connections, :duration, :max_connections)
+    %i[threads connections timeout keepalive].each do |key|
+      e = assert_raises(ArgumentError) { Oribi::Loadgen.engine_run(full.except(key)) }
+      assert_equal "missing :#{key}", e.message
+    end
+    e = assert_raises(ArgumentError) { Oribi::Loadgen.engine_run(full.except(:max_connections).merge(rate: 10)) }
+    assert_equal "missing :max_connections", e.message
+    refute Oribi::Bench.run_defaults(requests: 5).key?(:duration), "-n alone runs until the count"
   end
 end

@@ -8,7 +8,7 @@ require "timeout"
 require "etc"
 require "oribi/tune/resources"
 require "oribi"
-require "oribi/oribi_bench" # the load generator, for tests that drive load
+require "oribi/loadgen" # the load generator, for tests that drive load
 require_relative "support/wait"
 require_relative "support/process"
 

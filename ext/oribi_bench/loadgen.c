@@ -201,7 +201,7 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
     lg->connections = cfg->connections;
     if (cfg->rate > 0) {
         /* Connections are a cap, opened as the schedule needs them. */
-        lg->connections = cfg->max_connections ? cfg->max_connections : 1000;
+        lg->connections = cfg->max_connections;
         lg->threads = cfg->threads < lg->connections ? cfg->threads : lg->connections;
         lg->interval_ns = (uint64_t)(1e9 * lg->threads / cfg->rate);
         if (lg->interval_ns == 0)

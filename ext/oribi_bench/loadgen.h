@@ -62,7 +62,7 @@ struct oribi_lg_config {
     double rate;                         /* > 0: open loop, requests/s over all threads */
     double series_interval;              /* > 0: record latency over time in intervals this long */
     double warmup;                       /* seconds at the start whose results are not counted */
-    unsigned max_connections;            /* open loop: connections at most, total (0: 1000) */
+    unsigned max_connections;            /* open loop: connections at most, total (>= 1) */
     const struct oribi_lg_stage *stages; /* open loop in stages (rate: their highest,
                                             duration: their sum), copied; NULL: none */
     unsigned nstages;

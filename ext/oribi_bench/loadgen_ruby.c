@@ -283,11 +283,18 @@ static VALUE opt(VALUE opts, const char *name)
     return rb_hash_lookup2(opts, ID2SYM(rb_intern(name)), Qundef);
 }
 
-static unsigned opt_count(VALUE opts, const char *name, unsigned dflt, unsigned max)
+/* The values with no default here: Oribi::Bench::OPTIONS has them. */
+static VALUE opt_required(VALUE opts, const char *name)
 {
     VALUE v = opt(opts, name);
     if (v == Qundef || NIL_P(v))
-        return dflt;
+        rb_raise(rb_eArgError, "missing :%s", name);
+    return v;
+}
+
+static unsigned opt_count(VALUE opts, const char *name, unsigned max)
+{
+    VALUE v = opt_required(opts, name);
     if (!RB_INTEGER_TYPE_P(v))
         rb_raise(rb_eArgError, ":%s must be an Integer", name);
     long n = NUM2LONG(v);
@@ -296,11 +303,12 @@ static unsigned opt_count(VALUE opts, const char *name, unsigned dflt, unsigned 
     return (unsigned)n;
 }
 
-static double opt_seconds(VALUE opts, const char *name, double dflt)
+/* Seconds > 0; absent or nil: 0 (none) unless required. */
+static double opt_seconds(VALUE opts, const char *name, int required)
 {
-    VALUE v = opt(opts, name);
+    VALUE v = required ? opt_required(opts, name) : opt(opts, name);
     if (v == Qundef || NIL_P(v))
-        return dflt;
+        return 0.0;
     double d = NUM2DBL(v);
     if (!(d > 0) || d > 1e7)
         rb_raise(rb_eArgError, ":%s must be a positive number of seconds", name);
@@ -319,12 +327,14 @@ static const char *opt_cstr(VALUE opts, const char *name, VALUE *keep)
 }
 
 /*
- * Oribi::Loadgen.run(host:, port: | unix_path:, request:, threads: 2,
- *   connections: 10, duration: | requests:, keepalive: true, timeout: 10,
- *   rate: (open loop), max_connections:) { |done, failed| ... }
- * With a block, yields the responses and failures so far about every
- * 250 ms while the run goes on; the block returning :stop ends the run
- * early (the result still comes back). See test/loadgen_test.rb.
+ * Oribi::Loadgen.engine_run(host:, port: | unix_path:, request:, threads:,
+ *   connections:, duration: | requests:, keepalive:, timeout:,
+ *   rate: | stages: (open loop, with max_connections:)) { |done, failed| ... }
+ * Every value is given: Oribi::Loadgen.run (lib/oribi/loadgen.rb) fills
+ * in the defaults of Oribi::Bench::OPTIONS. With a block, yields the
+ * responses and failures so far about every 250 ms while the run goes on;
+ * the block returning :stop ends the run early (the result still comes
+ * back). See test/loadgen_test.rb.
  */
 static VALUE loadgen_run(VALUE self, VALUE opts)
 {
@@ -365,23 +375,22 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     cfg.request = RSTRING_PTR(req);
     cfg.request_len = (size_t)RSTRING_LEN(req);
 
-    cfg.threads = opt_count(opts, "threads", 2, 1024);
-    cfg.connections = opt_count(opts, "connections", 10, 1000000);
-    cfg.timeout = opt_seconds(opts, "timeout", 10.0);
+    cfg.threads = opt_count(opts, "threads", 1024);
+    cfg.connections = opt_count(opts, "connections", 1000000);
+    cfg.timeout = opt_seconds(opts, "timeout", 1);
     VALUE nreq = opt(opts, "requests");
     if (nreq != Qundef && !NIL_P(nreq)) {
         if (!RB_INTEGER_TYPE_P(nreq) || NUM2LL(nreq) < 1)
             rb_raise(rb_eArgError, ":requests must be a positive Integer");
         cfg.requests = NUM2ULL(nreq);
     }
-    /* Like wrk: ten seconds when neither a duration nor a count is given. */
-    cfg.duration = opt_seconds(opts, "duration", cfg.requests ? 0.0 : 10.0);
+    cfg.duration = opt_seconds(opts, "duration", 0);
     VALUE rate = opt(opts, "rate");
     if (rate != Qundef && !NIL_P(rate)) {
         cfg.rate = NUM2DBL(rate);
         if (!(cfg.rate > 0) || cfg.rate > 1e8)
             rb_raise(rb_eArgError, ":rate must be between 0 and 1e8 requests per second");
-        cfg.max_connections = opt_count(opts, "max_connections", 1000, 1000000);
+        cfg.max_connections = opt_count(opts, "max_connections", 1000000);
     }
     VALUE stages_tmp = 0, stages = opt(opts, "stages");
     if (stages != Qundef && !NIL_P(stages)) {
@@ -405,9 +414,9 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
         cfg.stages = st;
         cfg.nstages = (unsigned)n;
         cfg.duration = total;
-        cfg.max_connections = opt_count(opts, "max_connections", 1000, 1000000);
+        cfg.max_connections = opt_count(opts, "max_connections", 1000000);
     }
-    cfg.series_interval = opt_seconds(opts, "series_interval", 0.0);
+    cfg.series_interval = opt_seconds(opts, "series_interval", 0);
     VALUE wu = opt(opts, "warmup");
     if (wu != Qundef && !NIL_P(wu)) {
         cfg.warmup = NUM2DBL(wu);
@@ -425,8 +434,7 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     cfg.server_name = opt_cstr(opts, "server_name", &keep_sni);
     VALUE insecure = opt(opts, "insecure");
     cfg.insecure = insecure != Qundef && RTEST(insecure);
-    VALUE ka = opt(opts, "keepalive");
-    cfg.keepalive = (ka == Qundef || RTEST(ka)) ? 1 : 0;
+    cfg.keepalive = RTEST(opt_required(opts, "keepalive")) ? 1 : 0;
 
     struct run r = {.rc = 0, .open_loop = cfg.rate > 0, .donefd = -1, .wakefd = -1};
     r.res = calloc(1, sizeof(*r.res));
@@ -505,7 +513,7 @@ __attribute__((visibility("default"))) void Init_oribi_bench(void)
     for (size_t i = 0; i < sizeof(spectrum) / sizeof(spectrum[0]); i++)
         rb_ary_push(spec, DBL2NUM(spectrum[i]));
     rb_define_const(mLoadgen, "SPECTRUM", rb_obj_freeze(spec));
-    rb_define_singleton_method(mLoadgen, "run", loadgen_run, 1);
+    rb_define_singleton_method(mLoadgen, "engine_run", loadgen_run, 1);
     rb_define_singleton_method(mLoadgen, "histogram_percentiles", loadgen_histogram_percentiles, -1);
     oribi_results_ruby_init(mLoadgen);
 }

@@ -3,8 +3,8 @@
 require "optparse"
 require "uri"
 require "etc"
-require "oribi/extension"
-Oribi::Extension.require!("oribi_bench")
+require "oribi/loadgen"
+require "oribi/bench/options"
 require "oribi/bench/report"
 require "oribi/bench/progress"
 require "oribi/bench/plot"
@@ -101,73 +101,17 @@ module Oribi
         end
       end
 
-      # Seconds from "10", "10s", "500ms", "2m", "1h".
-      def self.seconds(s)
-        m = /\A(\d+(?:\.\d+)?)(ms|s|m|h)?\z/.match(s.to_s) or
-          raise UsageError, "bad duration #{s.inspect} (use 10s, 500ms, 2m)"
-        m[1].to_f * { "ms" => 0.001, "s" => 1, nil => 1, "m" => 60, "h" => 3600 }[m[2]]
-      end
-
-      # Requests per second from "100", "100/s", "6000/m".
-      def self.rate(s, zero: false)
-        m = %r{\A(\d+(?:\.\d+)?)(?:/(s|m|h))?\z}.match(s.to_s) or
-          raise UsageError, "bad rate #{s.inspect} (use 100, 100/s, 6000/m)"
-        r = m[1].to_f / { nil => 1, "s" => 1, "m" => 60, "h" => 3600 }[m[2]]
-        raise UsageError, "rate must be positive" unless r.positive? || zero
-
-        r
-      end
-
-      # Rate stages, "100:10s,500:30s" (a rate for a time, in turn) or
-      # "0-500:30s" (a ramp from one rate to the other): [[from, to, seconds]].
-      def self.stages(s)
-        stages = s.split(",", -1).map do |part|
-          rates, time = part.split(":", 2)
-          raise UsageError, "bad rate stage #{part.inspect} (use RATE:TIME or FROM-TO:TIME)" unless time
-
-          from, to = rates.split("-", 2)
-          from = rate(from, zero: true)
-          [from, to ? rate(to, zero: true) : from, seconds(time)]
-        end
-        raise UsageError, "rate stages send nothing: every rate is 0" if stages.all? { |f, t, _| f.zero? && t.zero? }
-        raise UsageError, "a rate stage needs a time above 0" unless stages.all? { |*, d| d.positive? }
-
-        stages
-      end
-
       # Returns { run: options for Loadgen.run, format: }.
       def parse(argv)
-        v = { threads: Etc.nprocessors, connections: 10, keepalive: true, method: "GET",
-              headers: [], format: "text", timeout: 10.0, thresholds: [] }
-        parser = OptionParser.new do |o|
-          o.banner = "Usage: oribi bench [options] URL\n       oribi bench report [options] FILE... (oribi bench report --help)"
-          o.on("-T", "--threads N", Integer, "threads, each with its own loop (default: CPUs)") { |x| v[:threads] = x }
-          o.on("-c", "--connections N", Integer, "connections, spread over the threads (default 10)") { |x| v[:connections] = x }
-          o.on("-d", "--duration TIME", "run for TIME: 10s, 500ms, 2m (default 10s unless -n)") { |x| v[:duration] = self.class.seconds(x) }
-          o.on("-n", "--requests N", Integer, "stop after N requests") { |x| v[:requests] = x }
-          o.on("-r", "--rate RATE", "open loop: send RATE requests per second (100, 100/s, 6000/m) on schedule;",
-               "or stages, 100:10s,500:30s, with ramps, 0-500:30s (they set the duration)") do |x|
-            x.include?(":") ? v[:stages] = self.class.stages(x) : v[:rate] = self.class.rate(x)
-          end
-          o.on("--max-connections N", Integer, "open loop: connections at most (default 1000)") { |x| v[:max_connections] = x }
-          o.on("-m", "--method METHOD", "request method (default GET)") { |x| v[:method] = x }
-          o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| v[:headers] << x }
-          o.on("--body FILE", "request body from FILE") { |x| v[:body] = File.binread(x) }
-          o.on("--targets FILE", "requests from FILE (vegeta's http format), sent in turn; instead of URL") { |x| v[:targets] = x }
-          o.on("--unix-socket PATH", "connect to PATH instead of the URL's host and port") { |x| v[:unix_path] = x }
-          o.on("--[no-]keepalive", "reuse connections (default on); off: connect time is in the latency") { |x| v[:keepalive] = x }
-          o.on("--insecure", "https: do not check the server's certificate (default: checked)") { v[:insecure] = true }
-          o.on("--sni NAME", "https: the server name sent and checked in the certificate (default: the URL's host)") do |x|
-            v[:sni] = x
-          end
-          o.on("--timeout TIME", "per request, connect included (default 10s)") { |x| v[:timeout] = self.class.seconds(x) }
-          report_options(o, v)
-          o.on("--output FILE", "also write every result to FILE as the run goes (oribi bench report FILE reads it)") { |x| v[:output] = x }
-          o.on("--warmup TIME", "run TIME first without counting it (needs -d)") { |x| v[:warmup] = self.class.seconds(x) }
-        end
+        v = OPTIONS.defaults
+        given = []
+        parser = OptionParser.new("Usage: oribi bench [options] URL\n" \
+                                  "       oribi bench report [options] FILE... (oribi bench report --help)")
+        OPTIONS.define(parser, v, given)
         parser.parse!(argv)
+        v.delete(:duration) if (v[:requests] || v[:stages]) && !given.include?(:duration)
         raise UsageError, "one URL expected (oribi bench --help)" unless argv.size == (v[:targets] ? 0 : 1)
-        check(v)
+        check(v, given)
         targets = v[:targets] ? Targets.load(v[:targets]) : [single_target(argv[0], v)]
         run = run_options(targets, v)
         # About 300 points over the run for the plot, 100 ms at the finest.
@@ -178,25 +122,17 @@ module Oribi
           output: v[:output] }
       end
 
-      # The options a run and `oribi bench report` share.
-      def report_options(o, v, formats = %w[text json hist])
-        o.on("--format FORMAT", formats, "report: #{formats.join(', ')} (default text)") { |x| v[:format] = x }
-        o.on("--json", "same as --format json") { v[:format] = "json" }
-        o.on("--plot FILE", "also write FILE, an HTML page: latency over time and by percentile") { |x| v[:plot] = x }
-        o.on("--threshold LIST", "exit 1 unless every one holds: p99<200ms,success>99.9%,errors<=10 (none)") do |x|
-          v[:thresholds].concat(Threshold.parse(x))
-        end
-      end
-
       private
 
-      def check(v)
+      def check(v, given)
         raise UsageError, "-T must be at least 1" unless v[:threads] >= 1
         raise UsageError, "-c must be at least 1" unless v[:connections] >= 1
-        raise UsageError, "--max-connections must be at least 1" if v[:max_connections] && v[:max_connections] < 1
-        raise UsageError, "--max-connections needs --rate (closed loop: -c)" if v[:max_connections] && !v[:rate] && !v[:stages]
+        raise UsageError, "--max-connections must be at least 1" unless v[:max_connections] >= 1
+        if given.include?(:max_connections) && !v[:rate] && !v[:stages]
+          raise UsageError, "--max-connections needs --rate (closed loop: -c)"
+        end
         raise UsageError, "--warmup needs -d or rate stages (a duration)" if v[:warmup] && !v[:duration] && !v[:stages]
-        raise UsageError, "rate stages set the duration: drop -d" if v[:stages] && v[:duration]
+        raise UsageError, "rate stages set the duration: drop -d" if v[:stages] && given.include?(:duration)
         raise UsageError, "-n must be at least 1" if v[:requests] && v[:requests] < 1
         raise UsageError, "--timeout must be positive" unless v[:timeout].positive?
         raise UsageError, "-d must be positive" if v[:duration] && !v[:duration].positive?

@@ -5,8 +5,9 @@ require "uri"
 require "etc"
 require "fileutils"
 require "oribi/extension"
-Oribi::Extension.require!("oribi_bench")
+require "oribi/loadgen"
 require "oribi/bench"
+require "oribi/tune/options"
 require "oribi/tune/slo"
 require "oribi/tune/search"
 require "oribi/tune/noise"
@@ -23,14 +24,10 @@ module Oribi
   # the SLO, record CPU and memory; then a table, a recommendation, JSON and
   # an HTML page. docs/TUNE.md describes the method and every option.
   module Tune
-    class UsageError < StandardError; end
-
     class CLI
       def self.run(argv, out: $stdout, err: $stderr) = new(out, err).run(argv)
 
-      DEFAULTS = { threads: [1, 2, 4, 8, 16], slo: "p99=200ms", path: "/", duration: 5.0, warmup: 2.0,
-                   steps: 8, tolerance: 0.05, repeat: 3, environment: "production", boot_timeout: 60.0 }.freeze
-      QUICK = { duration: 1.0, warmup: 0.5, steps: 5, tolerance: 0.1 }.freeze
+      BOOT_TIMEOUT = 60.0 # seconds a server may take to answer
       BOOT = 2.0 # seconds a boot and a stop take, for the estimate
 
       def initialize(out, err)
@@ -56,64 +53,27 @@ module Oribi
       end
 
       def parse(argv)
-        v = DEFAULTS.dup
-        v[:workers] = (1..Etc.nprocessors).to_a
-        v[:server] = "oribi"
-        quick = false
-        argv_threads = false
+        v = OPTIONS.defaults.merge(boot_timeout: BOOT_TIMEOUT)
         given = []
-        parser = OptionParser.new do |o|
-          o.banner = "Usage: oribi tune [options] RACKUP_FILE\n" \
-                     "       oribi tune [options] --url URL | --unix PATH   (a running server: the rate search only)\n" \
-                     "       oribi tune [options] --apply CMD --url URL | --unix PATH   (CMD applies each setting)\n\n" \
-                     "Starts the app for each workers × threads setting, finds the highest rate meeting the SLO\n" \
-                     "(bisection), and recommends a setting. The total time is estimated when it starts\n" \
-                     "(defaults: #{Etc.nprocessors} × 5 settings of about 55 s each, #{minutes(Etc.nprocessors * 5 * 55)}). See docs/TUNE.md.\n\n"
-          o.on("-w", "--workers LIST",
-               "worker counts: 1..4 or 1,2,4 (default 1..CPUs = 1..#{Etc.nprocessors})") { |x| v[:workers] = self.class.list(x) }
-          o.on("-t", "--threads LIST", "threads per worker: 1..4 or 1,2,4 (default 1,2,4,8,16)") do |x|
-            v[:threads] = self.class.list(x)
-            argv_threads = true
-          end
-          o.on("--slo SLO", "latency objective, p50|p90|p95|p99|p99.9=TIME, comma-joined (default p99=200ms)") { |x| v[:slo] = x }
-          o.on("--path PATH", "request path, with query (default /)") { |x| v[:path] = x }
-          o.on("-H", "--header 'NAME: VALUE'", "request header; repeatable") { |x| (v[:headers] ||= []) << x }
-          o.on("--targets FILE", "requests from FILE in turn, instead of GET --path (oribi bench's format: endpoints, bodies, headers)") do |x|
-            v[:targets] = x
-          end
-          o.on("-d", "--duration TIME", "each probe at one rate (default 5s)") { |x| given << :duration && v[:duration] = Bench::CLI.seconds(x) }
-          o.on("--warmup TIME",
-               "discarded run after each boot, and the length of each capacity run (default 2s)") do |x|
-            given << :warmup && v[:warmup] = Bench::CLI.seconds(x)
-          end
-          o.on("--repeat N", Integer,
-               "closed-loop capacity runs per setting, for its spread (default 3)") { |x| v[:repeat] = x }
-          o.on("--steps N", Integer, "probes per setting at most (default 8)") { |x| given << :steps && v[:steps] = x }
-          o.on("--tolerance PCT", Float,
-               "stop bisecting when the bracket is this narrow, % (default 5)") { |x| given << :tolerance && v[:tolerance] = x / 100 }
-          o.on("--quick", "short probes for a first look or a test: -d 1s --warmup 500ms --steps 5 --tolerance 10") { quick = true }
-          o.on("--memory-limit SIZE",
-               "exclude settings whose RSS (master + workers) exceeds SIZE: 512M, 2G") { |x| v[:memory_limit] = self.class.size(x) }
-          o.on("-E", "--env ENV", "RACK_ENV of the servers started (default production)") { |x| v[:environment] = x }
-          o.on("--server NAME", Server::KINDS, "the server to start per setting: oribi, puma, unicorn (threads 1) (default oribi)") do |x|
-            v[:server] = x
-          end
-          o.on("--apply CMD", "per setting, run CMD ({workers}, {threads} replaced), then probe --url or --unix") { |x| v[:apply] = x }
-          o.on("--url URL", "tune against a server already running at URL (no sweep unless --apply)") { |x| v[:url] = x }
-          o.on("--unix PATH", "tune against a server already running on unix socket PATH (no sweep unless --apply)") { |x| v[:unix] = x }
-          o.on("--json FILE", "write the results as JSON") { |x| v[:json] = x }
-          o.on("--html FILE", "write the HTML report (table and plots)") { |x| v[:html] = x }
-          o.on("-o", "--output DIR", "write DIR/tune.txt, DIR/tune.json and DIR/tune.html") { |x| v[:output] = x }
-        end
+        parser = OptionParser.new(
+          "Usage: oribi tune [options] RACKUP_FILE\n" \
+          "       oribi tune [options] --url URL | --unix PATH   (a running server: the rate search only)\n" \
+          "       oribi tune [options] --apply CMD --url URL | --unix PATH   (CMD applies each setting)\n\n" \
+          "Starts the app for each workers × threads setting, finds the highest rate meeting the SLO\n" \
+          "(bisection), and recommends a setting. The total time is estimated when it starts\n" \
+          "(defaults: #{Etc.nprocessors} × 5 settings of about 55 s each, #{minutes(Etc.nprocessors * 5 * 55)}). " \
+          "See docs/TUNE.md.\n\n"
+        )
+        OPTIONS.define(parser, v, given)
         parser.parse!(argv)
-        v.merge!(QUICK.except(*given)) if quick # flags given win over --quick
+        v.merge!(QUICK.except(*given)) if v.delete(:quick) # flags given win over --quick
         external = v[:url] || v[:unix]
         raise UsageError, "one RACKUP_FILE expected (oribi tune --help)" unless argv.size == (external ? 0 : 1)
         raise UsageError, "--url or --unix, not both" if v[:url] && v[:unix]
         raise UsageError, "--apply needs --url or --unix (where to probe)" if v[:apply] && !external
         raise UsageError, "--server starts the app: give a RACKUP_FILE, not --url or --unix" if external && v[:server] != "oribi"
 
-        v[:threads] = [1] if v[:server] == "unicorn" && !argv_threads
+        v[:threads] = [1] if v[:server] == "unicorn" && !given.include?(:threads)
 
         v[:rackup] = argv[0]
         raise UsageError, "no such file: #{v[:rackup]}" if v[:rackup] && !File.file?(v[:rackup])
@@ -126,26 +86,6 @@ module Oribi
           v[:target_list] = Bench::Targets.load(v[:targets])
         end
         v
-      end
-
-      # "1..4", "1,2,4", "2" -> [1, 2, 4]
-      def self.list(s)
-        items = s.split(",").flat_map do |part|
-          case part.strip
-          when /\A(\d+)\.\.(\d+)\z/ then (Regexp.last_match(1).to_i..Regexp.last_match(2).to_i).to_a
-          when /\A\d+\z/ then [part.to_i]
-          else raise UsageError, "bad list #{s.inspect} (use 1..4 or 1,2,4)"
-          end
-        end
-        raise UsageError, "bad list #{s.inspect}: counts from 1" if items.empty? || items.any? { |i| i < 1 }
-
-        items.uniq.sort
-      end
-
-      # Bytes from "512M", "2G", "100K", "1048576" (powers of 1024).
-      def self.size(s)
-        m = /\A(\d+(?:\.\d+)?)\s*([KMGT])?(?:i?B)?\z/i.match(s.strip) or raise UsageError, "bad size #{s.inspect} (use 512M, 2G)"
-        (m[1].to_f * 1024**"_KMGT".index((m[2] || "_").upcase)).round
       end
 
       def check(v)

@@ -17,14 +17,9 @@ module Oribi
       # Exit status as a run's: 1 when a threshold failed or nothing
       # answered, 2 for bad flags or files.
       def run(argv)
-        v = { format: "text", thresholds: [], interval: 1.0 }
+        v = REPORT_OPTIONS.defaults
         cli = CLI.new(@out, @err)
-        parser = OptionParser.new do |o|
-          o.banner = "Usage: oribi bench report [options] FILE..."
-          cli.report_options(o, v, %w[text json hist hlog])
-          o.on("--interval TIME", "hlog: the length of an interval (default 1s)") { |x| v[:interval] = CLI.seconds(x) }
-        end
-        files = parser.parse(argv)
+        files = REPORT_OPTIONS.define(OptionParser.new("Usage: oribi bench report [options] FILE..."), v).parse(argv)
         raise UsageError, "results files expected (oribi bench report --help)" if files.empty?
         raise UsageError, "--interval must be positive" unless v[:interval].positive?
 

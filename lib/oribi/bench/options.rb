@@ -1,0 +1,122 @@
+# frozen_string_literal: true
+
+require "etc"
+require "oribi/tool_options"
+
+module Oribi
+  module Bench
+    class UsageError < StandardError; end
+
+    # Seconds from "10", "10s", "500ms", "2m", "1h".
+    def self.seconds(s)
+      m = /\A(\d+(?:\.\d+)?)(ms|s|m|h)?\z/.match(s.to_s) or
+        raise UsageError, "bad duration #{s.inspect} (use 10s, 500ms, 2m)"
+      m[1].to_f * { "ms" => 0.001, "s" => 1, nil => 1, "m" => 60, "h" => 3600 }[m[2]]
+    end
+
+    # Requests per second from "100", "100/s", "6000/m".
+    def self.rate(s, zero: false)
+      m = %r{\A(\d+(?:\.\d+)?)(?:/(s|m|h))?\z}.match(s.to_s) or
+        raise UsageError, "bad rate #{s.inspect} (use 100, 100/s, 6000/m)"
+      r = m[1].to_f / { nil => 1, "s" => 1, "m" => 60, "h" => 3600 }[m[2]]
+      raise UsageError, "rate must be positive" unless r.positive? || zero
+
+      r
+    end
+
+    # Rate stages, "100:10s,500:30s" (a rate for a time, in turn) or
+    # "0-500:30s" (a ramp from one rate to the other): [[from, to, seconds]].
+    def self.stages(s)
+      stages = s.split(",", -1).map do |part|
+        rates, time = part.split(":", 2)
+        raise UsageError, "bad rate stage #{part.inspect} (use RATE:TIME or FROM-TO:TIME)" unless time
+
+        from, to = rates.split("-", 2)
+        from = rate(from, zero: true)
+        [from, to ? rate(to, zero: true) : from, seconds(time)]
+      end
+      raise UsageError, "rate stages send nothing: every rate is 0" if stages.all? { |f, t, _| f.zero? && t.zero? }
+      raise UsageError, "a rate stage needs a time above 0" unless stages.all? { |*, d| d.positive? }
+
+      stages
+    end
+
+    # The report options a run and `oribi bench report` share.
+    def self.report_options(formats)
+      proc do
+        option :format, "--format FORMAT", formats, "report: #{formats.join(', ')}", default: "text"
+        option :json, "--json", "same as --format json" do |v, _|
+          v[:format] = "json"
+        end
+        option :plot, "--plot FILE", "also write FILE, an HTML page: latency over time and by percentile " \
+                                     "(checked writable before the run)"
+        option :thresholds, "--threshold LIST", "exit 1 unless every one holds: p99<200ms,success>99.9%,errors<=10",
+               default: -> { [] }, shown: "none" do |v, x|
+          v[:thresholds].concat(Threshold.parse(x))
+        end
+      end
+    end
+
+    # `oribi bench`'s options: docs/BENCH.md says more of each; the load
+    # generator (C) takes every value from here and has no defaults.
+    OPTIONS = ToolOptions.new do
+      option :threads, "-T", "--threads N", Integer, "threads, each with its own loop (lowered to the connections)",
+             default: -> { Etc.nprocessors }, shown: "CPUs"
+      option :connections, "-c", "--connections N", Integer, "closed loop: connections, spread over the threads",
+             default: 10
+      option :duration, "-d", "--duration TIME", "run for TIME: 10s, 500ms, 2m",
+             default: 10.0, shown: "10s, none with -n alone" do |v, x|
+        v[:duration] = Bench.seconds(x)
+      end
+      option :requests, "-n", "--requests N", Integer, "stop after N requests (completed or failed)"
+      option :rate, "-r", "--rate RATE", "open loop: send RATE requests per second (100, 100/s, 6000/m) on " \
+                                         "schedule; or stages, 100:10s,500:30s, with ramps, 0-500:30s (they set " \
+                                         "the duration)", shown: "off: closed loop" do |v, x|
+        x.include?(":") ? v[:stages] = Bench.stages(x) : v[:rate] = Bench.rate(x)
+      end
+      option :max_connections, "--max-connections N", Integer, "open loop: connections at most", default: 1000
+      option :warmup, "--warmup TIME", "run TIME first and leave it out of the results (needs a duration)",
+             shown: "none" do |v, x|
+        v[:warmup] = Bench.seconds(x)
+      end
+      option :method, "-m", "--method METHOD", "request method", default: "GET"
+      option :headers, "-H", "--header 'NAME: VALUE'", "request header; repeatable, and on every target too",
+             default: -> { [] } do |v, x|
+        v[:headers] << x
+      end
+      option :body, "--body FILE", "request body from FILE, with its Content-Length" do |v, x|
+        v[:body] = File.binread(x)
+      end
+      option :targets, "--targets FILE", "requests from FILE (vegeta's http format), sent in turn; instead of URL"
+      option :unix_path, "--unix-socket PATH", "connect to PATH; the URL gives only the request's path and Host"
+      option :keepalive, "--[no-]keepalive", "reuse connections; off: connect time is in the latency",
+             default: true, shown: "on"
+      option :insecure, "--insecure", "https: do not check the server's certificate", shown: "checked"
+      option :sni, "--sni NAME", "https: the server name sent and checked in the certificate",
+             shown: "the URL's host"
+      option :timeout, "--timeout TIME", "per request, connect included; a timeout is an error",
+             default: 10.0, shown: "10s" do |v, x|
+        v[:timeout] = Bench.seconds(x)
+      end
+      instance_eval(&Bench.report_options(%w[text json hist]))
+      option :output, "--output FILE", "also write every result to FILE as the run goes (oribi bench report FILE " \
+                                       "reads it; checked writable before the run)", shown: "none"
+    end
+
+    # `oribi bench report [options] FILE...`
+    REPORT_OPTIONS = ToolOptions.new do
+      instance_eval(&Bench.report_options(%w[text json hist hlog]))
+      option :interval, "--interval TIME", "hlog: the length of an interval", default: 1.0, shown: "1s" do |v, x|
+        v[:interval] = Bench.seconds(x)
+      end
+    end
+
+    # What the load generator runs with when a caller (a test, a bench
+    # script, tune) leaves a value out: the table's defaults.
+    def self.run_defaults(run)
+      defaults = OPTIONS.defaults.slice(:threads, :connections, :duration, :max_connections, :keepalive, :timeout)
+      defaults.delete(:duration) if run[:requests] || run[:stages]
+      defaults
+    end
+  end
+end

@@ -1,0 +1,86 @@
+# frozen_string_literal: true
+
+require "etc"
+require "oribi/tool_options"
+require "oribi/bench/options"
+require "oribi/tune/server"
+
+module Oribi
+  module Tune
+    class UsageError < StandardError; end
+
+    # "1..4", "1,2,4", "2" -> [1, 2, 4]
+    def self.list(s)
+      items = s.split(",").flat_map do |part|
+        case part.strip
+        when /\A(\d+)\.\.(\d+)\z/ then (Regexp.last_match(1).to_i..Regexp.last_match(2).to_i).to_a
+        when /\A\d+\z/ then [part.to_i]
+        else raise UsageError, "bad list #{s.inspect} (use 1..4 or 1,2,4)"
+        end
+      end
+      raise UsageError, "bad list #{s.inspect}: counts from 1" if items.empty? || items.any? { |i| i < 1 }
+
+      items.uniq.sort
+    end
+
+    # Bytes from "512M", "2G", "100K", "1048576" (powers of 1024).
+    def self.size(s)
+      m = /\A(\d+(?:\.\d+)?)\s*([KMGT])?(?:i?B)?\z/i.match(s.strip) or raise UsageError, "bad size #{s.inspect} (use 512M, 2G)"
+      (m[1].to_f * 1024**"_KMGT".index((m[2] || "_").upcase)).round
+    end
+
+    # `oribi tune`'s options: docs/TUNE.md says more of each.
+    OPTIONS = ToolOptions.new do
+      option :workers, "-w", "--workers LIST", "worker counts: 1..4 or 1,2,4",
+             default: -> { (1..Etc.nprocessors).to_a }, shown: "1..CPUs" do |v, x|
+        v[:workers] = Tune.list(x)
+      end
+      option :threads, "-t", "--threads LIST", "threads per worker: 1..4 or 1,2,4 (1 with --server unicorn)",
+             default: [1, 2, 4, 8, 16] do |v, x|
+        v[:threads] = Tune.list(x)
+      end
+      option :slo, "--slo SLO", "latency objective: p50, p90, p95, p99 or p99.9 =TIME (ms, s, us), comma-joined",
+             default: "p99=200ms"
+      option :path, "--path PATH", "request path, with query", default: "/"
+      option :headers, "-H", "--header 'NAME: VALUE'", "request header; repeatable", default: -> { [] } do |v, x|
+        v[:headers] << x
+      end
+      option :targets, "--targets FILE", "requests from FILE in turn, oribi bench's format (endpoints, bodies, " \
+                                         "headers), instead of GET --path", shown: "none"
+      option :duration, "-d", "--duration TIME", "each probe at one rate", default: 5.0, shown: "5s" do |v, x|
+        v[:duration] = Bench.seconds(x)
+      end
+      option :warmup, "--warmup TIME", "discarded run after each boot, and the length of each capacity run",
+             default: 2.0, shown: "2s" do |v, x|
+        v[:warmup] = Bench.seconds(x)
+      end
+      option :repeat, "--repeat N", Integer, "closed-loop capacity runs per setting, for its spread; 2 at least",
+             default: 3
+      option :steps, "--steps N", Integer, "probes per setting at most", default: 8
+      option :tolerance, "--tolerance PCT", Float, "stop bisecting when the bracket is this narrow, %",
+             default: 0.05, shown: "5" do |v, x|
+        v[:tolerance] = x / 100
+      end
+      option :quick, "--quick", "short probes for a first look or a test: -d 1s --warmup 500ms --steps 5 " \
+                                "--tolerance 10; flags given win"
+      option :memory_limit, "--memory-limit SIZE", "exclude settings whose RSS (master + workers) exceeds SIZE: " \
+                                                   "512M, 2G", shown: "none" do |v, x|
+        v[:memory_limit] = Tune.size(x)
+      end
+      option :environment, "-E", "--env ENV", "RACK_ENV of the servers started", default: "production"
+      option :server, "--server NAME", Server::KINDS, "the server started per setting: oribi, puma (-w W -t T:T), " \
+                                                "unicorn (worker_processes W; threads 1)", default: "oribi"
+      option :apply, "--apply CMD", "per setting, run CMD ({workers}, {threads} replaced), then probe --url or " \
+                                    "--unix", shown: "none"
+      option :url, "--url URL", "a server already running at URL: the rate search only (a sweep with --apply)"
+      option :unix, "--unix PATH", "a server already running on unix socket PATH: the rate search only (a sweep " \
+                                   "with --apply)"
+      option :json, "--json FILE", "write the results as JSON"
+      option :html, "--html FILE", "write the HTML report (table and plots)"
+      option :output, "-o", "--output DIR", "write DIR/tune.txt, DIR/tune.json and DIR/tune.html"
+    end
+
+    # What --quick sets, unless given.
+    QUICK = { duration: 1.0, warmup: 0.5, steps: 5, tolerance: 0.1 }.freeze
+  end
+end
