@@ -19,14 +19,18 @@ Gem::Specification.new do |s|
     "rubygems_mfa_required" => "true",
   }
   s.required_ruby_version = ">= 3.1"
-  # What a user needs and nothing of the development bundle (Gemfile): the
-  # extensions' sources (built by `gem install`, or on first load from a
-  # path: source, lib/oribi/extension.rb), the docs and the examples.
-  s.files = Dir["lib/**/*.rb", "lib/oribi/report/uplot/*", "ext/{oribi,oribi_bench}/**/*.{c,h,rb}", "exe/*",
-                "*.md", "docs/*.md", "examples/**/*", "LICENSE"]
+  # What serving needs and nothing of the development bundle (Gemfile): the
+  # server extension's sources (built by `gem install`, or on first load
+  # from a path: source, lib/oribi/extension.rb), the docs and the examples.
+  # The load generator and the tuner are the oribi-bench gem's
+  # (oribi-bench.gemspec): a production install compiles and ships neither.
+  # (That gem also carries the codec it borrows from ext/oribi/.)
+  tools = Gem::Specification.load(File.join(__dir__, "oribi-bench.gemspec")).files.grep(%r{\A(lib|ext/oribi_bench|docs)/})
+  s.files = Dir["lib/oribi.rb", "lib/oribi/*.rb", "lib/rack/**/*.rb", "lib/rackup/**/*.rb", "ext/oribi/**/*.{c,h,rb}",
+                "exe/*", "*.md", "docs/*.md", "examples/**/*", "LICENSE"] - tools
   s.bindir = "exe"
   s.executables = ["oribi"]
-  s.extensions = ["ext/oribi/extconf.rb", "ext/oribi_bench/extconf.rb"]
+  s.extensions = ["ext/oribi/extconf.rb"]
   s.require_paths = ["lib"]
   s.add_dependency "rack", ">= 3.0", "< 4"
 end

@@ -80,31 +80,52 @@ class PackagingTest < Minitest::Test
     end
   end
 
-  def test_gem_install_builds_the_extensions_and_needs_only_rack
+  # `gem install oribi` builds one extension and ships no tool;
+  # oribi-bench, installed beside it, brings `oribi bench` and `oribi tune`.
+  def test_gem_install_builds_the_server_alone_and_oribi_bench_the_tools
     Dir.mktmpdir("oribi-pkg") do |d|
       copy_sources(src = File.join(d, "oribi"))
-      out, status = Open3.capture2e(user_env({}), "gem", "build", "oribi.gemspec", chdir: src)
-      assert status.success?, out
-      gem = Dir[File.join(src, "oribi-*.gem")].first
-      spec = Gem::Package.new(gem).spec
+      server, tools = %w[oribi oribi-bench].map do |name|
+        out, status = Open3.capture2e(user_env({}), "gem", "build", "#{name}.gemspec", chdir: src)
+        assert status.success?, out
+        Dir[File.join(src, "#{name}-[0-9]*.gem")].first
+      end
+      spec = Gem::Package.new(server).spec
       assert_equal ["rack"], spec.runtime_dependencies.map(&:name), "nothing of the development bundle"
       assert_empty spec.development_dependencies
-      %w[LICENSE README.md examples/hello.ru examples/systemd/oribi.service docs/RAILS.md
-         lib/oribi/report/uplot/LICENSE ext/oribi/extconf.rb ext/oribi_bench/extconf.rb].each do |f|
+      assert_equal ["ext/oribi/extconf.rb"], spec.extensions
+      %w[LICENSE README.md examples/hello.ru examples/systemd/oribi.service docs/RAILS.md ext/oribi/extconf.rb].each do |f|
         assert_includes spec.files, f
       end
+      assert_empty spec.files.grep(%r{oribi_bench|/bench|/tune|/report/|loadgen}), "no tool in the server gem"
       assert spec.homepage && spec.metadata["source_code_uri"], "homepage and source metadata"
+      tools_spec = Gem::Package.new(tools).spec
+      assert_equal [["oribi", [spec.version.to_s]]],
+                   tools_spec.runtime_dependencies.map { |dep| [dep.name, dep.requirement.requirements.map { |r| r[1].to_s }] }
+      assert_includes tools_spec.files, "lib/oribi/report/uplot/LICENSE"
+      assert_includes tools_spec.files, "ext/oribi/http/parser.c" # the codec it borrows
 
       home = File.join(d, "gems")
-      out, status = Open3.capture2e(user_env({}), "gem", "install", "--local", "--ignore-dependencies",
-                                    "--no-document", "--install-dir", home, gem, chdir: d)
+      install = ->(gem) { Open3.capture2e(user_env({}), "gem", "install", "--local", "--ignore-dependencies", "--no-document", "--install-dir", home, gem, chdir: d) }
+      out, status = install.call(server)
       assert status.success?, out
+      assert_empty Dir[File.join(home, "**/oribi_bench.so")], "one extension built"
       port = free_port
       env = { "GEM_HOME" => home, "GEM_PATH" => [home, *Gem.path].join(":"), "ORIBI_BUILD_DIR" => File.join(d, "cache") }
-      hello = File.join(home, "gems", File.basename(gem, ".gem"), "examples/hello.ru")
-      log = serve_once(env, [RbConfig.ruby, File.join(home, "bin/oribi"), "-w", "0", "-b", "tcp://127.0.0.1:#{port}", hello],
-                       port, chdir: d)
+      oribi = File.join(home, "bin/oribi")
+      hello = File.join(home, "gems", File.basename(server, ".gem"), "examples/hello.ru")
+      log = serve_once(env, [RbConfig.ruby, oribi, "-w", "0", "-b", "tcp://127.0.0.1:#{port}", hello], port, chdir: d)
       refute_match(/building/, log, "gem install built the extension")
+      out, status = Open3.capture2e(user_env(env), RbConfig.ruby, oribi, "bench", "--help", chdir: d)
+      refute status.success?
+      assert_match(/oribi bench is in the oribi-bench gem: `gem install oribi-bench`/, out)
+
+      out, status = install.call(tools)
+      assert status.success?, out
+      out, status = Open3.capture2e(user_env(env), RbConfig.ruby, oribi, "bench", "-n", "3", "http://127.0.0.1:#{port}/",
+                                    chdir: d)
+      refute status.success?, "nothing listens there now: exit 1 with a report"
+      assert_match(/Requests\s+\[total/, out)
       refute File.exist?(File.join(d, "cache")), "nothing built on first load"
     end
   end
@@ -116,8 +137,8 @@ class PackagingTest < Minitest::Test
     require "bundler"
     definition = Bundler::Definition.build(File.join(ROOT, "Gemfile"), File.join(ROOT, "Gemfile.lock"), nil)
     specs = definition.specs_for([:default])
-    assert_equal %w[bundler minitest oribi rack rackup rake rake-compiler], specs.map(&:name).uniq.sort
-    assert_empty specs.reject { |sp| sp.name == "oribi" || sp.extensions.empty? }.map(&:name)
+    assert_equal %w[bundler minitest oribi oribi-bench rack rackup rake rake-compiler], specs.map(&:name).uniq.sort
+    assert_empty specs.reject { |sp| sp.name.start_with?("oribi") || sp.extensions.empty? }.map(&:name)
     optional = definition.dependencies.reject { |d| d.groups == [:default] }.flat_map(&:groups).uniq
     gemfile = File.read(File.join(ROOT, "Gemfile"))
     optional.each { |g| assert_match(/^group :#{g}, optional: true do$/, gemfile) }
