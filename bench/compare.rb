@@ -17,7 +17,9 @@
 # (its whole process group) and its socket removed. The box is shared by the
 # servers and the load generator, so keep the load modest and compare ratios,
 # not absolute numbers.
-require_relative "loadgen"
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "oribi/loadgen"
+require "oribi/bench/targets"
 require_relative "pin"
 require_relative "suite/nginx"
 require_relative "suite/process_group"
@@ -144,7 +146,7 @@ module Bench
     end
 
     def request(keepalive)
-      LoadgenCLI.request_for("/", "localhost", keepalive: keepalive)
+      Oribi::Bench::Targets.get("/", keepalive: keepalive)
     end
 
     def load_run(addr, keepalive, duration)

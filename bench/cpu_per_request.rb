@@ -69,7 +69,7 @@ module Bench
 
     def start(argv, env, chdir, path, label)
       group = Suite::ProcessGroup.new(argv, env: env, log: File.join(@tmp, "#{label}.log"), chdir: chdir)
-      failed = group.wait_ready({ unix_path: path }, LoadgenCLI.request_for("/", "localhost", keepalive: false))
+      failed = group.wait_ready({ unix_path: path }, Oribi::Bench::Targets.get("/", keepalive: false))
       abort "#{label} did not start: #{failed}\n#{group.tail.join}" if failed
       { group: group, path: path }
     end
@@ -142,7 +142,7 @@ module Bench
       switched = switches(server[:group])
       r = Oribi::Loadgen.run(unix_path: server[:path], threads: @o.threads, connections: @o.connections,
                              duration: seconds, keepalive: keepalive, timeout: 10.0,
-                             request: LoadgenCLI.request_for("/", "localhost", keepalive: keepalive))
+                             request: Oribi::Bench::Targets.get("/", keepalive: keepalive))
       ok = r[:status].sum { |code, n| code == 200 ? n : 0 }
       ok.positive? ? [(cpu(server[:group]) - before) / ok, (switches(server[:group]) - switched).fdiv(ok)] : nil
     end

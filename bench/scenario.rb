@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
-require_relative "loadgen"
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "oribi/loadgen"
+require "oribi/bench/targets"
 require_relative "suite/nginx"
 require_relative "suite/process_group"
 require_relative "suite/servers"
@@ -38,7 +40,7 @@ module Bench
     def label = "#{name} #{via}"
     def tcp? = @target.key?(:port)
     def connect = tcp? ? TCPSocket.new("127.0.0.1", @target[:port]) : UNIXSocket.new(@sock)
-    def request(path = "/", close: false) = LoadgenCLI.request_for(path, "localhost", keepalive: !close)
+    def request(path = "/", close: false) = Oribi::Bench::Targets.get(path, keepalive: !close)
 
     # The server's own pid (the master), for signals.
     def pid = @group.pid

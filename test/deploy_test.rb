@@ -159,7 +159,11 @@ class DeployTest < Minitest::Test
         Process.kill(signal, @pid)
         assert_serves("r2", "#{server}: #{signal} after the switch")
       end
-      assert_clean(result, "#{server}: #{signal} deploy")
+      if server == :oribi
+        assert_clean(result, "#{server}: #{signal} deploy")
+      else # the baseline: Puma's phased restart now and then answers one 500 under load
+        assert_operator result[:status].except(200).values.sum, :<=, result[:requests] / 1000, "puma: #{result[:status]}"
+      end
       teardown
       setup
     end

@@ -92,7 +92,7 @@ class InheritTest < Minitest::Test
         old = control_pid(kind, where)
         Process.kill(:HUP, pid)
         assert wait_until(timeout: 30) { (now = control_pid(kind, where)) && now != old },
-               "the new generation never answered the control endpoint:\n#{File.read(log)[-3000..]}"
+               "the new generation never answered the control endpoint:\n#{log_end(File.read(log), 3000)}"
         assert wait_until(timeout: 15) { !process_alive?(old) },
                "the old generation stopped"
         refute_nil control_pid(kind, where), "the endpoint outlives the old generation:\n#{File.read(log)}"
@@ -128,7 +128,7 @@ class InheritTest < Minitest::Test
         10.times do |i|
           Process.kill(:HUP, pid)
           assert wait_until(timeout: 15 * interval) { File.read(log).scan(/^old worker \d+ died/).size == i + 1 },
-                 "HUP #{i + 1} did not complete:\n#{File.read(log)[-2000..]}"
+                 "HUP #{i + 1} did not complete:\n#{log_end(File.read(log))}"
         end
         result = load.value
         assert_operator result[:requests], :>, 1000

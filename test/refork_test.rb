@@ -30,7 +30,7 @@ class ReforkTest < Minitest::Test
       workers = s["workers"].reject { |w| w["mold"] || w["retiring"] }
       s if workers.size == 2 && workers.all? { |w| w["generation"] == 2 && w["booted"] }
     end
-    assert gen2, "not reforked twice: #{JSON.pretty_generate(stats(control))}\n#{srv.log[-3000..]}"
+    assert gen2, "not reforked twice: #{JSON.pretty_generate(stats(control))}\n#{log_end(srv.log, 3000)}"
     gen2["workers"].reject { |w| w["retiring"] }.each do |w|
       assert_equal srv.pid, ppid(w["pid"]), "worker #{w['pid']} is not the master's child"
     end
@@ -46,7 +46,7 @@ class ReforkTest < Minitest::Test
     assert_equal [200], result[:status].keys
     assert_equal 200, HTTPClient.request(srv.unix, "/").status
     status = srv.stop
-    assert status.success?, "exit #{status.inspect}: #{srv.log[-2000..]}"
+    assert status.success?, "exit #{status.inspect}: #{log_end(srv.log)}"
   ensure
     load&.kill
     srv&.stop

@@ -81,3 +81,7 @@ def run_command(*cmd, timeout:, env: {}, chdir: Dir.pwd, merge: false)
     [File.read(out), merge ? "" : File.read(err), status]
   end
 end
+
+# The last chars of a log for a failure message: all of it when shorter
+# (text[-n..] is nil then, and the message would show nothing).
+def log_end(text, chars = 2000) = text.size > chars ? text[-chars..] : text

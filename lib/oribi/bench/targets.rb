@@ -47,6 +47,11 @@ module Oribi
         head
       end
 
+      # GET path on localhost: the request the bench scripts send.
+      def get(path = "/", keepalive: true)
+        request(Target.new(method: "GET", uri: URI("http://localhost#{path}"), headers: [], body: nil), keepalive: keepalive)
+      end
+
       def load(path)
         parse(File.read(path), File.dirname(path), path)
       end
