@@ -68,6 +68,12 @@ module Bench
                  argv: lambda { |_d, w, _u, p, app, _wl|
                    [RUBY, "-S", "falcon", "serve", "--forked", "-n", w.to_s, "-b", "http://127.0.0.1:#{p}", "-c", app]
                  }),
+      Server.new(name: "itsi", gem: "itsi-server", unix: true, multi: true, keepalive: true,
+                 note: "-w 2 -t 1: a Rust HTTP engine calling the Rack app from its worker threads",
+                 argv: lambda { |_d, w, u, p, app, _wl|
+                   [RUBY, "-S", "itsi", "-w", w.to_s, "-t", "1", *(u ? ["-b", "unix://#{u}"] : []),
+                    *(p ? ["-b", "http://127.0.0.1:#{p}"] : []), "-r", app]
+                 }),
       Server.new(name: "iodine", gem: "iodine", unix: true, multi: true, keepalive: true,
                  note: "Iodine.workers = 2, Iodine.threads = 1 (bench/suite/launch.rb)",
                  argv: ->(_d, w, u, p, app, _wl) { [RUBY, LAUNCH, "iodine", w.to_s, u || "-", p ? p.to_s : "-", app] }),
