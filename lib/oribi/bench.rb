@@ -109,7 +109,7 @@ module Oribi
                                   "       oribi bench report [options] FILE... (oribi bench report --help)")
         OPTIONS.define(parser, v, given)
         parser.parse!(argv)
-        v.delete(:duration) if (v[:requests] || v[:stages]) && !given.include?(:duration)
+        v.delete(:duration) unless Bench.default_duration?(v) || given.include?(:duration)
         raise UsageError, "one URL expected (oribi bench --help)" unless argv.size == (v[:targets] ? 0 : 1)
         check(v, given)
         targets = v[:targets] ? Targets.load(v[:targets]) : [single_target(argv[0], v)]

@@ -97,7 +97,7 @@ module Oribi
         raise UsageError, "--path must start with /" unless v[:path].start_with?("/")
         raise UsageError, "--threads at most 1024" if v[:threads].max > 1024
         raise UsageError, "unicorn runs one thread per worker: -t 1" if v[:server] == "unicorn" && v[:threads] != [1]
-        (v[:headers] || []).each do |h|
+        v[:headers].each do |h|
           raise UsageError, "bad header #{h.inspect} (NAME: VALUE)" unless h.match?(Bench::Targets::HEADER)
         end
       end
@@ -250,7 +250,7 @@ module Oribi
       def request(o, target)
         list = o[:target_list] || [Bench::Targets::Target.new(method: "GET", uri: URI("http://#{target[:authority] || 'localhost'}#{o[:path]}"),
                                                               headers: [], body: nil)]
-        reqs = list.map { |t| Bench::Targets.request(t, headers: o[:headers] || [], agent: "oribi-tune") }
+        reqs = list.map { |t| Bench::Targets.request(t, headers: o[:headers], agent: "oribi-tune") }
         reqs.size == 1 ? reqs[0] : reqs
       end
 

@@ -115,8 +115,12 @@ module Oribi
     # script, tune) leaves a value out: the table's defaults.
     def self.run_defaults(run)
       defaults = OPTIONS.defaults.slice(:threads, :connections, :duration, :max_connections, :keepalive, :timeout)
-      defaults.delete(:duration) if run[:requests] || run[:stages]
+      defaults.delete(:duration) unless default_duration?(run)
       defaults
     end
+
+    # A count (-n) or rate stages end a run by themselves: the default
+    # duration applies only without them.
+    def self.default_duration?(run) = !run[:requests] && !run[:stages]
   end
 end
