@@ -38,7 +38,6 @@ class DeployTest < Minitest::Test
   def teardown
     if @sup
       stop_process(@sup, timeout: 20)
-      kill_group(@sup) # what the supervisor left
       @sup = nil
     end
     FileUtils.rm_rf(@dir)

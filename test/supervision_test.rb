@@ -70,8 +70,7 @@ class SupervisionTest < Minitest::Test
       refute_includes served, 0, "a request failed"
       assert wait_until(timeout: 5) { orphans.none? { |w| process_alive?(w) } }, File.read(log)
     ensure
-      stop_process(starter, timeout: 15)
-      kill_group(starter) # its generations' workers
+      stop_process(starter, timeout: 15) # and its generations' workers
     end
   end
 end

@@ -41,7 +41,8 @@ rescue Errno::ECHILD
 end
 
 # Signals a child that leads its own process group and reaps it; past
-# timeout, the whole group is killed. Its status, or nil when it was
+# timeout, the whole group is killed. Whatever is left of its group
+# (workers that outlived it) is killed too. Its status, or nil when it was
 # reaped already.
 def stop_process(pid, timeout:, signal: :TERM)
   begin
@@ -55,6 +56,8 @@ def stop_process(pid, timeout:, signal: :TERM)
   rescue Errno::ECHILD
     nil
   end
+ensure
+  kill_group(pid)
 end
 
 # KILLs a process group (what a child started with pgroup: true leaves).

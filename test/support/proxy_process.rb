@@ -33,7 +33,6 @@ class ProxyProcess
 
   def stop
     stop_process(@pid, timeout: 10)
-    kill_group(@pid) # its workers, should any be left
     FileUtils.rm_rf(@dir)
   end
 
