@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "loadgen_internal.h"
@@ -150,7 +148,7 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    lg->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    int woke = oribi_wakeup_open(&lg->stop_wake);
     lg->output_fd = cfg->output_fd;
     pthread_mutex_init(&lg->output_lock, NULL);
     lg->request = malloc(cfg->request_len);
@@ -160,7 +158,7 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
         lg->host = dupstr(cfg->host);
         lg->port = dupstr(cfg->port);
     }
-    if (lg->stopfd < 0 || lg->request == NULL ||
+    if (woke < 0 || lg->request == NULL ||
         (cfg->unix_path ? lg->unix_path == NULL : (lg->host == NULL || lg->port == NULL))) {
         snprintf(err, errlen, "cannot allocate the run: %s", strerror(errno));
         oribi_lg_free(lg);
@@ -228,20 +226,17 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
 
 void oribi_lg_stop(struct oribi_lg *lg)
 {
-    uint64_t one = 1;
     atomic_store(&lg->stop, 1);
-    /* Level-triggered in every worker's epoll set and never read: one
-     * write wakes all of them, now and in any later epoll_wait. */
-    ssize_t r = write(lg->stopfd, &one, sizeof(one));
-    (void)r; /* EAGAIN only if already written ~2^64 times */
+    /* Level-triggered in every worker's poller and never read: one send
+     * wakes all of them, now and in any later wait. */
+    oribi_wakeup_send(&lg->stop_wake);
 }
 
 void oribi_lg_free(struct oribi_lg *lg)
 {
     if (lg == NULL)
         return;
-    if (lg->stopfd >= 0)
-        close(lg->stopfd);
+    oribi_wakeup_close(&lg->stop_wake);
     free(lg->host);
     free(lg->port);
     free(lg->unix_path);
@@ -382,7 +377,7 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
         return -1;
     }
     for (unsigned i = 0; i < nt; i++) {
-        ws[i].ep = -1;
+        ws[i].pfd = -1;
         ws[i].index = i;
         ws[i].next_req = i % lg->nreqs;
     }

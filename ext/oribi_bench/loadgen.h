@@ -1,7 +1,7 @@
 /*
  * Load generator: the engine of `oribi bench`. Pure C (no Ruby): a closed
  * loop of N connections spread over T threads, each thread with its own
- * epoll loop and its own connections, each connection sending the same raw
+ * event loop and its own connections, each connection sending the same raw
  * request and waiting for the whole response before the next one.
  *
  * Latency of a request runs from the moment it is started (before connect()

@@ -1,32 +1,33 @@
 /*
  * One load generator thread (see loadgen_internal.h): a fixed slice of the
- * connections and an epoll loop over them.
+ * connections and an event loop over them (os/poller.h).
  *
  * A connection's cycle: claim a request, connect if it has no socket, send,
  * read until the response is framed, record, then start the next cycle at
  * once, on the same socket when both sides allow it. The next request is
  * written straight after the response is read, without waiting for an
- * EPOLLOUT round trip: keep-alive costs one send and one recv per request.
+ * writable round trip: keep-alive costs one send and one recv per request.
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include "http/chunked.h"
 #include "http/parser.h"
+#define ORIBI_POLL_BATCH 256 /* thousands of connections per thread: fewer waits */
+#include "os/poller.h"
+#include "os/socket.h"
 #include "loadgen_internal.h"
 #include "results.h"
 
-#define RBUF_SIZE  65536 /* one read per readiness event, shared per thread */
-#define HEAD_MAX   65536 /* response heads beyond this are parse errors */
-#define MAX_EVENTS 256
-#define OBUF_SIZE  (1024 * ORIBI_RESULT_SIZE) /* results stream, per thread */
-#define SWEEP_NS   10000000ull                /* timeouts and backoffs are checked this often */
-#define LATE_NS    1000000ull                 /* open loop: a send this far behind is late */
+#define RBUF_SIZE 65536                      /* one read per readiness event, shared per thread */
+#define HEAD_MAX  65536                      /* response heads beyond this are parse errors */
+#define OBUF_SIZE (1024 * ORIBI_RESULT_SIZE) /* results stream, per thread */
+#define SWEEP_NS  10000000ull                /* timeouts and backoffs are checked this often */
+#define LATE_NS   1000000ull                 /* open loop: a send this far behind is late */
 #define BACKOFF_NS \
     10000000ull /* pause after a failed connect, so a dead server
                                         is counted, not hammered in a busy loop */
@@ -44,7 +45,7 @@ struct lg_conn {
     uint8_t reused;      /* the socket carried a response before this request */
     uint8_t answered;    /* a byte of this request's response arrived */
     uint8_t retried;     /* this request was sent again once already */
-    uint32_t events;     /* epoll mask registered, 0 when not in the set */
+    uint32_t events;     /* poller mask registered, 0 when not in the set */
     int status;
     size_t woff;                          /* request bytes sent */
     uint64_t start;                       /* ns, when the request was started (timeouts) */
@@ -96,20 +97,21 @@ static int set_events(struct lg_worker *w, struct lg_conn *c, uint32_t mask)
 {
     if (c->events == mask)
         return 0;
-    struct epoll_event ev = {.events = mask, .data.ptr = c};
-    if (epoll_ctl(w->ep, c->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) < 0)
+    if (oribi_poller_set(w->pfd, c->fd, c, c->events, mask) < 0)
         return -1;
     c->events = mask;
     return 0;
 }
 
-static void conn_close(struct lg_conn *c)
+static void conn_close(struct lg_worker *w, struct lg_conn *c)
 {
     if (c->tls)
         lg_tls_end(c->tls);
     c->tls = NULL;
-    if (c->fd >= 0)
-        close(c->fd); /* also leaves the epoll set */
+    if (c->fd >= 0) {
+        oribi_poller_closing(w->pfd, c->fd, c->events);
+        close(c->fd);
+    }
     c->fd = -1;
     c->events = 0;
 }
@@ -197,7 +199,7 @@ static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, int err,
         lg_series_record(&w->series, w->lg->series_ns, since(w, c), us, 1);
         output(w, c, kind, err, us);
     }
-    conn_close(c);
+    conn_close(w, c);
     if (kind == ORIBI_LG_E_CONNECT) {
         c->state = C_BACKOFF;
         c->wake = now + BACKOFF_NS;
@@ -211,7 +213,7 @@ static void conn_fail(struct lg_worker *w, struct lg_conn *c, int kind, int err,
 static int conn_connect(struct lg_worker *w, struct lg_conn *c)
 {
     const struct oribi_lg *lg = w->lg;
-    int fd = socket(lg->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = oribi_socket(lg->addr.ss_family, SOCK_STREAM, 0);
     if (fd < 0)
         return -1;
     if (lg->addr.ss_family != AF_UNIX) {
@@ -227,7 +229,7 @@ static int conn_connect(struct lg_worker *w, struct lg_conn *c)
         return 1;
     /* Includes EAGAIN: a unix socket whose listen backlog is full. */
     int err = errno;
-    conn_close(c);
+    conn_close(w, c);
     errno = err;
     return -1;
 }
@@ -237,7 +239,7 @@ static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, int err,
 /* send() and recv(), through TLS on an https connection. */
 static ssize_t conn_write(struct lg_conn *c, const char *p, size_t n)
 {
-    return c->tls ? lg_tls_send(c->tls, p, n) : send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return c->tls ? lg_tls_send(c->tls, p, n) : send(c->fd, p, n, ORIBI_MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 static ssize_t conn_read(struct lg_conn *c, char *p, size_t n)
@@ -265,7 +267,7 @@ static void conn_send(struct lg_worker *w, struct lg_conn *c, uint64_t now)
             return;
         }
     }
-    uint32_t mask = EPOLLIN | (c->woff < req->len ? EPOLLOUT : 0);
+    uint32_t mask = ORIBI_POLL_IN | (c->woff < req->len ? ORIBI_POLL_OUT : 0);
     if (set_events(w, c, mask) < 0)
         conn_fail(w, c, ORIBI_LG_E_WRITE, errno, now);
 }
@@ -280,13 +282,13 @@ static void conn_handshake(struct lg_worker *w, struct lg_conn *c, uint64_t now)
         conn_fail(w, c, ORIBI_LG_E_TLS, ENOMEM, now);
         return;
     }
-    uint32_t want = 0;
-    int r = lg_tls_handshake(c->tls, &want);
+    int want_write = 0;
+    int r = lg_tls_handshake(c->tls, &want_write);
     if (r == 1) {
         c->state = C_ACTIVE;
         conn_send(w, c, now);
     } else if (r == 0) {
-        if (set_events(w, c, want) < 0)
+        if (set_events(w, c, want_write ? ORIBI_POLL_OUT : ORIBI_POLL_IN) < 0)
             conn_fail(w, c, ORIBI_LG_E_TLS, errno, now);
     } else {
         /* The first failure's reason goes in the report. */
@@ -312,7 +314,7 @@ static void conn_go(struct lg_worker *w, struct lg_conn *c, uint64_t now)
         }
         if (r > 0) {
             c->state = C_CONNECTING;
-            if (set_events(w, c, EPOLLOUT) < 0)
+            if (set_events(w, c, ORIBI_POLL_OUT) < 0)
                 conn_fail(w, c, ORIBI_LG_E_CONNECT, errno, now);
             return;
         }
@@ -354,7 +356,7 @@ static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, int err,
         conn_fail(w, c, kind, err, now);
         return;
     }
-    conn_close(c);
+    conn_close(w, c);
     c->retried = 1;
     if (counting(w, c->start))
         w->retried++;
@@ -364,7 +366,7 @@ static void conn_lost(struct lg_worker *w, struct lg_conn *c, int kind, int err,
 static void conn_start(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
     if (!claim(w, now)) {
-        conn_close(c);
+        conn_close(w, c);
         c->state = C_DONE;
         w->live--;
         return;
@@ -536,7 +538,7 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
     /* A response that came before the whole request was sent leaves the
      * socket mid-request: it cannot be reused either. */
     if (!lg->keepalive || c->close_after || c->woff < c->req->len)
-        conn_close(c);
+        conn_close(w, c);
     c->reused = 1;
     c->state = C_IDLE;
     if (open_loop(w))
@@ -545,7 +547,7 @@ static void conn_complete(struct lg_worker *w, struct lg_conn *c)
         conn_start(w, c, now);
 }
 
-/* Reads what has come. TLS may hold decrypted bytes where epoll cannot see
+/* Reads what has come. TLS may hold decrypted bytes where the poller cannot see
  * them: read on while it does and the response wants more. */
 static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
 {
@@ -585,17 +587,20 @@ static void conn_readable(struct lg_worker *w, struct lg_conn *c, uint64_t now)
     }
 }
 
-static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, uint64_t now)
+/* err: the socket error the poller took, or 0 (os/poller.h). */
+static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, int err, uint64_t now)
 {
     if (c->state == C_CONNECTING && c->tls) {
         conn_handshake(w, c, now);
         return;
     }
     if (c->state == C_CONNECTING) {
-        int err = 0;
-        socklen_t len = sizeof(err);
-        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
-            conn_fail(w, c, ORIBI_LG_E_CONNECT, err ? err : errno, now);
+        int so = 0;
+        socklen_t len = sizeof(so);
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &so, &len) < 0)
+            so = errno;
+        if (so || err) {
+            conn_fail(w, c, ORIBI_LG_E_CONNECT, so ? so : err, now);
             return;
         }
         if (w->lg->tls) {
@@ -614,17 +619,17 @@ static void conn_event(struct lg_worker *w, struct lg_conn *c, uint32_t events, 
          * read, and keep the connection if that was all. */
         if (c->tls && conn_read(c, w->rbuf, RBUF_SIZE) < 0 && errno == EAGAIN)
             return;
-        conn_close(c);
+        conn_close(w, c);
         return;
     }
     if (c->state != C_ACTIVE)
         return;
-    if ((events & EPOLLOUT) && c->woff < c->req->len) {
+    if ((events & ORIBI_POLL_OUT) && c->woff < c->req->len) {
         conn_send(w, c, now);
         if (c->state != C_ACTIVE)
             return;
     }
-    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+    if (events & (ORIBI_POLL_IN | ORIBI_POLL_ERR))
         conn_readable(w, c, now);
 }
 
@@ -681,21 +686,12 @@ static void run_ready(struct lg_worker *w)
     }
 }
 
-/* epoll_wait until t at the latest. To the nanosecond with epoll_pwait2
- * (Linux 5.11), so open-loop sends leave on time; else in milliseconds,
- * rounded down, the rest spun. */
-static int wait_events(struct lg_worker *w, struct epoll_event *ev, uint64_t now, uint64_t t)
+/* Waits until t at the latest: to the nanosecond where the poller can
+ * (kqueue; epoll_pwait2, Linux 5.11), so open-loop sends leave on time;
+ * else in milliseconds, rounded down, the rest spun. */
+static int wait_events(struct lg_worker *w, struct oribi_poll_batch *b, uint64_t now, uint64_t t)
 {
-    static atomic_int no_pwait2;
-    uint64_t ns = t > now ? t - now : 0;
-    if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
-        struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull)};
-        int k = epoll_pwait2(w->ep, ev, MAX_EVENTS, &ts, NULL);
-        if (k >= 0 || errno != ENOSYS)
-            return k;
-        atomic_store(&no_pwait2, 1);
-    }
-    return epoll_wait(w->ep, ev, MAX_EVENTS, (int)(ns / 1000000));
+    return oribi_poller_wait(w->pfd, b, (int64_t)(t > now ? t - now : 0));
 }
 
 /* Sends of a thread's schedule from `due` on and before `end`, leaving out
@@ -718,7 +714,7 @@ void *lg_worker_main(void *arg)
 {
     struct lg_worker *w = arg;
     struct oribi_lg *lg = w->lg;
-    struct epoll_event ev[MAX_EVENTS];
+    struct oribi_poll_batch batch;
 
     uint64_t now = lg_now_ns(), next_sweep = now + SWEEP_NS;
     for (unsigned i = w->nconns; i-- > 0;)
@@ -746,11 +742,12 @@ void *lg_worker_main(void *arg)
             if (open_loop(w) && w->idle && !w->exhausted && w->next_due < until)
                 until = w->next_due;
         }
-        int k = wait_events(w, ev, now, until);
+        int k = wait_events(w, &batch, now, until);
         now = lg_now_ns();
         for (int i = 0; i < k; i++)
-            if (ev[i].data.ptr != NULL) /* NULL: the stop eventfd */
-                conn_event(w, ev[i].data.ptr, ev[i].events, now);
+            if (oribi_poll_data(&batch, i) != NULL) /* NULL: the stop wakeup */
+                conn_event(w, oribi_poll_data(&batch, i), oribi_poll_events(&batch, i), oribi_poll_error(&batch, i),
+                           now);
     }
     w->end_ns = now;
     struct timespec cpu;
@@ -763,14 +760,14 @@ void *lg_worker_main(void *arg)
         w->dropped = unsent(lg, w->next_due, end);
     }
     for (unsigned i = 0; i < w->nconns; i++)
-        conn_close(&w->conns[i]);
+        conn_close(w, &w->conns[i]);
     return NULL;
 }
 
 void lg_worker_free(struct lg_worker *w)
 {
-    if (w->ep >= 0)
-        close(w->ep);
+    if (w->pfd >= 0)
+        close(w->pfd);
     if (w->conns)
         for (unsigned j = 0; j < w->nconns; j++)
             free(w->conns[j].head);
@@ -785,16 +782,15 @@ int lg_worker_init(struct oribi_lg *lg, struct lg_worker *w, unsigned nconns)
 {
     w->lg = lg;
     w->nconns = w->live = nconns;
-    w->ep = epoll_create1(EPOLL_CLOEXEC);
+    w->pfd = oribi_poller_open();
     w->conns = calloc(nconns, sizeof(*w->conns));
     w->rbuf = malloc(RBUF_SIZE);
     w->hist = malloc(sizeof(*w->hist));
     w->obuf = lg->output_fd > 0 ? malloc(OBUF_SIZE) : NULL;
-    if (w->ep < 0 || !w->conns || !w->rbuf || !w->hist || (lg->output_fd > 0 && !w->obuf))
+    if (w->pfd < 0 || !w->conns || !w->rbuf || !w->hist || (lg->output_fd > 0 && !w->obuf))
         return -1;
     oribi_hist_init(w->hist);
     for (unsigned j = 0; j < nconns; j++)
         w->conns[j].fd = -1;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    return epoll_ctl(w->ep, EPOLL_CTL_ADD, lg->stopfd, &ev);
+    return oribi_poller_set(w->pfd, lg->stop_wake.rfd, NULL, 0, ORIBI_POLL_IN);
 }

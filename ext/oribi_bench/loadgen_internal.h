@@ -1,7 +1,7 @@
 /*
  * Private to the load generator's parts: loadgen.c sets a run up, starts
  * the threads and merges their results; loadgen_conn.c is what each thread
- * runs, its connections, its epoll loop and, in the open loop, its
+ * runs, its connections, its event loop and, in the open loop, its
  * schedule; loadgen_series.c keeps latency over time for the plot.
  */
 #ifndef ORIBI_LOADGEN_INTERNAL_H
@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include "loadgen.h"
+#include "os/wakeup.h"
 #include "loadgen_tls.h"
 
 struct oribi_lg {
@@ -38,7 +39,7 @@ struct oribi_lg {
     uint64_t count_from_ns;
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    int stopfd; /* eventfd, readable once stopped: wakes every loop */
+    struct oribi_wakeup stop_wake; /* readable once stopped: wakes every loop */
     atomic_int stop;
     atomic_uint_fast64_t claimed;
     uint64_t start_ns, deadline_ns; /* deadline 0: none */
@@ -70,14 +71,14 @@ void lg_series_record(struct lg_series *s, uint64_t interval_ns, uint64_t since_
 /* Adds src's intervals into dst's: -1 when out of memory. */
 int lg_series_merge(struct lg_series *dst, const struct lg_series *src);
 
-/* One thread: its connections, its epoll set and its own statistics, so
+/* One thread: its connections, its poller and its own statistics, so
  * the hot path shares no cache line and takes no lock. */
 struct lg_worker {
     struct oribi_lg *lg;
     pthread_t tid;
     unsigned index;    /* into lg->progress */
     unsigned next_req; /* into lg->reqs, taken in turn */
-    int ep;
+    int pfd;           /* its poller (os/poller.h) */
     struct lg_conn *conns;
     unsigned nconns, live; /* live: connections not done */
     struct lg_conn *ready; /* to (re)start from the loop, not from deep calls */

@@ -12,10 +12,10 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 #include "loadgen_ruby.h"
 #include "loadgen_tls.h"
+#include "os/wakeup.h"
 
 static VALUE eLoadgenError;
 
@@ -33,7 +33,7 @@ struct run {
      * while this Ruby thread wakes every slice to yield progress. */
     pthread_t runner;
     int runner_started, runner_joined;
-    int donefd, wakefd; /* eventfds: the run is over / a Ruby interrupt */
+    struct oribi_wakeup done, wake; /* the run is over / a Ruby interrupt */
 };
 
 #define SLICE_MS 250
@@ -54,10 +54,8 @@ static void run_ubf(void *p)
 static void *runner_main(void *p)
 {
     struct run *r = p;
-    uint64_t one = 1;
     r->rc = oribi_lg_run(r->lg, r->res, r->err, sizeof(r->err));
-    ssize_t n = write(r->donefd, &one, sizeof(one));
-    (void)n;
+    oribi_wakeup_send(&r->done);
     return NULL;
 }
 
@@ -65,12 +63,9 @@ static void *runner_main(void *p)
 static void *slice_nogvl(void *p)
 {
     struct run *r = p;
-    struct pollfd pfd[2] = {{.fd = r->donefd, .events = POLLIN}, {.fd = r->wakefd, .events = POLLIN}};
-    uint64_t v;
-    if (poll(pfd, 2, SLICE_MS) > 0 && (pfd[1].revents & POLLIN)) {
-        ssize_t n = read(r->wakefd, &v, sizeof(v));
-        (void)n;
-    }
+    struct pollfd pfd[2] = {{.fd = r->done.rfd, .events = POLLIN}, {.fd = r->wake.rfd, .events = POLLIN}};
+    if (poll(pfd, 2, SLICE_MS) > 0 && (pfd[1].revents & POLLIN))
+        oribi_wakeup_drain(&r->wake);
     return (pfd[0].revents & POLLIN) ? (void *)1 : NULL;
 }
 
@@ -78,17 +73,13 @@ static void *slice_nogvl(void *p)
  * the block decides) or raises (and the ensure stops the run). */
 static void slice_ubf(void *p)
 {
-    uint64_t one = 1;
-    ssize_t n = write(((struct run *)p)->wakefd, &one, sizeof(one));
-    (void)n;
+    oribi_wakeup_send(&((struct run *)p)->wake);
 }
 
 static VALUE run_sliced(struct run *r)
 {
-    r->donefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    r->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (r->donefd < 0 || r->wakefd < 0)
-        rb_sys_fail("eventfd");
+    if (oribi_wakeup_open(&r->done) < 0 || oribi_wakeup_open(&r->wake) < 0)
+        rb_sys_fail("wakeup");
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* signals stay with Ruby */
@@ -233,10 +224,8 @@ static VALUE run_ensure(VALUE p)
         oribi_lg_stop(r->lg); /* the block raised, or an interrupt did */
         pthread_join(r->runner, NULL);
     }
-    if (r->donefd >= 0)
-        close(r->donefd);
-    if (r->wakefd >= 0)
-        close(r->wakefd);
+    oribi_wakeup_close(&r->done);
+    oribi_wakeup_close(&r->wake);
     oribi_lg_free(r->lg);
     free(r->res->series);
     free(r->res);
@@ -436,7 +425,7 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     cfg.insecure = insecure != Qundef && RTEST(insecure);
     cfg.keepalive = RTEST(opt_required(opts, "keepalive")) ? 1 : 0;
 
-    struct run r = {.rc = 0, .open_loop = cfg.rate > 0, .donefd = -1, .wakefd = -1};
+    struct run r = {.rc = 0, .open_loop = cfg.rate > 0, .done = {-1, -1}, .wake = {-1, -1}};
     r.res = calloc(1, sizeof(*r.res));
     if (r.res == NULL)
         rb_raise(rb_eNoMemError, "cannot allocate the load generator result");

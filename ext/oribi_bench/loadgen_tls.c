@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/epoll.h>
 
 #ifdef ORIBI_TLS
 #include <arpa/inet.h>
@@ -117,7 +116,7 @@ static int failed(SSL *ssl, int r)
     }
 }
 
-int lg_tls_handshake(struct lg_tls_conn *c, uint32_t *events)
+int lg_tls_handshake(struct lg_tls_conn *c, int *want_write)
 {
     SSL *ssl = (SSL *)c;
     ERR_clear_error();
@@ -126,7 +125,7 @@ int lg_tls_handshake(struct lg_tls_conn *c, uint32_t *events)
         return 1;
     int e = SSL_get_error(ssl, r);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        *events = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT;
+        *want_write = e == SSL_ERROR_WANT_WRITE;
         return 0;
     }
     return -1;
@@ -204,10 +203,10 @@ void lg_tls_end(struct lg_tls_conn *c)
     (void)c;
 }
 
-int lg_tls_handshake(struct lg_tls_conn *c, uint32_t *events)
+int lg_tls_handshake(struct lg_tls_conn *c, int *want_write)
 {
     (void)c;
-    (void)events;
+    (void)want_write;
     return -1;
 }
 

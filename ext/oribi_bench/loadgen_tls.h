@@ -29,9 +29,9 @@ void lg_tls_free(struct lg_tls *t);
 struct lg_tls_conn *lg_tls_start(struct lg_tls *t, int fd);
 void lg_tls_end(struct lg_tls_conn *c);
 
-/* One handshake step: 1 done, 0 waiting (*events: EPOLLIN or EPOLLOUT),
- * -1 failed (lg_tls_error tells why). */
-int lg_tls_handshake(struct lg_tls_conn *c, uint32_t *events);
+/* One handshake step: 1 done, 0 waiting (*want_write: for the socket to
+ * take bytes, else to bring some), -1 failed (lg_tls_error tells why). */
+int lg_tls_handshake(struct lg_tls_conn *c, int *want_write);
 
 /* As send() and recv() on a non-blocking socket: bytes moved; -1 with errno
  * (EAGAIN: wait for readiness and call again with the same bytes); recv 0
@@ -39,7 +39,7 @@ int lg_tls_handshake(struct lg_tls_conn *c, uint32_t *events);
 ssize_t lg_tls_send(struct lg_tls_conn *c, const void *p, size_t n);
 ssize_t lg_tls_recv(struct lg_tls_conn *c, void *p, size_t n);
 
-/* Whether decrypted bytes wait inside the TLS layer, where epoll cannot
+/* Whether decrypted bytes wait inside the TLS layer, where the poller cannot
  * see them. */
 int lg_tls_pending(const struct lg_tls_conn *c);
 

@@ -89,6 +89,9 @@ module Oribi
       if self[:min_requests].positive? && self[:max_requests] < self[:min_requests]
         raise Error, "min_requests (#{self[:min_requests]}) is above max_requests (#{self[:max_requests]})"
       end
+      if self[:refork_after].any? && Oribi.respond_to?(:child_subreaper?) && !Oribi.child_subreaper?
+        raise Error, "refork_after needs a child subreaper, which this platform lacks (Linux and FreeBSD have one)"
+      end
 
       self
     end

@@ -25,6 +25,9 @@ module Oribi
   module Extension
     ROOT = File.expand_path("../..", __dir__)
     PRODUCTION_ENVS = %w[RACK_ENV RAILS_ENV APP_ENV].freeze
+    # What ext/*/extconf.rb reads besides the sources: another value is
+    # another build.
+    BUILD_ENV = %w[ORIBI_EVENT_LOOP ORIBI_PORTABLE ORIBI_SANITIZE ORIBI_NO_TLS].freeze
 
     module_function
 
@@ -79,6 +82,7 @@ module Oribi
       d = Digest::SHA256.new
       Dir[File.join(ROOT, "ext", "**", "*.{c,h,rb}")].sort.each { |f| d << f.delete_prefix(ROOT) << File.binread(f) }
       d << RUBY_VERSION << RbConfig::CONFIG["arch"] << src.delete_prefix(ROOT)
+      BUILD_ENV.each { |k| d << "#{k}=#{ENV.fetch(k, '')}" }
       d.hexdigest[0, 16]
     end
 

@@ -142,10 +142,11 @@ module Oribi
     end
 
     # How many connections wait on the listeners now: the backlog a drain
-    # serves (true when the kernel does not say: until it is empty).
+    # serves. Where the kernel does not say (macOS), a listener's backlog
+    # limit: no more can have been queued, and clients that keep connecting
+    # cannot hold the drain open.
     def queued
-      counts = @server.listeners.all.map { |l| Oribi.listen_queue(l.fileno)&.first }
-      counts.all? ? counts.sum : true
+      @server.listeners.all.sum { |l| Oribi.listen_queue(l.fileno)&.first || @config[:backlog] }
     end
 
     # A worker whose master died (kill -9, OOM killer) stops as for USR2:

@@ -9,11 +9,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "loop/clock.h"
+#include "os/clock.h"
 #include "loop/log.h"
 
 #define ACCEPT_PAUSE_MS 100 /* after EMFILE/ENFILE */
@@ -26,8 +25,8 @@ void set_accepting(struct oribi_loop *loop, int on)
     for (int i = 0; i < loop->nlisteners; i++) {
         /* EPOLLEXCLUSIVE: one waiting worker wakes per connection; a worker
          * busy in the app is not waiting, so it takes none it cannot serve. */
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = (void *)TAG_LISTENER(i)};
-        epoll_ctl(loop->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, loop->listeners[i].fd, &ev);
+        unsigned mask = ORIBI_POLL_IN | ORIBI_POLL_EXCLUSIVE;
+        oribi_poller_set(loop->pfd, loop->listeners[i].fd, (void *)TAG_LISTENER(i), on ? 0 : mask, on ? mask : 0);
     }
     loop->accepting = on;
 }
@@ -102,7 +101,7 @@ static void shed_one(struct oribi_loop *loop, int fds)
 void spare_restore(struct oribi_loop *loop)
 {
     if (loop->spare_fd < 0)
-        loop->spare_fd = fcntl(loop->wakefd, F_DUPFD_CLOEXEC, 0);
+        loop->spare_fd = fcntl(loop->wake.rfd, F_DUPFD_CLOEXEC, 0);
 }
 
 /* Accepting again, unless something still says no: a pause, every app
@@ -153,7 +152,7 @@ int accept_one(struct oribi_loop *loop, int li, int in_turn)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    int fd = accept4(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = oribi_accept(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl);
     int fds_short = 0;
     if (fd < 0 && errno == EMFILE && loop->spare_fd >= 0 && shed_candidate(loop)) {
         /* Out of fds while holding a connection it may shed: the spare
@@ -163,7 +162,7 @@ int accept_one(struct oribi_loop *loop, int li, int in_turn)
         close(loop->spare_fd);
         loop->spare_fd = -1;
         sl = sizeof(ss);
-        fd = accept4(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        fd = oribi_accept(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl);
         fds_short = fd >= 0;
         if (fd < 0) {
             int err = errno;

@@ -11,12 +11,11 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "loop/body.h"
-#include "loop/clock.h"
+#include "os/clock.h"
 #include "loop/log.h"
 #include "http/response.h"
 
@@ -55,7 +54,7 @@ struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->fd = fd;
     c->gen++;
     c->state = CONN_HEAD;
-    c->in_epoll = c->may_read = c->keepalive = c->buf_moved = c->peer_hup = 0;
+    c->watched = c->may_read = c->keepalive = c->buf_moved = c->peer_hup = 0;
     c->len = c->last_len = c->head_len = c->rest_off = 0;
     c->body_fd = -1;
     c->wlen = c->woff = 0;
@@ -78,8 +77,12 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
         close(c->body_fd);
     c->body_fd = -1;
     oribi_conn_discard_output(c);
-    if (close_fd)
+    if (close_fd) {
+        if (c->watched)
+            oribi_poller_closing(loop->pfd, c->fd, CONN_EVENTS);
         close(c->fd);
+    }
+    c->watched = 0;
     if (loop->by_fd[c->fd] == c) /* a detached fd may be another conn's already */
         loop->by_fd[c->fd] = NULL;
     c->fd = -1;
@@ -118,21 +121,18 @@ int oribi_loop_detach(struct oribi_loop *loop, struct oribi_conn *c)
 
 void oribi_loop_unwatch(struct oribi_loop *loop, struct oribi_conn *c)
 {
-    if (c->in_epoll)
-        epoll_ctl(loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    c->in_epoll = 0;
+    if (c->watched)
+        oribi_poller_set(loop->pfd, c->fd, NULL, CONN_EVENTS, 0);
+    c->watched = 0;
 }
 
 static int conn_watch(struct oribi_loop *loop, struct oribi_conn *c)
 {
-    if (c->in_epoll)
+    if (c->watched)
         return 0;
-    /* Edge-triggered: an idle connection costs nothing until bytes arrive,
-     * and a conn the app holds does not wake the loop. */
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
-    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+    if (oribi_poller_set(loop->pfd, c->fd, c, 0, CONN_EVENTS) < 0)
         return -1;
-    c->in_epoll = 1;
+    c->watched = 1;
     c->may_read = 1; /* bytes may have come before the watch */
     return 0;
 }
@@ -377,13 +377,13 @@ void drain_pending(struct oribi_loop *loop)
     }
 }
 
-/* What epoll said about reading: bytes or a hangup to read to. */
+/* What the poller said about reading: bytes or a hangup to read to. */
 static int note_readable(struct oribi_conn *c, uint32_t events)
 {
-    if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+    if (!(events & (ORIBI_POLL_IN | ORIBI_POLL_HUP | ORIBI_POLL_ERR)))
         return 0;
     c->may_read = 1;
-    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+    if (events & (ORIBI_POLL_HUP | ORIBI_POLL_ERR))
         c->peer_hup = 1;
     return 1;
 }
@@ -404,7 +404,7 @@ void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c)
         /* The loop ran while the app had the conn (threads) and took these
          * edges: act on them now, none may come again. */
         note_readable(c, c->app_events);
-        if ((c->app_events & EPOLLOUT) && oribi_conn_pending(c) && oribi_conn_send_pending(c) < 0) {
+        if ((c->app_events & ORIBI_POLL_OUT) && oribi_conn_pending(c) && oribi_conn_send_pending(c) < 0) {
             conn_close(loop, c);
             return;
         }
@@ -435,7 +435,7 @@ void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t event
         c->app_events |= events;
         return;
     }
-    if ((events & EPOLLOUT) && c->state == CONN_FLUSH) {
+    if ((events & ORIBI_POLL_OUT) && c->state == CONN_FLUSH) {
         int64_t progress = c->wprogress_ms;
         int r = oribi_conn_send_pending(c);
         if (r < 0) {

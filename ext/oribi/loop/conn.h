@@ -38,15 +38,15 @@ struct oribi_conn {
     int listener; /* index into the loop's listeners */
     uint32_t gen; /* bumped on reuse: stale pending entries are skipped */
     unsigned char state;
-    unsigned char timer; /* which list it is on */
-    unsigned in_epoll : 1;
+    unsigned char timer;    /* which list it is on */
+    unsigned watched : 1;   /* in the poller */
     unsigned keepalive : 1; /* may carry another request after this one (keepalive_decide) */
     unsigned buf_moved : 1; /* buffer reallocated since the head was parsed */
     /* Not bit fields: the loop's thread writes these while an app thread
      * writes the others (threads > 1). */
     unsigned char may_read; /* the last read filled the buffer, or an edge came in since */
-    uint32_t app_events;    /* epoll events that came while the app had the conn */
-    unsigned char peer_hup; /* EPOLLRDHUP/HUP seen: read on until EOF, no edge will come again */
+    uint32_t app_events;    /* poller events that came while the app had the conn */
+    unsigned char peer_hup; /* ORIBI_POLL_HUP/ERR seen: read on until EOF, no edge will come again */
 
     char *buf;
     size_t len, cap;

@@ -1,6 +1,6 @@
 /*
  * What the files of the worker's loop share and nothing else sees: the
- * loop itself (loop.c: init, the epoll wait, run), a connection's life
+ * loop itself (loop.c: init, the wait, run), a connection's life
  * (conn.c), accepting, shedding and the drain (accept.c), the timers
  * (timer.{c,h}) and the scheduler (schedule.c). Every function here runs on
  * the loop's thread.
@@ -12,11 +12,18 @@
 
 #include "loop/loop.h"
 #include "loop/timer.h"
+#include "os/poller.h"
+#include "os/socket.h"
 
 #define SHED_LOG_MS 10000 /* the line saying connections are shed, at most this often */
-#define ACCEPT_RUN  8     /* accepts without an epoll_wait, at most */
+#define ACCEPT_RUN  8     /* accepts without a wait, at most */
 
-/* epoll data for non-conn fds: a conn pointer is always even-aligned, so
+/* A connection in the poller: edge-triggered, so an idle connection costs
+ * nothing until bytes arrive and a conn the app holds does not wake the
+ * loop; told of the peer's FIN. */
+#define CONN_EVENTS (ORIBI_POLL_IN | ORIBI_POLL_OUT | ORIBI_POLL_HUP | ORIBI_POLL_EDGE)
+
+/* Poller data for non-conn fds: a conn pointer is always even-aligned, so
  * small integers cannot collide with one. */
 #define TAG_WAKE        ((uintptr_t)1)
 #define TAG_LISTENER(i) ((uintptr_t)(3 + 2 * (i)))

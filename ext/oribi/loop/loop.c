@@ -10,11 +10,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "loop/clock.h"
+#include "os/clock.h"
 
 /* The master's view of this worker's connections (stats): two stores. */
 static inline void publish(struct oribi_loop *loop)
@@ -34,7 +32,8 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, co
         errno = EINVAL;
         return -1;
     }
-    loop->epfd = loop->wakefd = loop->spare_fd = -1;
+    loop->pfd = loop->spare_fd = -1;
+    loop->wake.rfd = loop->wake.wfd = -1;
     memcpy(loop->listeners, listeners, (size_t)n * sizeof(*listeners));
     /* Copies of its own: a draining worker serves the backlog after the
      * process has closed its listeners, and closes these once it is empty. */
@@ -66,10 +65,9 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, co
     loop->timeout_ms[TIMER_LINGER] = ORIBI_LINGER_MS;
     loop->budget.cap = opt->max_write_backlog;
     loop->now = oribi_coarse_ms();
-    loop->epfd = epoll_create1(EPOLL_CLOEXEC);
-    loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = (void *)TAG_WAKE};
-    if (loop->epfd < 0 || loop->wakefd < 0 || epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wakefd, &ev) < 0) {
+    loop->pfd = oribi_poller_open();
+    if (loop->pfd < 0 || oribi_wakeup_open(&loop->wake) < 0 ||
+        oribi_poller_set(loop->pfd, loop->wake.rfd, (void *)TAG_WAKE, 0, ORIBI_POLL_IN) < 0) {
         int err = errno;
         oribi_loop_free(loop);
         errno = err;
@@ -99,35 +97,32 @@ void oribi_loop_free(struct oribi_loop *loop)
     loop->pending = NULL;
     loop->npending = loop->pending_cap = 0;
     close_listeners(loop);
-    if (loop->epfd >= 0)
-        close(loop->epfd);
-    if (loop->wakefd >= 0)
-        close(loop->wakefd);
+    if (loop->pfd >= 0)
+        close(loop->pfd);
+    oribi_wakeup_close(&loop->wake);
     if (loop->spare_fd >= 0)
         close(loop->spare_fd);
-    loop->epfd = loop->wakefd = loop->spare_fd = -1;
+    loop->pfd = loop->spare_fd = -1;
 }
 
 void oribi_loop_wake(struct oribi_loop *loop)
 {
-    uint64_t one = 1;
     __atomic_store_n(&loop->wake_pending, 1, __ATOMIC_RELAXED);
-    ssize_t r = write(loop->wakefd, &one, sizeof(one));
-    (void)r;
+    oribi_wakeup_send(&loop->wake);
 }
 
-/* One epoll_wait and what it reported, then the timers. Returns what
- * epoll_wait returned (-1 with errno: nothing was done). */
+/* One wait and what it reported, then the timers. Returns what the wait
+ * returned (-1 with errno: nothing was done). */
 int poll_events(struct oribi_loop *loop, int timeout)
 {
-    struct epoll_event events[64];
-    int n = epoll_wait(loop->epfd, events, 64, timeout);
+    struct oribi_poll_batch batch;
+    int n = oribi_poller_wait(loop->pfd, &batch, timeout < 0 ? -1 : (int64_t)timeout * 1000000);
     loop->now = oribi_coarse_ms();
     loop->accept_run = 0;
     if (n < 0)
         return -1;
     for (int i = 0; i < n; i++) {
-        void *p = events[i].data.ptr;
+        void *p = oribi_poll_data(&batch, i);
         if (p == (void *)TAG_WAKE) {
             __atomic_store_n(&loop->wake_pending, 1, __ATOMIC_RELAXED);
         } else if (IS_TAG(p)) {
@@ -138,7 +133,7 @@ int poll_events(struct oribi_loop *loop, int timeout)
             if (loop->accepting && !loop->ready_head)
                 accept_one(loop, li, 0);
         } else {
-            on_conn_event(loop, (struct oribi_conn *)p, events[i].events);
+            on_conn_event(loop, (struct oribi_conn *)p, oribi_poll_events(&batch, i));
         }
     }
     expire_timers(loop);
@@ -160,9 +155,7 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
         /* Relaxed: the flag orders nothing; what a waker hands over is
          * under its own lock (the handbacks, the GVL). */
         if (__atomic_load_n(&loop->wake_pending, __ATOMIC_RELAXED)) {
-            uint64_t v;
-            ssize_t r = read(loop->wakefd, &v, sizeof(v));
-            (void)r;
+            oribi_wakeup_drain(&loop->wake);
             __atomic_store_n(&loop->wake_pending, 0, __ATOMIC_RELAXED);
             return LOOP_INTERRUPTED;
         }

@@ -11,7 +11,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "loop/clock.h"
+#include "os/clock.h"
+#include "os/wakeup.h"
 #include "loop/conn.h"
 #include "loop/output.h"
 #include "http/parser.h"
@@ -66,9 +67,9 @@ struct oribi_tally {
 };
 
 struct oribi_loop {
-    int epfd;
-    int wakefd;       /* eventfd: interrupts epoll_wait from any thread */
-    int wake_pending; /* atomic: set by app threads and signal handlers too */
+    int pfd;                  /* the poller (os/poller.h) */
+    struct oribi_wakeup wake; /* interrupts the wait from any thread */
+    int wake_pending;         /* atomic: set by app threads and signal handlers too */
     struct oribi_options opt;
     struct oribi_listener listeners[ORIBI_MAX_LISTENERS];
     int nlisteners;

@@ -3,11 +3,12 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "loop/clock.h"
+#include "os/clock.h"
+#include "os/sendfile.h"
+#include "os/socket.h"
 #include "loop/output.h"
 
 static void budget_add(struct oribi_conn *c, size_t n)
@@ -31,7 +32,7 @@ static size_t conn_share(const struct oribi_conn *c)
 int oribi_conn_flush(struct oribi_conn *c)
 {
     while (c->woff < c->wlen) {
-        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, ORIBI_MSG_NOSIGNAL);
         if (n > 0) {
             c->woff += (size_t)n;
             budget_sub(c, (size_t)n);
@@ -83,10 +84,10 @@ static int conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt,
     if (c->wlen == c->woff) {
         /* The common case: the socket takes everything in one sendmsg. */
         ssize_t n;
-        /* sendmsg for MSG_NOSIGNAL: a gone peer is EPIPE, never SIGPIPE. */
+        /* sendmsg for its flags: a gone peer is EPIPE, never SIGPIPE. */
         struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt > 1024 ? 1024 : iovcnt};
         do {
-            n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | flags);
+            n = sendmsg(c->fd, &mh, ORIBI_MSG_NOSIGNAL | flags);
         } while (n < 0 && errno == EINTR);
         if (n < 0) {
             if (errno != EAGAIN)
@@ -127,18 +128,16 @@ int oribi_conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
 
 int oribi_conn_write_more(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
 {
-    return conn_write(c, iov, iovcnt, MSG_MORE);
+    return conn_write(c, iov, iovcnt, ORIBI_MSG_MORE);
 }
 
 int oribi_conn_sendfile(struct oribi_conn *c, int fd, int64_t *off, int64_t end)
 {
     while (*off < end) {
-        off_t o = (off_t)*off;
         int64_t left = end - *off;
         size_t want = left > (1 << 30) ? (size_t)1 << 30 : (size_t)left;
-        ssize_t n = sendfile(c->fd, fd, &o, want);
+        ssize_t n = oribi_sendfile(c->fd, fd, off, want);
         if (n > 0) {
-            *off += n;
             c->wprogress_ms = oribi_coarse_ms();
         } else if (n < 0 && errno == EINTR) {
             continue;

@@ -5,7 +5,7 @@
  */
 #include "loop/internal.h"
 
-#include "loop/clock.h"
+#include "os/clock.h"
 
 #define TURN_POLL_MS 1 /* kept-alive clients' requests join the queue this late at most */
 

@@ -5,7 +5,7 @@
  */
 #include "loop/internal.h"
 
-#include "loop/clock.h"
+#include "os/clock.h"
 #include "loop/log.h"
 
 int next_timeout(struct oribi_loop *loop)

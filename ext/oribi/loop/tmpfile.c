@@ -8,15 +8,26 @@
 
 int oribi_tmpfile(const char *dir)
 {
+#ifdef ORIBI_HAVE_O_TMPFILE
     int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
         return fd;
+#endif
     char path[4096];
     snprintf(path, sizeof(path), "%s/oribi-XXXXXX", dir);
-    fd = mkostemp(path, O_CLOEXEC);
-    if (fd >= 0)
+#ifdef ORIBI_HAVE_MKOSTEMP
+    int tmp = mkostemp(path, O_CLOEXEC);
+#else
+    int tmp = mkstemp(path); /* close-on-exec a moment later: a fork between may inherit it */
+    if (tmp >= 0 && fcntl(tmp, F_SETFD, FD_CLOEXEC) < 0) {
         unlink(path);
-    return fd;
+        close(tmp);
+        return -1;
+    }
+#endif
+    if (tmp >= 0)
+        unlink(path);
+    return tmp;
 }
 
 int oribi_write_all(int fd, const char *p, size_t n)

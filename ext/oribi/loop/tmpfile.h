@@ -8,7 +8,8 @@
 
 #include <stddef.h>
 
-/* An unlinked read-write file in dir (O_TMPFILE, else mkostemp + unlink);
+/* An unlinked read-write file in dir (O_TMPFILE where there is one, else a
+ * named file unlinked at once);
  * -1 with errno set. */
 int oribi_tmpfile(const char *dir);
 

@@ -6,12 +6,17 @@
  *         accept-queue length and tcpi_sacked its maximum (what ss shows).
  *   unix: a sock_diag (netlink) query for the socket's inode with
  *         UDIAG_SHOW_RQLEN; for a listener rqueue / wqueue are the same pair.
+ *   FreeBSD: SO_LISTENQLEN and SO_LISTENQLIMIT, for both.
+ * Each where extconf.rb found it; elsewhere (macOS) nil: stats leave the
+ * backlog out.
  */
 #include <errno.h>
+#ifdef ORIBI_HAVE_SOCK_DIAG
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
+#endif
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <ruby.h>
@@ -26,11 +31,14 @@
 #define TCP_LISTEN 10
 #endif
 
+#if defined(ORIBI_HAVE_TCP_INFO_QUEUE) || defined(ORIBI_HAVE_SOCK_DIAG) || defined(ORIBI_HAVE_SO_LISTENQLEN)
 static VALUE pair(uint32_t queued, uint32_t max)
 {
     return rb_ary_new_from_args(2, UINT2NUM(queued), UINT2NUM(max));
 }
+#endif
 
+#if defined(ORIBI_HAVE_TCP_INFO_QUEUE)
 static VALUE tcp_queue(int fd)
 {
     struct tcp_info ti;
@@ -40,7 +48,9 @@ static VALUE tcp_queue(int fd)
         return Qnil;
     return pair(ti.tcpi_unacked, ti.tcpi_sacked);
 }
+#endif
 
+#if defined(ORIBI_HAVE_SOCK_DIAG)
 static VALUE unix_queue(int fd)
 {
     struct stat st;
@@ -90,6 +100,21 @@ done:
     close(nl);
     return result;
 }
+#endif
+
+#if defined(ORIBI_HAVE_SO_LISTENQLEN)
+static VALUE sockopt_queue(int fd)
+{
+    int queued, max;
+    socklen_t len = sizeof(queued);
+    if (getsockopt(fd, SOL_SOCKET, SO_LISTENQLEN, &queued, &len) < 0)
+        return Qnil;
+    len = sizeof(max);
+    if (getsockopt(fd, SOL_SOCKET, SO_LISTENQLIMIT, &max, &len) < 0)
+        return Qnil;
+    return pair((uint32_t)queued, (uint32_t)max);
+}
+#endif
 
 /* Oribi.listen_queue(fd) → [queued, max], or nil when the kernel does not say */
 static VALUE listen_queue(VALUE mod, VALUE vfd)
@@ -99,10 +124,18 @@ static VALUE listen_queue(VALUE mod, VALUE vfd)
     socklen_t sl = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
         return Qnil;
+#if defined(ORIBI_HAVE_TCP_INFO_QUEUE)
     if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
         return tcp_queue(fd);
+#endif
+#if defined(ORIBI_HAVE_SOCK_DIAG)
     if (ss.ss_family == AF_UNIX)
         return unix_queue(fd);
+#endif
+#if defined(ORIBI_HAVE_SO_LISTENQLEN)
+    if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6 || ss.ss_family == AF_UNIX)
+        return sockopt_queue(fd);
+#endif
     return Qnil;
 }
 

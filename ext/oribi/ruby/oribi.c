@@ -1,12 +1,29 @@
-/* Entry point of the extension: only wires the layers into Ruby. */
+/* Entry point of the extension: only wires the layers into Ruby, and says
+ * how it was built (ext/oribi/platform.rb): Oribi::EVENT_LOOP ("epoll",
+ * "kqueue", or "kqueue (libkqueue)") and Oribi::PORTABLE (the build that
+ * uses only what macOS and the BSDs offer). */
 #include <ruby.h>
 #include "ruby/oribi.h"
+
+#if defined(ORIBI_POLL_EPOLL)
+#define EVENT_LOOP "epoll"
+#elif defined(ORIBI_LIBKQUEUE)
+#define EVENT_LOOP "kqueue (libkqueue)"
+#else
+#define EVENT_LOOP "kqueue"
+#endif
 
 VALUE mOribi;
 
 __attribute__((visibility("default"))) void Init_oribi(void)
 {
     mOribi = rb_define_module("Oribi");
+    rb_define_const(mOribi, "EVENT_LOOP", rb_obj_freeze(rb_str_new_cstr(EVENT_LOOP)));
+#ifdef ORIBI_PORTABLE
+    rb_define_const(mOribi, "PORTABLE", Qtrue);
+#else
+    rb_define_const(mOribi, "PORTABLE", Qfalse);
+#endif
     Init_oribi_parser(mOribi);
     Init_oribi_engine(mOribi);
     Init_oribi_scoreboard(mOribi);

@@ -8,7 +8,7 @@
  */
 #include "loop/score.h"
 
-#include "loop/clock.h"
+#include "os/clock.h"
 
 #include <ruby.h>
 #include <string.h>

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "ruby/stream.h"
+#include "os/socket.h"
 
 #define STREAM_WRITE_SLICE (1024 * 1024) /* bytes handed to the conn per wait */
 
@@ -270,7 +271,7 @@ static VALUE stream_write_nonblock(int argc, VALUE *argv, VALUE self)
         stream_gone(x, EPIPE);
     if (c->wlen == c->woff) {
         do {
-            n = send(c->fd, RSTRING_PTR(str), (size_t)RSTRING_LEN(str), MSG_NOSIGNAL);
+            n = send(c->fd, RSTRING_PTR(str), (size_t)RSTRING_LEN(str), ORIBI_MSG_NOSIGNAL);
         } while (n < 0 && errno == EINTR);
         if (n < 0 && errno != EAGAIN)
             stream_gone(x, errno);
