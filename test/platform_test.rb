@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "oribi/fd_limit"
 require "oribi/tune"
 
 # Oribi::Platform: /proc on Linux, else one ps run (macOS, the BSDs).
@@ -117,7 +118,24 @@ class PlatformTest < Minitest::Test
         assert_empty Resources.children(Process.pid)
         assert_equal 0.0, Resources.cpu_seconds([Process.pid])
         assert_nil Oribi::Stats.rss(Process.pid)
+        assert_nil Platform.sysctl("kern.maxfilesperproc")
       end
+    ensure
+      ENV["PATH"] = old
+    end
+  end
+
+  # macOS refuses a soft fd limit above kern.maxfilesperproc.
+  def test_nr_open_from_sysctl
+    Dir.mktmpdir("oribi-sysctl") do |dir|
+      File.write(File.join(dir, "sysctl"), "#!/bin/sh\n[ \"$*\" = '-n kern.maxfilesperproc' ] && echo 24576\n")
+      File.chmod(0o755, File.join(dir, "sysctl"))
+      old = ENV.fetch("PATH", nil)
+      ENV["PATH"] = "#{dir}:#{old}"
+      assert_equal 24_576, via_ps { Oribi::FdLimit.nr_open }
+      ENV["PATH"] = dir
+      File.write(File.join(dir, "sysctl"), "#!/bin/sh\nexit 1\n")
+      assert_equal 1 << 20, via_ps { Oribi::FdLimit.nr_open }
     ensure
       ENV["PATH"] = old
     end

@@ -3,7 +3,8 @@
 module Oribi
   # What the OS offers the Ruby side about processes. Linux has /proc, read
   # directly (cheap, no process started); macOS and the BSDs do not, and
-  # there one `ps` run answers for every process asked about.
+  # there one `ps` run answers for every process asked about, and `sysctl`
+  # for a kernel limit.
   #
   # ORIBI_PORTABLE=1 builds the portable C extension (every POSIX fallback
   # on); at run time it also sends the Ruby side down its non-/proc paths,
@@ -45,6 +46,14 @@ module Oribi
       m = TIME.match(text) or return nil
       days, hours, minutes, seconds = m.captures
       ((days.to_i * 24 + hours.to_i) * 60 + minutes.to_i) * 60 + seconds.to_f
+    end
+
+    # An integer sysctl (BSD, macOS), nil when there is none.
+    def sysctl(name)
+      out = IO.popen(["sysctl", "-n", name], err: File::NULL, &:read)
+      Integer(out.strip, 10, exception: false)
+    rescue SystemCallError
+      nil
     end
   end
 end
