@@ -30,6 +30,7 @@ module Oribi
   autoload :QueryParser, "oribi/query_parser"
   autoload :Privileges, "oribi/privileges"
   autoload :Cgroup, "oribi/cgroup"
+  autoload :Platform, "oribi/platform"
 
   # Loads every part a worker may use, in the master before it forks: the
   # workers share it copy-on-write, and none reads lib/ again, which a worker

@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "oribi/cgroup"
+require "minitest/mock"
 
 # The default worker count and memory limit from the CPUs and memory the
 # container may use (lib/oribi/cgroup.rb), on fake cgroup trees: the test
@@ -134,6 +135,17 @@ class CgroupTest < Minitest::Test
     c = cgroup(tree({}))
     assert_equal 3, c.cpus(host: 3).count
     assert_nil c.memory_max
+  end
+
+  # macOS, the BSDs: neither /proc/self/cgroup nor a tree, so no limit.
+  def test_no_proc_self_cgroup_and_no_tree
+    read = File.method(:read)
+    no_proc = ->(path, *args, **kw) { path == "/proc/self/cgroup" ? raise(Errno::ENOENT, path) : read.call(path, *args, **kw) }
+    File.stub(:read, no_proc) do
+      c = Oribi::Cgroup.new(root: File.join(tree({}), "absent"))
+      assert_equal 3, c.cpus(host: 3).count
+      assert_nil c.memory_max
+    end
   end
 
   # /proc/self/cgroup as the kernel writes it: the v2 line, v1 lines by

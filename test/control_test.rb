@@ -67,6 +67,33 @@ class ControlTest < Minitest::Test
     refute_nil s["workers"].max_by { |w| w["served"] }["last_request_at"]
   end
 
+  # Without /proc (ORIBI_PORTABLE=1 takes that path here): the workers' rss
+  # from one ps run per /stats (a ps on PATH that notes its arguments),
+  # about what /proc says of them.
+  def test_stats_rss_without_proc
+    Dir.mktmpdir("oribi-ps") do |bin|
+      real = ENV.fetch("PATH").split(":").map { |d| File.join(d, "ps") }.find { |f| File.executable?(f) }
+      File.write(File.join(bin, "ps"), "#!/bin/sh\necho \"$*\" >> #{bin}/calls\nexec #{real} \"$@\"\n")
+      File.chmod(0o755, File.join(bin, "ps"))
+      start(env: { "ORIBI_PORTABLE" => "1", "PATH" => "#{bin}:#{ENV.fetch('PATH')}" })
+      assert wait_until { control("/readyz").status == 200 && stats["workers_booted"] == 2 }
+      calls = -> { File.exist?("#{bin}/calls") ? File.readlines("#{bin}/calls") : [] }
+      before = calls.().size
+      workers = stats["workers"]
+      ps = calls.()[before..]
+      assert_equal ["-o pid=,ppid=,stat=,rss=,time= -p #{workers.map { |w| w['pid'] }.join(',')}\n"], ps
+      workers.each do |w|
+        assert_operator w["rss"], :>, 1 << 20, w
+        next unless File.readable?("/proc/#{w['pid']}/statm")
+
+        statm = File.read("/proc/#{w['pid']}/statm").split[1].to_i * Oribi::Stats::PAGE
+        assert_in_delta 1.0, w["rss"].fdiv(statm), 0.2, w
+      end
+      metrics = control("/metrics").body
+      assert_equal 2, metrics.scan(/^oribi_worker_rss_bytes\{worker="\d"\} [1-9]\d*$/).size, metrics
+    end
+  end
+
   def test_busy_worker_and_its_request
     start(workers: 1)
     slow = @srv.tcp

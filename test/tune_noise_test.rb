@@ -44,7 +44,8 @@ class TuneNoiseTest < Minitest::Test
     assert_in_delta 400 / TICK, m[:busy] # guest is counted inside user, not twice
     assert_in_delta 20 / TICK, m[:steal]
     assert_in_delta 1020 / TICK, m[:total]
-    assert_operator Noise.machine[:total], :>, 0 # the real one parses too
+    # the real one parses too (none without /proc: test/platform_test.rb)
+    assert_operator Noise.machine[:total], :>, 0 if Noise.detects?
   end
 
   # 2 CPUs for 1 s = 200 ticks at 100 Hz: others used what was busy less ours.

@@ -43,14 +43,15 @@ class WorkerMemoryTest < Minitest::Test
     [statuses, pids]
   end
 
-  def test_a_leaking_worker_is_recycled_between_requests
+  # The worker leaks until recycled at 120 MiB, by `kind` (a pattern) of memory.
+  def assert_recycled(kind, env: {})
     limit = 120 * MIB
-    @srv = ServerProcess.new("leak.ru", "--max-worker-memory", limit.to_s, workers: 1, unix: false)
+    @srv = ServerProcess.new("leak.ru", "--max-worker-memory", limit.to_s, workers: 1, unix: false, env: env)
     statuses, pids = leak_until_recycled(40)
     assert_equal [200] * statuses.size, statuses, "a request failed across the recycling"
     assert_equal 2, pids.uniq.size, "the worker was not recycled after #{statuses.size} requests leaking #{LEAK} MiB each"
     line = @srv.log_until(/max_worker_memory/)[/^.*max_worker_memory.*$/]
-    assert_match(/worker\[0\] pid #{pids.first}: (PSS|RSS) \d+\.\d MiB over max_worker_memory 120\.0 MiB after \d+ requests: recycling/, line)
+    assert_match(/worker\[0\] pid #{pids.first}: #{kind} \d+\.\d MiB over max_worker_memory 120\.0 MiB after \d+ requests: recycling/, line)
     used = line[/(\d+\.\d) MiB over/, 1].to_f
     assert_operator used, :>, 120, line
     # Not before it outgrew the limit: it served leaks up to about it (the
@@ -61,6 +62,15 @@ class WorkerMemoryTest < Minitest::Test
     # The new worker starts small and stays.
     status, pid = get("/")
     assert_equal [200, pids.last], [status, pid]
+  end
+
+  def test_a_leaking_worker_is_recycled_between_requests
+    assert_recycled(Oribi::Platform.procfs? ? "(PSS|RSS)" : "RSS") # RSS where the kernel has no PSS
+  end
+
+  # Without /proc (ORIBI_PORTABLE=1 takes that path here): RSS from ps.
+  def test_without_proc_a_leaking_worker_is_recycled_by_its_rss
+    assert_recycled("RSS", env: { "ORIBI_PORTABLE" => "1" })
   end
 
   def test_off_by_default_without_a_cgroup_limit

@@ -13,6 +13,7 @@ module Oribi
     # listeners (twice), epoll, the log files, the app's (database
     # connections, files); never less than half the limit for connections.
     RESERVE = 64
+    NR_OPEN = 1 << 20 # Linux's default nr_open
 
     module_function
 
@@ -39,10 +40,15 @@ module Oribi
 
     def connections(limit) = [limit - RESERVE, limit / 2, 1].max
 
+    # The most a soft limit may be when the hard one is unlimited: Linux's
+    # nr_open; macOS refuses a soft limit above kern.maxfilesperproc (the
+    # BSDs cap it there), as Go's runtime found.
     def nr_open
+      return Platform.sysctl("kern.maxfilesperproc") || NR_OPEN unless Platform.procfs?
+
       Integer(File.read("/proc/sys/fs/nr_open"))
     rescue SystemCallError, ArgumentError
-      1 << 20
+      NR_OPEN
     end
 
     def show(limit) = limit == Process::RLIM_INFINITY ? "unlimited" : limit

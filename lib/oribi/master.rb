@@ -544,12 +544,14 @@ module Oribi
     end
 
     def stats
-      workers = @children.values.sort_by { |s| [s.index, s.started] }.map do |child|
+      children = @children.values.sort_by { |s| [s.index, s.started] }
+      rss = Stats.rss_of(children.map(&:pid))
+      workers = children.map do |child|
         w = @scoreboard.stats(child.row)
         { index: child.index, pid: child.pid, generation: w[:generation], booted: !!child.booted,
           retiring: !!child.retiring, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
           served: w[:served], connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
-          last_request_at: w[:last_request_at], rss: Stats.rss(child.pid), queue: w[:queue],
+          last_request_at: w[:last_request_at], rss: rss[child.pid], queue: w[:queue],
           queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header] }
       end
       queue = workers.map { |w| w[:queue] }.reduce(@retired[:queue]) { |a, b| a.zip(b).map(&:sum) }

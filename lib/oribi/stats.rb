@@ -16,10 +16,18 @@ module Oribi
     module_function
 
     # Resident set size of a process in bytes, nil when unknown.
-    def rss(pid)
-      File.read("/proc/#{pid}/statm").split[1].to_i * PAGE
-    rescue SystemCallError
-      nil
+    def rss(pid) = rss_of([pid])[pid]
+
+    # {pid => resident bytes} of the pids that could be read: /proc's
+    # statm, else one ps for all of them.
+    def rss_of(pids)
+      return Platform.processes(pids).transform_values(&:rss) unless Platform.procfs?
+
+      pids.to_h do |pid|
+        [pid, File.read("/proc/#{pid}/statm").split[1].to_i * PAGE]
+      rescue SystemCallError
+        [pid, nil]
+      end.compact
     end
 
     # [{uri:, backlog:, backlog_max:}] for listeners still open here.

@@ -129,7 +129,7 @@ module Oribi
           results << (@stop ? s.merge(status: :interrupted) : setting(o, s, i + 1, list.size, results))
         end
         { slo: o[:slo], path: o[:path], duration: o[:duration], tolerance: o[:tolerance], memory_limit: o[:memory_limit],
-          results: results, contradictions: remeasure(o, results), cpus: Etc.nprocessors,
+          results: results, contradictions: remeasure(o, results), cpus: Etc.nprocessors, noise_detection: Noise.detects?,
           run_with: o[:apply] || (Server::RUN_WITH[o[:server]] unless o[:url] || o[:unix]) }
       ensure
         old&.each { |sig, handler| trap(sig, handler || "DEFAULT") }
@@ -332,15 +332,18 @@ module Oribi
         "#{why} for #{o[:targets] ? "the requests of #{o[:targets]}" : "GET #{o[:path]}"}: pass --path or --targets"
       end
 
-      # RSS and PSS of the master, and per worker (mean), and in total.
+      # RSS and PSS of the master, and per worker (mean), and in total; the
+      # PSS ones nil where it is not known (without /proc).
       def memory(server)
         master = Resources.memory(server.pid) or return nil
         workers = server.worker_pids.filter_map { |pid| Resources.memory(pid) }
         return nil if workers.empty?
 
-        mean = ->(k) { workers.sum { |m| m[k] } / workers.size }
+        known = ->(k) { [master, *workers].all? { |m| m[k] } }
+        mean = ->(k) { workers.sum { |m| m[k] } / workers.size if known.(k) }
+        total = ->(k) { master[k] + workers.sum { |m| m[k] } if known.(k) }
         { master_rss: master[:rss], master_pss: master[:pss], worker_rss: mean.(:rss), worker_pss: mean.(:pss),
-          total_rss: master[:rss] + workers.sum { |m| m[:rss] }, total_pss: master[:pss] + workers.sum { |m| m[:pss] } }
+          total_rss: total.(:rss), total_pss: total.(:pss) }
       end
     end
   end

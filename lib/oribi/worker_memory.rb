@@ -3,27 +3,31 @@
 module Oribi
   # max_worker_memory, the master's part: once a second it measures each
   # worker (PSS from /proc/PID/smaps_rollup, which splits the pages a
-  # preloaded app shares with its siblings; RSS where the kernel lacks it)
-  # and recycles one that outgrew the limit: the worker drains like a
-  # rolling restart's (it finishes what it has in flight and takes no new
-  # request; the others take the backlog), and once it is gone the master
-  # starts its replacement, so that two of them never hold the memory at
-  # once. The default is memory.max ÷ workers when the cgroup limits memory
-  # (lib/oribi/cgroup.rb), else off.
+  # preloaded app shares with its siblings; RSS where the kernel lacks it,
+  # and from ps without /proc: macOS and the BSDs have no PSS, so there
+  # each worker counts the shared pages in full and reaches a limit
+  # sooner) and recycles one that outgrew the limit: the worker drains
+  # like a rolling restart's (it finishes what it has in flight and takes
+  # no new request; the others take the backlog), and once it is gone the
+  # master starts its replacement, so that two of them never hold the
+  # memory at once. The default is memory.max ÷ workers when the cgroup
+  # limits memory (lib/oribi/cgroup.rb), else off.
   module WorkerMemory
     CHECK_EVERY = 1.0 # seconds between two looks
     MIB = 1024.0 * 1024
 
-    # [bytes, "PSS" or "RSS"] of a process, nil when it cannot be read.
-    def self.measure(pid)
-      kib = File.read("/proc/#{pid}/smaps_rollup")[/^Pss:\s+(\d+) kB/, 1]
-      return [Integer(kib, 10) * 1024, "PSS"] if kib
+    # {pid => [bytes, "PSS" or "RSS"]} of the pids that could be read.
+    def self.measure(pids)
+      found = Platform.procfs? ? pids.to_h { |pid| [pid, pss(pid)] }.compact.transform_values { |b| [b, "PSS"] } : {}
+      found.merge(Stats.rss_of(pids - found.keys).transform_values { |b| [b, "RSS"] })
+    end
 
-      rss = Stats.rss(pid)
-      rss && [rss, "RSS"]
+    # PSS in bytes from /proc, nil when the kernel does not say.
+    def self.pss(pid)
+      kib = File.read("/proc/#{pid}/smaps_rollup")[/^Pss:\s+(\d+) kB/, 1]
+      kib && Integer(kib, 10) * 1024
     rescue SystemCallError
-      rss = Stats.rss(pid)
-      rss && [rss, "RSS"]
+      nil
     end
 
     def self.mib(bytes) = format("%.1f MiB", bytes / MIB)
@@ -58,10 +62,10 @@ module Oribi
       limit, = memory_limit
       return unless limit.positive?
 
-      @children.each_value do |child|
-        next unless child.booted && !child.retiring && !child.recycling && !child.mold
-
-        used, kind = WorkerMemory.measure(child.pid)
+      live = @children.values.select { |child| child.booted && !child.retiring && !child.recycling && !child.mold }
+      measured = WorkerMemory.measure(live.map(&:pid))
+      live.each do |child|
+        used, kind = measured[child.pid]
         next unless used && used > limit
 
         served = @scoreboard.stats(child.row)[:served]

@@ -8,7 +8,7 @@ module Oribi
     # How far a measurement can be trusted on a machine tune does not have
     # to itself: the spread of repeated runs (a 95% interval), how much of
     # the CPU other processes took meanwhile (/proc/stat less our own
-    # processes), and pairs of results that cannot both be true.
+    # processes; Linux only), and pairs of results that cannot both be true.
     module Noise
       module_function
 
@@ -49,10 +49,20 @@ module Oribi
         [[lo * (1 - rel), 0.0].max, (hi || lo) * (1 + rel)]
       end
 
+      # Whether others' load can be told: the machine's CPU time comes from
+      # /proc/stat, and nothing portable gives it (macOS, the BSDs): there
+      # no setting is marked busy, and the report says so once.
+      def detects? = Platform.procfs?
+
+      def proc_stat = detects? ? File.read("/proc/stat") : nil
+
       # The machine's CPU time from /proc/stat's first line, in seconds:
       # busy (user, nice, system, irq, softirq; guest is inside user),
-      # steal (taken by the hypervisor), total (all of it, every CPU).
-      def machine(stat = File.read("/proc/stat"))
+      # steal (taken by the hypervisor), total (all of it, every CPU);
+      # nil without it.
+      def machine(stat = proc_stat)
+        return nil unless stat
+
         f = stat[/^cpu\s+([\d ]+)$/, 1].split.map(&:to_i)
         user, nice, system, _idle, _iowait, irq, softirq, steal = f
         tick = Resources::TICK
@@ -60,8 +70,11 @@ module Oribi
       end
 
       # A point in time: the machine's CPU and ours (this process, the load
-      # generator in it, and the server's pids).
-      def snapshot(pids, stat: File.read("/proc/stat"), ours: nil)
+      # generator in it, and the server's pids); nil when others' load
+      # cannot be told.
+      def snapshot(pids, stat: proc_stat, ours: nil)
+        return nil unless stat
+
         ours ||= Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) + Resources.cpu_seconds(pids)
         { machine: machine(stat), ours: ours }
       end

@@ -11,7 +11,8 @@ module Oribi
     # page is tune/plot.rb, built from the same document).
     #
     # run: { slo:, path:, duration:, tolerance:, memory_limit:, results: [result],
-    #        contradictions: [{ low:, high:, why: }] (left after measuring again) };
+    #        contradictions: [{ low:, high:, why: }] (left after measuring again),
+    #        noise_detection: (false: others' load was not measured) };
     # result: { workers:, threads:, status:, note:, rate: (the highest
     #           passing rate), interval: [lo, hi] (req/s, Noise.rate_interval),
     #           capacity: { mean:, half:, runs: } (closed loop, req/s),
@@ -20,7 +21,8 @@ module Oribi
     #           throughput: (answered per second at it),
     #           latency: { p50:, p95:, p99: } (seconds), cpu: (CPU seconds
     #           per second), memory: { master_rss:, master_pss:, worker_rss:,
-    #           worker_pss:, total_rss:, total_pss: } (bytes), steps: [...] }
+    #           worker_pss:, total_rss:, total_pss: } (bytes; PSS nil
+    #           without /proc), steps: [...] }
     module Report
       module_function
 
@@ -106,7 +108,10 @@ module Oribi
         out
       end
 
-      def text(run) = table(run) + "\n" + why(run) + summary(run)
+      def text(run) = table(run) + "\n" + why(run) + noise(run) + summary(run)
+
+      # Why the table's "others" column is empty on macOS and the BSDs.
+      def noise(run) = run[:noise_detection] == false ? "Others' load: not measured (noise detection needs /proc).\n" : ""
 
       # What the numbers say, per worker count: the rate, p99 and CPU as
       # threads grow, and whether the CPU it may use (one core per worker:
@@ -123,7 +128,8 @@ module Oribi
           out << "  #{w} worker#{'s' unless w == 1}: #{steps.join(' → ')}#{limit(w, rs, run[:cpus])}\n"
         end
         m = ok.filter_map { |r| r[:memory] }.max_by { |x| x[:worker_rss] }
-        out << "  memory: each worker #{size(m[:worker_rss])} RSS (#{size(m[:worker_pss])} PSS), the master #{size(m[:master_rss])}\n" if m
+        pss = " (#{size(m[:worker_pss])} PSS)" if m&.[](:worker_pss)
+        out << "  memory: each worker #{size(m[:worker_rss])} RSS#{pss}, the master #{size(m[:master_rss])}\n" if m
         out << "\n"
       end
 

@@ -1,14 +1,16 @@
 # frozen_string_literal: true
 
 require "etc"
+require "oribi/platform"
 
 module Oribi
   module Tune
-    # What a server costs, read from /proc (Linux): its workers (the
-    # master's children), CPU time of the whole tree, and RSS and PSS of
-    # each process (PSS shares copy-on-write pages among the processes
-    # mapping them, so the PSS of master and workers adds up to what the
-    # tree really holds; RSS counts shared pages in every process).
+    # What a server costs: its workers (the master's children), CPU time of
+    # the whole tree, and RSS and PSS of each process (PSS shares
+    # copy-on-write pages among the processes mapping them, so the PSS of
+    # master and workers adds up to what the tree really holds; RSS counts
+    # shared pages in every process). Read from /proc (Linux), else from
+    # one ps run (Platform), which knows no PSS: nil then.
     module Resources
       module_function
 
@@ -16,6 +18,10 @@ module Oribi
 
       # Live children of pid, sorted.
       def children(pid)
+        unless Platform.procfs?
+          return Platform.processes.filter_map { |child, row| child if row.ppid == pid && row.state != "Z" }.sort
+        end
+
         Dir.glob("/proc/[0-9]*/stat").filter_map do |f|
           fields = stat_fields(File.read(f))
           File.basename(File.dirname(f)).to_i if fields[1].to_i == pid && fields[0] != "Z"
@@ -27,6 +33,8 @@ module Oribi
       # CPU seconds (user + system, all threads) used so far by pids
       # together; a pid gone meanwhile counts for nothing.
       def cpu_seconds(pids)
+        return Platform.processes(pids).sum(0.0) { |_, row| row.cpu } unless Platform.procfs?
+
         pids.sum do |pid|
           f = stat_fields(File.read("/proc/#{pid}/stat"))
           (f[11].to_i + f[12].to_i) / TICK # utime, stime: fields 14, 15
@@ -37,6 +45,11 @@ module Oribi
 
       # { rss:, pss: } in bytes, nil when the process is gone.
       def memory(pid)
+        unless Platform.procfs?
+          row = Platform.processes([pid])[pid]
+          return row && { rss: row.rss, pss: nil }
+        end
+
         text = File.read("/proc/#{pid}/smaps_rollup")
         { rss: kib(text, "Rss"), pss: kib(text, "Pss") }
       rescue SystemCallError
