@@ -150,7 +150,8 @@ module Oribi
     def banner
       n = @config[:workers]
       workers = n.zero? ? "single process" : "#{n} worker#{'s' if n > 1}#{workers_origin}"
-      Log.info("Oribi #{VERSION} (Ruby #{RUBY_VERSION}, rack #{Rack.release}), pid #{Process.pid}, " \
+      Log.info("Oribi #{VERSION} (Ruby #{RUBY_VERSION}, rack #{Rack.release}, #{Oribi::EVENT_LOOP}" \
+               "#{", portable build" if Oribi::PORTABLE}), pid #{Process.pid}, " \
                "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}" \
                "#{", #{@config[:threads]} threads per worker" if @config[:threads] > 1}")
       @listeners.all.each { |l| Log.info("listening on #{l}#{l.access}") }
