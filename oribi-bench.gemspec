@@ -24,8 +24,10 @@ Gem::Specification.new do |s|
   }
   s.required_ruby_version = ">= 3.1"
   # The load generator reads responses with the server's codec: one parser
-  # and one chunked decoder for both directions, built into each extension.
-  codec = Dir["ext/oribi/http/{parser,chunked}.{c,h}", "ext/oribi/http/token.h", "ext/oribi/layers.rb"]
+  # and one chunked decoder for both directions, built into each extension;
+  # and it waits with the server's poller (os/), built the same way.
+  codec = Dir["ext/oribi/http/{parser,chunked}.{c,h}", "ext/oribi/http/token.h", "ext/oribi/os/*.{c,h}",
+              "ext/oribi/{layers,platform}.rb"]
   s.files = Dir["lib/oribi/{bench,tune,loadgen,tool_options}.rb", "lib/oribi/{bench,tune}/*.rb",
                 "lib/oribi/report/**/*", "ext/oribi_bench/*.{c,h,rb}", "docs/{BENCH,TUNE}.md", "LICENSE"] + codec
   s.extensions = ["ext/oribi_bench/extconf.rb"]

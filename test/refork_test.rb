@@ -16,6 +16,7 @@ class ReforkTest < Minitest::Test
   def ppid(pid) = File.read("/proc/#{pid}/stat").sub(/\A.*\) /, "").split[1].to_i
 
   def test_workers_are_reforked_from_the_mold_under_load
+    skip "no child subreaper in this build: refork is refused (the test below)" unless Oribi.child_subreaper?
     dir = Dir.mktmpdir("oribi-refork")
     control = File.join(dir, "control.sock")
     srv = ServerProcess.new("env.ru", "--refork-after", "200,400", "--rolling-interval", "0",
@@ -51,6 +52,16 @@ class ReforkTest < Minitest::Test
     load&.kill
     srv&.stop
     FileUtils.rm_rf(dir) if dir
+  end
+
+  # Without a child subreaper (macOS, the portable build) the mold's workers
+  # would not be the master's to reap: refork_after is refused at start.
+  def test_refork_after_needs_a_child_subreaper
+    skip "this build has a child subreaper" if Oribi.child_subreaper?
+    out, _, status = run_command(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--refork-after", "10",
+                                 File.join(APPS, "env.ru"), merge: true, timeout: 30)
+    refute status.success?
+    assert_match(/refork_after needs a child subreaper/, out)
   end
 
   def test_refork_after_is_checked

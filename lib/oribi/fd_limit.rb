@@ -38,7 +38,9 @@ module Oribi
       soft
     end
 
-    def connections(limit) = [limit - RESERVE, limit / 2, 1].max
+    # Oribi::FDS_PER_CONNECTION: two on the kqueue build through libkqueue,
+    # which watches a socket's writes on a duplicate of it.
+    def connections(limit) = [[limit - RESERVE, limit / 2].max / Oribi::FDS_PER_CONNECTION, 1].max
 
     # The most a soft limit may be when the hard one is unlimited: Linux's
     # nr_open; macOS refuses a soft limit above kern.maxfilesperproc (the

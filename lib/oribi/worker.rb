@@ -143,8 +143,8 @@ module Oribi
 
     # How many connections wait on the listeners now: the backlog a drain
     # serves. Where the kernel does not say (macOS), a listener's backlog
-    # limit: no more can have been queued, and clients that keep connecting
-    # cannot hold the drain open.
+    # limit: no more can be queued, and clients that keep connecting hold
+    # the drain open for that many at most.
     def queued
       @server.listeners.all.sum { |l| Oribi.listen_queue(l.fileno)&.first || @config[:backlog] }
     end

@@ -1,7 +1,7 @@
 /* Entry point of the extension: only wires the layers into Ruby, and says
  * how it was built (ext/oribi/platform.rb): Oribi::EVENT_LOOP ("epoll",
- * "kqueue", or "kqueue (libkqueue)") and Oribi::PORTABLE (the build that
- * uses only what macOS and the BSDs offer). */
+ * "kqueue", or "kqueue (libkqueue)"), Oribi::PORTABLE (the build that
+ * uses only what macOS and the BSDs offer) and Oribi::FDS_PER_CONNECTION. */
 #include <ruby.h>
 #include "ruby/oribi.h"
 
@@ -23,6 +23,11 @@ __attribute__((visibility("default"))) void Init_oribi(void)
     rb_define_const(mOribi, "PORTABLE", Qtrue);
 #else
     rb_define_const(mOribi, "PORTABLE", Qfalse);
+#endif
+#ifdef ORIBI_LIBKQUEUE
+    rb_define_const(mOribi, "FDS_PER_CONNECTION", INT2FIX(2)); /* os/poller_kqueue.h: the twin */
+#else
+    rb_define_const(mOribi, "FDS_PER_CONNECTION", INT2FIX(1));
 #endif
     Init_oribi_parser(mOribi);
     Init_oribi_engine(mOribi);
