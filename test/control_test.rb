@@ -184,7 +184,7 @@ class ControlTest < Minitest::Test
 
   def test_backlog_of_tcp_and_unix_listeners
     start(workers: 1)
-    unless (probe = TCPServer.new("127.0.0.1", 0)).then { |s| Oribi.listen_queue(s.fileno).tap { s.close } }
+    unless TCPServer.open("127.0.0.1", 0) { |probe| Oribi.listen_queue(probe.fileno) }
       # A build that cannot read the queue (macOS, the portable build) says
       # nothing rather than 0.
       assert_equal [[nil, nil]] * 2, stats["listeners"].map { |l| [l["backlog"], l["backlog_max"]] }
