@@ -28,7 +28,7 @@ Gem::Specification.new do |s|
   # and it waits with the server's poller (os/), built the same way.
   codec = Dir["ext/oribi/http/{parser,chunked}.{c,h}", "ext/oribi/http/token.h", "ext/oribi/os/*.{c,h}",
               "ext/oribi/{layers,platform}.rb"]
-  s.files = Dir["lib/oribi/{bench,tune,loadgen,tool_options}.rb", "lib/oribi/{bench,tune}/*.rb",
+  s.files = Dir["lib/oribi/{bench,tune,loadgen,tool_options,process_group}.rb", "lib/oribi/{bench,tune}/*.rb",
                 "lib/oribi/report/**/*", "ext/oribi_bench/*.{c,h,rb}", "docs/{BENCH,TUNE}.md", "LICENSE"] + codec
   s.extensions = ["ext/oribi_bench/extconf.rb"]
   s.require_paths = ["lib"]

@@ -104,6 +104,8 @@ class PackagingTest < Minitest::Test
                    tools_spec.runtime_dependencies.map { |dep| [dep.name, dep.requirement.requirements.map { |r| r[1].to_s }] }
       assert_includes tools_spec.files, "lib/oribi/report/uplot/LICENSE"
       assert_includes tools_spec.files, "ext/oribi/http/parser.c" # the codec it borrows
+      assert_includes tools_spec.files, "lib/oribi/process_group.rb" # tune's servers
+      refute_includes spec.files, "lib/oribi/process_group.rb"
 
       home = File.join(d, "gems")
       install = ->(gem) { Open3.capture2e(user_env({}), "gem", "install", "--local", "--ignore-dependencies", "--no-document", "--install-dir", home, gem, chdir: d) }
