@@ -24,7 +24,8 @@ require "optparse"
 require "socket"
 require "tmpdir"
 require "rbconfig"
-require_relative "../lib/oribi/tune/resources"
+$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+require "oribi/process_group"
 
 module Soak
   ROOT = File.expand_path("..", __dir__)
@@ -183,7 +184,7 @@ module Soak
     def close = @ka&.close
   end
 
-  # The server under test, in its own process group.
+  # The server under test, an Oribi::ProcessGroup.
   class Server
     # Ruby collects when the memory malloc'ed since the last GC passes a
     # limit that grows with use, to 32 MiB (minor) and 128 MiB (major) by
@@ -196,7 +197,7 @@ module Soak
       "RUBY_GC_OLDMALLOC_LIMIT" => (16 << 20).to_s, "RUBY_GC_OLDMALLOC_LIMIT_MAX" => (16 << 20).to_s
     }.freeze
 
-    attr_reader :port, :sock, :pid, :dir
+    attr_reader :port, :sock, :dir
 
     def initialize(workers)
       @dir = Dir.mktmpdir("oribi-soak")
@@ -205,12 +206,12 @@ module Soak
       cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", workers.to_s, "-E", "production",
              "-b", "tcp://127.0.0.1:#{@port}", "-b", "unix://#{@sock}", "--max-body", "4000000",
              File.join(ROOT, "bench/apps/soak.ru")]
-      @pid = Process.spawn(GC_LIMITS, *cmd, %i[out err] => File.join(@dir, "server.log"), pgroup: true)
+      @group = Oribi::ProcessGroup.new(cmd, env: GC_LIMITS, log: File.join(@dir, "server.log"))
       deadline = Time.now + 30
       begin
         TCPSocket.new("127.0.0.1", @port).close
       rescue Errno::ECONNREFUSED
-        raise "server did not start:\n#{File.read(File.join(@dir, 'server.log'))}" if Time.now > deadline
+        raise "server did not start:\n#{@group.log}" if Time.now > deadline
 
         sleep 0.05
         retry
@@ -218,7 +219,7 @@ module Soak
       # Booted, not just forked: a booting worker has yet to open its
       # engine's fds, and the idle sample is the baseline for fd growth.
       until workers.zero? || (worker_pids.size == workers && worker_pids.none? { |pid| booting?(pid) })
-        raise "workers did not boot in 30 s:\n#{File.read(File.join(@dir, 'server.log'))}" if Time.now > deadline
+        raise "workers did not boot in 30 s:\n#{@group.log}" if Time.now > deadline
 
         sleep 0.05
       end
@@ -231,15 +232,12 @@ module Soak
       true
     end
 
-    def worker_pids = Oribi::Tune::Resources.children(@pid)
-
-    def log_tail(n) = File.readlines(File.join(@dir, "server.log")).last(n).join
+    def pid = @group.pid
+    def worker_pids = @group.worker_pids
+    def log_tail(n) = @group.tail(n).join
 
     def stop
-      Process.kill(:TERM, @pid)
-      Process.wait(@pid)
-    rescue Errno::ESRCH, Errno::ECHILD
-      nil
+      @group.stop
     ensure
       FileUtils.rm_rf(@dir)
     end

@@ -4,15 +4,15 @@ require "rbconfig"
 require "tmpdir"
 require "fileutils"
 require "socket"
-require "oribi/tune/resources"
+require "oribi/process_group"
 
 module Oribi
   module Tune
     # One server for one setting: Oribi (`exe/oribi -w W -t T`), Puma
     # (`puma -w W -t T:T`) or Unicorn (`worker_processes W`, one thread),
-    # on a unix socket in a fresh directory, its own process group, its
-    # output in a log file (shown when it fails to boot). Ready when the
-    # socket accepts and all W workers (the master's children) are running.
+    # on a unix socket in a fresh directory, an Oribi::ProcessGroup (its
+    # log shown when it fails to boot). Ready when the socket accepts and
+    # all W workers (the master's children) are running.
     class Server
       class BootError < StandardError; end
 
@@ -25,7 +25,7 @@ module Oribi
       # template with {workers} and {threads} replaced.
       def self.fill(template, workers, threads) = template.gsub("{workers}", workers.to_s).gsub("{threads}", threads.to_s)
 
-      attr_reader :pid, :sock, :workers, :threads
+      attr_reader :sock, :workers, :threads
 
       def initialize(rackup, workers:, threads:, environment: "production", kind: "oribi", boot_timeout: 60)
         @dir = Dir.mktmpdir("oribi-tune")
@@ -33,7 +33,7 @@ module Oribi
         @log = File.join(@dir, "log")
         @workers = workers
         @threads = threads
-        @pid = Process.spawn(*command(kind, File.expand_path(rackup), environment), %i[out err] => @log, in: File::NULL, pgroup: true)
+        @group = ProcessGroup.new(command(kind, File.expand_path(rackup), environment), log: @log)
         wait_ready(boot_timeout)
       rescue StandardError
         stop
@@ -76,31 +76,16 @@ module Oribi
         line
       end
 
-      def worker_pids = Resources.children(@pid)
-      def pids = [@pid, *worker_pids]
+      def pid = @group.pid
+      def worker_pids = @group.worker_pids
+      def pids = [pid, *worker_pids]
+      def log = @group.log
 
-      def log = File.exist?(@log) ? File.read(@log) : ""
-
-      # TERM, then KILL to the process group after timeout; idempotent.
+      # TERM, then KILL to what is left after timeout; idempotent.
       def stop(timeout: 10)
-        return unless @pid && !@stopped
-
-        @stopped = true
-        begin
-          Process.kill(:TERM, @pid)
-          deadline = now + timeout
-          sleep 0.02 until Process.wait(@pid, Process::WNOHANG) || now > deadline
-        rescue Errno::ESRCH, Errno::ECHILD
-          nil
-        end
-        begin
-          Process.kill(:KILL, -@pid) # stragglers, and the master if it hung
-          Process.wait(@pid)
-        rescue Errno::ESRCH, Errno::ECHILD, Errno::EPERM
-          nil
-        end
+        @group&.stop(timeout: timeout)
       ensure
-        FileUtils.rm_rf(@dir) if @stopped
+        FileUtils.rm_rf(@dir)
       end
 
       private
@@ -110,12 +95,9 @@ module Oribi
       def wait_ready(timeout)
         deadline = now + timeout
         loop do
-          if Process.wait(@pid, Process::WNOHANG)
-            @stopped = true
-            raise BootError, "server exited while booting:\n#{log.lines.last(10).join}"
-          end
+          raise BootError, "server exited while booting:\n#{@group.tail(10).join}" if @group.exited?
           return if accepting? && worker_pids.size >= @workers
-          raise BootError, "server not ready in #{timeout}s:\n#{log.lines.last(10).join}" if now > deadline
+          raise BootError, "server not ready in #{timeout}s:\n#{@group.tail(10).join}" if now > deadline
 
           sleep 0.05 # polling a condition (socket accepting, workers forked), bounded above
         end
