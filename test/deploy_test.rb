@@ -36,10 +36,8 @@ class DeployTest < Minitest::Test
   end
 
   def teardown
-    if @sup
-      stop_process(@sup, timeout: 20)
-      @sup = nil
-    end
+    @sup&.stop(timeout: 20)
+    @sup = nil
     FileUtils.rm_rf(@dir)
   end
 
@@ -71,8 +69,7 @@ class DeployTest < Minitest::Test
              ["ruby", File.join(ROOT, "exe/oribi"), "-w", "2", "-b", "unix://#{@sock}", "--pid", @pid_file,
               "--rolling-interval", "0", *args, "config.ru"]
            end
-    @sup = Process.spawn(env, RbConfig.ruby, "-e", SUPERVISOR, @sup_log, *cmd,
-                         chdir: @current, %i[out err] => @log, pgroup: true)
+    @sup = Oribi::ProcessGroup.new([RbConfig.ruby, "-e", SUPERVISOR, @sup_log, *cmd], env: env, chdir: @current, log: @log)
     assert wait_until(timeout: 30) { body == "r1" }, "not serving r1:\n#{File.read(@log)}"
     assert wait_until { File.exist?(@pid_file) }
     @pid = File.read(@pid_file).to_i

@@ -20,9 +20,7 @@ class FrameworkProcess < ServerProcess
     @port = free_port
     cmd = yield(@port)
     env = { "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile") }.merge(env)
-    # One open file for both: frameworks write to stdout too, and two opens
-    # of the same path would overwrite each other's lines.
-    @pid = Process.spawn(env, *cmd, %i[out err] => [@log_path, "a"], pgroup: true, chdir: chdir)
+    @group = Oribi::ProcessGroup.new(cmd, env: env, log: @log_path, chdir: chdir)
     return unless ready
 
     begin
@@ -33,7 +31,6 @@ class FrameworkProcess < ServerProcess
     end
   end
 
-  # The exit status once the process ends by itself, nil after timeout.
   # A command that should exit by itself (a help text, a refused option):
   # its combined output and status, or a failure if it is still running
   # after timeout (it may have started a server after all).

@@ -21,9 +21,8 @@ class InheritTest < Minitest::Test
       port = free_port
       sock = File.join(d, "app.sock")
       log = File.join(d, "log")
-      pid = Process.spawn("start_server", "--port=127.0.0.1:#{port}", "--path=#{sock}", "--interval=1",
-                          "--", RbConfig.ruby, ORIBI, "-w", "2", File.join(APPS, "env.ru"),
-                          %i[out err] => log, pgroup: true)
+      starter = Oribi::ProcessGroup.new(["start_server", "--port=127.0.0.1:#{port}", "--path=#{sock}", "--interval=1",
+                                         "--", RbConfig.ruby, ORIBI, "-w", "2", File.join(APPS, "env.ru")], log: log)
       assert wait_until(timeout: 20) { status_of { get(port) } == 200 }, File.read(log)
       assert File.socket?(sock)
       assert_equal 200, HTTPClient.request(UNIXSocket.new(sock), "/").status # the second fd is used too
@@ -33,7 +32,7 @@ class InheritTest < Minitest::Test
 
       old = pid_of(get(port))
       old_master = File.read("/proc/#{old}/stat").split[3].to_i
-      Process.kill(:HUP, pid)
+      Process.kill(:HUP, starter.pid)
       failures = 0
       seen_new = false
       deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
@@ -54,11 +53,9 @@ class InheritTest < Minitest::Test
       # the old generation drained and exited
       assert wait_until(timeout: 10) { !process_alive?(old_master) }
       assert File.socket?(sock), "the inherited unix socket must not be removed"
-      Process.kill(:TERM, pid)
-      _, status = Process.wait2(pid)
-      assert status.success?, File.read(log)
+      assert starter.stop(timeout: 30).success?, File.read(log)
     ensure
-      kill_group(pid)
+      starter&.stop(:KILL, timeout: 0)
     end
   end
 
@@ -85,24 +82,21 @@ class InheritTest < Minitest::Test
         uri = kind == :unix ? "unix://#{where}" : "tcp://127.0.0.1:#{where}"
         File.write(File.join(d, "oribi.rb"), "control #{uri.inspect}\ncontrol_token \"sesame\"\n")
         log = File.join(d, "log")
-        pid = Process.spawn("start_server", "--port=127.0.0.1:#{port}", "--interval=1", "--",
-                            RbConfig.ruby, ORIBI, "-w", "1", "-C", File.join(d, "oribi.rb"), File.join(APPS, "env.ru"),
-                            %i[out err] => log, pgroup: true)
+        starter = Oribi::ProcessGroup.new(["start_server", "--port=127.0.0.1:#{port}", "--interval=1", "--", RbConfig.ruby,
+                                           ORIBI, "-w", "1", "-C", File.join(d, "oribi.rb"), File.join(APPS, "env.ru")], log: log)
         assert wait_until(timeout: 20) { control_pid(kind, where) }, File.read(log)
         old = control_pid(kind, where)
-        Process.kill(:HUP, pid)
+        Process.kill(:HUP, starter.pid)
         assert wait_until(timeout: 30) { (now = control_pid(kind, where)) && now != old },
                "the new generation never answered the control endpoint:\n#{log_end(File.read(log), 3000)}"
         assert wait_until(timeout: 15) { !process_alive?(old) },
                "the old generation stopped"
         refute_nil control_pid(kind, where), "the endpoint outlives the old generation:\n#{File.read(log)}"
         refute_match(/already in use|another server/, File.read(log))
-        Process.kill(:TERM, pid)
-        _, status = Process.wait2(pid)
-        assert status.success?, File.read(log)
+        assert starter.stop(timeout: 30).success?, File.read(log)
         refute File.exist?(where), "the last generation removes its control socket" if kind == :unix
       ensure
-        kill_group(pid)
+        starter&.stop(:KILL, timeout: 0)
       end
     end
   end
@@ -116,9 +110,8 @@ class InheritTest < Minitest::Test
         # start_server stops the old generation --interval seconds after it
         # started the new one, booted or not: an ASan build boots slower.
         interval = ENV["ORIBI_SANITIZE"] ? 3 : 1
-        pid = Process.spawn("start_server", "--path=#{sock}", "--interval=#{interval}", "--",
-                            RbConfig.ruby, ORIBI, "-w", "2", File.join(APPS, "env.ru"),
-                            %i[out err] => log, pgroup: true)
+        starter = Oribi::ProcessGroup.new(["start_server", "--path=#{sock}", "--interval=#{interval}", "--",
+                                           RbConfig.ruby, ORIBI, "-w", "2", File.join(APPS, "env.ru")], log: log)
         assert wait_until(timeout: 20) { status_of { HTTPClient.request(UNIXSocket.new(sock), "/") } == 200 }
         req = "GET / HTTP/1.1\r\nHost: t\r\n#{"Connection: close\r\n" if mode == :close}\r\n"
         load = Thread.new do
@@ -126,7 +119,7 @@ class InheritTest < Minitest::Test
                              keepalive: mode == :keepalive, timeout: 10)
         end
         10.times do |i|
-          Process.kill(:HUP, pid)
+          Process.kill(:HUP, starter.pid)
           assert wait_until(timeout: 15 * interval) { File.read(log).scan(/^old worker \d+ died/).size == i + 1 },
                  "HUP #{i + 1} did not complete:\n#{log_end(File.read(log))}"
         end
@@ -134,11 +127,9 @@ class InheritTest < Minitest::Test
         assert_operator result[:requests], :>, 1000
         assert_equal 0, result[:errors].values.sum, result[:errors].inspect
         assert_equal [200], result[:status].keys
-        Process.kill(:TERM, pid)
-        _, status = Process.wait2(pid)
-        assert status.success?
+        assert starter.stop(timeout: 30).success?
       ensure
-        kill_group(pid)
+        starter&.stop(:KILL, timeout: 0)
       end
     end
   end

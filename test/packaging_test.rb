@@ -33,12 +33,12 @@ class PackagingTest < Minitest::Test
   # Runs cmd, waits for it to serve GET / on port; → the log.
   def serve_once(env, cmd, port, chdir:)
     log = File.join(chdir, "serve.log")
-    pid = Process.spawn(user_env(env), *cmd, chdir: chdir, %i[out err] => log, pgroup: true)
+    server = Oribi::ProcessGroup.new(cmd, env: user_env(env), chdir: chdir, log: log)
     res = nil
     ok = wait_until(timeout: 240) do
       res = HTTPClient.request(TCPSocket.new("127.0.0.1", port), "/", headers: { "Connection" => "close" })
     rescue SystemCallError, EOFError
-      raise "exited:\n#{File.read(log)}" if Process.waitpid(pid, Process::WNOHANG)
+      raise "exited:\n#{File.read(log)}" if server.exited?
 
       false
     end
@@ -46,7 +46,7 @@ class PackagingTest < Minitest::Test
     assert_equal 200, res.status
     File.read(log)
   ensure
-    kill_group(pid) if pid
+    server&.stop(:KILL, timeout: 0)
   end
 
   def test_a_path_gem_builds_its_extensions_on_first_load

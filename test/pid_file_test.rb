@@ -15,15 +15,12 @@ class PidFileTest < Minitest::Test
     plant = 'ln -s "$VICTIM" "$PID_FILE.$$" && exec "$@"'
     cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", workers.to_s, "-b", "unix://#{dir}/s.sock",
            "--pid", @pid_file, File.join(APPS, "env.ru")]
-    @pid = Process.spawn({ "VICTIM" => @victim, "PID_FILE" => @pid_file }, "sh", "-c", plant, "sh", *cmd,
-                         %i[out err] => File.join(dir, "log"), pgroup: true)
+    env = { "VICTIM" => @victim, "PID_FILE" => @pid_file }
+    @server = Oribi::ProcessGroup.new(["sh", "-c", plant, "sh", *cmd], env: env, log: File.join(dir, "log"))
   end
 
   def teardown
-    kill_group(@pid)
-    Process.wait(@pid) if @pid
-  rescue Errno::ECHILD
-    nil
+    @server&.stop(:KILL, timeout: 0)
   end
 
   [0, 1].each do |workers|
@@ -31,10 +28,10 @@ class PidFileTest < Minitest::Test
       Dir.mktmpdir("oribi-pid") do |dir|
         start_behind_planted_link(dir, workers: workers)
         written = wait_until(timeout: 20) { (File.read(@pid_file) rescue nil) } # rubocop:disable Style/RescueModifier
-        assert_equal "#{@pid}\n", written, File.read(File.join(dir, "log"))
+        assert_equal "#{@server.pid}\n", written, File.read(File.join(dir, "log"))
         assert_equal "precious\n", File.read(@victim), "the pid was written through the planted link"
         refute File.symlink?(@pid_file)
-        leftovers = Dir.children(dir) - %w[victim o.pid s.sock log] - ["o.pid.#{@pid}"]
+        leftovers = Dir.children(dir) - %w[victim o.pid s.sock log] - ["o.pid.#{@server.pid}"]
         assert_empty leftovers, "temp files left behind"
       end
     end

@@ -13,16 +13,11 @@ class PlatformTest < Minitest::Test
   GONE = (1 << 22) + 1 # above Linux's pid_max
 
   def setup
-    @pids = []
+    @groups = []
   end
 
   def teardown
-    @pids.each do |pid|
-      kill_group(pid)
-      Process.wait(pid)
-    rescue Errno::ECHILD
-      nil
-    end
+    @groups.each { |group| group.stop(:KILL, timeout: 0) }
   end
 
   # The block with ORIBI_PORTABLE set to value (nil: unset), in this process.
@@ -48,11 +43,10 @@ class PlatformTest < Minitest::Test
   # first line it prints, split].
   def spawn_ruby(code)
     r, w = IO.pipe
-    pid = Process.spawn(RbConfig.ruby, "-e", "$stdout.sync = true; #{code}", out: w, pgroup: true)
-    @pids << pid
+    @groups << (group = Oribi::ProcessGroup.new([RbConfig.ruby, "-e", "$stdout.sync = true; #{code}"], log: nil, out: w))
     w.close
     line = Timeout.timeout(30) { r.gets } or flunk "the child said nothing"
-    [pid, line.split]
+    [group.pid, line.split]
   ensure
     r&.close
   end

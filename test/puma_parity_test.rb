@@ -33,8 +33,8 @@ class PumaParityTest < Minitest::Test
   def setup
     skip "puma is not installed (bundle install installs it with the peers group)" unless self.class.puma_available?
     @port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
-    @puma = Process.spawn(RbConfig.ruby, "-S", "puma", "-q", "-t", "1:1", "-b", "tcp://127.0.0.1:#{@port}",
-                          File.join(APPS, "parity.ru"), out: File::NULL, err: File::NULL, pgroup: true)
+    @puma = Oribi::ProcessGroup.new([RbConfig.ruby, "-S", "puma", "-q", "-t", "1:1", "-b", "tcp://127.0.0.1:#{@port}",
+                                     File.join(APPS, "parity.ru")], log: File::NULL)
     assert wait_until(timeout: 20, interval: 0.05) { listening?(@port) }, "puma did not start"
     @oribi = ServerProcess.new("parity.ru", unix: false)
   end
@@ -48,10 +48,7 @@ class PumaParityTest < Minitest::Test
 
   def teardown
     @oribi&.stop
-    return unless @puma
-
-    Process.kill(:KILL, -@puma)
-    Process.wait(@puma)
+    @puma&.stop(:KILL, timeout: 0)
   end
 
   def ask(port, raw)

@@ -49,9 +49,9 @@ class SupervisionTest < Minitest::Test
     Dir.mktmpdir do |d|
       port = TCPServer.open("127.0.0.1", 0) { |l| l.addr[1] }
       log = File.join(d, "log")
-      starter = Process.spawn("start_server", "--port=127.0.0.1:#{port}", "--interval=1", "--",
-                              RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", "2", File.join(APPS, "env.ru"),
-                              %i[out err] => log, pgroup: true)
+      starter = Oribi::ProcessGroup.new(["start_server", "--port=127.0.0.1:#{port}", "--interval=1", "--",
+                                         RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", "2", File.join(APPS, "env.ru")],
+                                        log: log)
       get = lambda do
         HTTPClient.request(TCPSocket.new("127.0.0.1", port), "/", headers: { "Connection" => "close" })
       rescue SystemCallError, EOFError
@@ -70,7 +70,7 @@ class SupervisionTest < Minitest::Test
       refute_includes served, 0, "a request failed"
       assert wait_until(timeout: 5) { orphans.none? { |w| process_alive?(w) } }, File.read(log)
     ensure
-      stop_process(starter, timeout: 15) # and its generations' workers
+      starter&.stop(timeout: 15) # and its generations' workers
     end
   end
 end

@@ -7,6 +7,7 @@ require "tmpdir"
 require "timeout"
 require "etc"
 require "oribi/tune/resources"
+require "oribi/process_group"
 require "oribi"
 require "oribi/loadgen" # the load generator, for tests that drive load
 require_relative "support/wait"
@@ -16,9 +17,10 @@ ROOT = File.expand_path("..", __dir__)
 APPS = File.join(__dir__, "apps")
 
 # A real server process started from exe/oribi, on a loopback TCP port and a
-# unix socket, stopped (TERM, then KILL) when the test is done.
+# unix socket, an Oribi::ProcessGroup stopped (TERM, then KILL) when the test
+# is done.
 class ServerProcess
-  attr_reader :port, :sock, :pid, :log_path
+  attr_reader :port, :sock, :log_path
 
   # spawn: extra Process.spawn options, e.g. rlimit_nofile: 64; exe: the
   # oribi command to run (a copy elsewhere)
@@ -39,7 +41,7 @@ class ServerProcess
       # Its own binds last: once its socket accepts, the listeners a test
       # named in args are bound too (the server binds in order).
       cmd = [RbConfig.ruby, exe, *(["-w", workers.to_s] if workers), *args, *binds, app]
-      @pid = Process.spawn(env, *cmd, %i[out err] => @log_path, pgroup: true, **spawn)
+      @group = Oribi::ProcessGroup.new(cmd, env: env, log: @log_path, **spawn)
       begin
         wait_ready
         break
@@ -47,11 +49,12 @@ class ServerProcess
         stop(:KILL) # a server that never got ready must not outlive the test
         raise unless tcp && port.nil? && attempt < 2 && log.include?("tcp://127.0.0.1:#{@port}: Address already in use")
 
-        @status = @final_log = nil
+        @final_log = nil
       end
     end
   end
 
+  def pid = @group.pid
   def log = @final_log || File.read(@log_path)
 
   # The log once it matches re (or as it is after timeout): what a worker
@@ -67,14 +70,14 @@ class ServerProcess
   end
 
   # pids of the master's live children (the workers)
-  def worker_pids = Oribi::Tune::Resources.children(@pid)
+  def worker_pids = @group.worker_pids
 
   # VmRSS in KiB and the open fds of a process of this server
-  def rss_kib(pid = @pid) = File.read("/proc/#{pid}/status")[/^VmRSS:\s+(\d+)/, 1].to_i
-  def fd_count(pid = @pid) = Dir.children("/proc/#{pid}/fd").size
+  def rss_kib(pid = self.pid) = File.read("/proc/#{pid}/status")[/^VmRSS:\s+(\d+)/, 1].to_i
+  def fd_count(pid = self.pid) = Dir.children("/proc/#{pid}/fd").size
 
   # CPU seconds (user + system) a process of this server has used
-  def cpu_seconds(pid = @pid) = Oribi::Tune::Resources.cpu_seconds([pid])
+  def cpu_seconds(pid = self.pid) = Oribi::Tune::Resources.cpu_seconds([pid])
 
   def tcp = TCPSocket.new("127.0.0.1", @port)
 
@@ -90,17 +93,13 @@ class ServerProcess
 
   # The exit status once the server ends by itself (nil after timeout):
   # for a test that already sent the signal and must not send another.
-  def wait_exit(timeout)
-    @status ||= reap(@pid, timeout: timeout)
-  end
+  def wait_exit(timeout) = @group.reap(timeout: timeout)
 
+  # → the exit status; the log is kept, its directory removed.
   def stop(signal = :TERM, timeout: 15)
-    return @status if @status
-
-    @status = stop_process(@pid, timeout: timeout, signal: signal)
+    @group.stop(signal, timeout: timeout)
   ensure
-    kill_group(@pid) # stray workers of the process group
-    if @status && !@final_log
+    unless @final_log
       @final_log = File.read(@log_path)
       FileUtils.rm_rf(@dir)
     end
@@ -120,18 +119,13 @@ class ServerProcess
       rescue Errno::ECONNREFUSED, Errno::ENOENT
         nil
       end
-      if Process.wait(@pid, Process::WNOHANG)
-        raise "server exited before it was ready:\n#{log}"
-      end
+      raise "server exited before it was ready:\n#{log}" if @group.exited?
       raise "server not ready in #{timeout} s:\n#{log}" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
 
       sleep 0.02 # polling for a condition (the socket accepting), bounded above
     end
   end
 end
-
-# KILL to the process group of a process a test spawned (pgroup: true):
-# whatever is left of a server, its workers and helpers.
 
 # Reading raw HTTP/1.1 responses off a socket, with a deadline on every read.
 module HTTPClient

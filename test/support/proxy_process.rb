@@ -18,7 +18,7 @@ class ProxyProcess
     @dir = Dir.mktmpdir("oribi-#{name}")
     @port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
     @log = File.join(@dir, "#{name}.out")
-    @pid = Process.spawn(*yield(@dir), %i[out err] => @log, pgroup: true)
+    @group = Oribi::ProcessGroup.new(yield(@dir), log: @log)
     ready = wait_until(timeout: 10) do
       TCPSocket.new("127.0.0.1", @port).close || true
     rescue Errno::ECONNREFUSED
@@ -32,7 +32,7 @@ class ProxyProcess
   def tcp = TCPSocket.new("127.0.0.1", @port)
 
   def stop
-    stop_process(@pid, timeout: 10)
+    @group.stop(timeout: 10)
     FileUtils.rm_rf(@dir)
   end
 
