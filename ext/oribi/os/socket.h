@@ -41,11 +41,20 @@ static inline void oribi_nosigpipe(int fd)
 #endif
 }
 
-/* Non-blocking and close-on-exec in any case. */
-static inline int oribi_nonblock_cloexec(int fd)
+/* A new socket made ready where one call could not: non-blocking,
+ * close-on-exec, no SIGPIPE; closed on failure. fd may be -1 (the call
+ * failed): passed on. */
+static inline int oribi_socket_ready(int fd)
 {
+    if (fd < 0)
+        return fd;
     int fl = fcntl(fd, F_GETFL);
-    return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ? -1 : 0;
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        close(fd);
+        return -1;
+    }
+    oribi_nosigpipe(fd);
+    return fd;
 }
 
 /* accept, the new socket non-blocking and close-on-exec. */
@@ -54,31 +63,17 @@ static inline int oribi_accept(int lfd, struct sockaddr *sa, socklen_t *len)
 #ifdef ORIBI_HAVE_ACCEPT4
     return accept4(lfd, sa, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 #else
-    int fd = accept(lfd, sa, len);
-    if (fd >= 0 && oribi_nonblock_cloexec(fd) < 0) {
-        close(fd);
-        return -1;
-    }
-    if (fd >= 0)
-        oribi_nosigpipe(fd);
-    return fd;
+    return oribi_socket_ready(accept(lfd, sa, len));
 #endif
 }
 
 /* socket, non-blocking and close-on-exec. */
 static inline int oribi_socket(int domain, int type, int protocol)
 {
-#if defined(ORIBI_HAVE_SOCK_NONBLOCK)
+#ifdef ORIBI_HAVE_SOCK_NONBLOCK
     return socket(domain, type | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol);
 #else
-    int fd = socket(domain, type, protocol);
-    if (fd >= 0 && oribi_nonblock_cloexec(fd) < 0) {
-        close(fd);
-        return -1;
-    }
-    if (fd >= 0)
-        oribi_nosigpipe(fd);
-    return fd;
+    return oribi_socket_ready(socket(domain, type, protocol));
 #endif
 }
 
