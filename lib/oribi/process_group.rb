@@ -73,11 +73,7 @@ module Oribi
     # { pid => stat fields } of the processes under the leader (by parent)
     # and in its group. Once reaped its pid may be another process's.
     def members
-      procs = Dir.glob("/proc/[0-9]*/stat").each_with_object({}) do |f, h|
-        h[f[%r{/proc/(\d+)/}, 1].to_i] = Tune::Resources.stat_fields(File.read(f))
-      rescue SystemCallError
-        next
-      end
+      procs = Tune::Resources.proc_stats
       kids = procs.group_by { |_, f| f[1].to_i }.transform_values { |l| l.map(&:first) }
       found = procs.filter_map { |pid, f| pid if (pid == @pid && !@reaped) || f[2].to_i == @pid }
       queue = found.dup

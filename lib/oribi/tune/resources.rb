@@ -22,12 +22,16 @@ module Oribi
           return Platform.processes.filter_map { |child, row| child if row.ppid == pid && row.state != "Z" }.sort
         end
 
-        Dir.glob("/proc/[0-9]*/stat").filter_map do |f|
-          fields = stat_fields(File.read(f))
-          File.basename(File.dirname(f)).to_i if fields[1].to_i == pid && fields[0] != "Z"
+        proc_stats.filter_map { |child, f| child if f[1].to_i == pid && f[0] != "Z" }.sort
+      end
+
+      # { pid => stat fields } of every process in /proc now.
+      def proc_stats
+        Dir.glob("/proc/[0-9]*/stat").each_with_object({}) do |f, h|
+          h[f[%r{/proc/(\d+)/}, 1].to_i] = stat_fields(File.read(f))
         rescue SystemCallError
-          nil
-        end.sort
+          next # gone meanwhile
+        end
       end
 
       # CPU seconds (user + system, all threads) used so far by pids
