@@ -7,11 +7,21 @@
 # change). Counts do not depend on the machine's load, so this runs on a
 # shared machine where a timed benchmark would not.
 #
-#   bundle exec ruby bench/instructions.rb [--requests 2000] [--repeat 5] [--root DIR]...
+#   bundle exec ruby bench/instructions.rb [--requests 2000] [--repeat 3] [--rate 100] [--root DIR]...
 #
 # Each DIR is a checkout with its extension built (default: this one). Per
 # run: 300 requests to warm up, the counters zeroed (callgrind_control -z),
-# N requests, the counters dumped (-d); the dump's total over N is printed.
+# N requests, the counters dumped (-d); the dump's total over N is the
+# run's count. Printed: each cell's median over the runs, its range, and
+# the ratio to the first DIR's median.
+#
+# What would make the count follow timing is kept out, so that two runs of
+# one tree agree within about 1%: the requests come one at a time at a
+# fixed rate, each to a server idle in its wait (back to back, whether the
+# next one is already there when the loop looks varies the loop's turns);
+# GC is off (where its sweeping lands is timing; the trees compared
+# allocate the same); and Ruby's own work around the wait is not counted
+# (TOGGLE).
 require "optparse"
 require "rbconfig"
 require "socket"
@@ -22,24 +32,30 @@ require_relative "../lib/oribi/bench"
 
 roots = []
 requests = 2000
-repeat = 1
+repeat = 3
+rate = 100
 OptionParser.new do |o|
   o.on("--requests N", Integer, "requests counted per run (default #{requests})") { |v| requests = v }
-  o.on("--repeat N", Integer, "runs per cell; the fewest instructions counts (default 1)") { |v| repeat = v }
+  o.on("--repeat N", Integer, "runs per cell (default #{repeat})") { |v| repeat = v }
+  o.on("--rate N", Integer, "requests per second, one at a time (default #{rate})") { |v| rate = v }
   o.on("--root DIR", "a checkout to measure (repeatable; default this one)") { |v| roots << File.expand_path(v) }
 end.parse!
 roots << File.expand_path("..", __dir__) if roots.empty?
 abort "instructions: valgrind is not installed" unless system("which valgrind callgrind_control > /dev/null")
 APP = File.expand_path("apps/hello.ru", __dir__)
 # The engine's two calls per request (the loop, the env, the response
-# written) and what they call: not the app, nor Ruby's own periodic work,
-# which a run slowed down by valgrind and by the machine's load would
-# spread over the requests unevenly.
-TOGGLE = %w[engine_next_request engine_respond].map { |f| "--toggle-collect=#{f}" }.freeze
+# written) and what they call: not the app. Nor Ruby's handing over of the GVL
+# around the loop's wait: its work depends on how long the wait was and
+# on Ruby's own timer, and it is Ruby's, the same for any engine. Each
+# function toggles counting on entry and exit, so the one Ruby runs
+# without the GVL turns it back on inside the call that hands the GVL over.
+TOGGLE = %w[engine_next_request engine_respond rb_thread_call_without_gvl run_nogvl wait_nogvl]
+         .map { |f| "--toggle-collect=#{f}" }.freeze
 
-def load(sock, requests, keepalive)
+def load(sock, requests, keepalive, rate)
   Oribi::Loadgen.run(unix_path: sock, request: Oribi::Bench::Targets.get("/", keepalive: keepalive), connections: 1,
-                     threads: 1, requests: requests, keepalive: keepalive, timeout: 60)
+                     threads: 1, requests: requests, keepalive: keepalive, timeout: 60, rate: rate.to_f,
+                     max_connections: 1)
 end
 
 def accepting?(sock)
@@ -49,12 +65,15 @@ rescue SystemCallError
   false
 end
 
-def measure(root, requests, keepalive)
+def measure(root, requests, keepalive, rate)
   Dir.mktmpdir("oribi-callgrind") do |dir|
     sock = File.join(dir, "s.sock")
     out = File.join(dir, "callgrind.out")
+    # No GC: where its sweeping lands (in the engine or in the app) is
+    # timing; the two trees allocate the same objects per request.
+    File.write(gc_off = File.join(dir, "gc_off.rb"), "GC.disable\n")
     pid = Process.spawn("valgrind", "--tool=callgrind", "--callgrind-out-file=#{out}", *TOGGLE, RbConfig.ruby,
-                        "-I#{root}/lib", "#{root}/exe/oribi", "-w", "0", "-b", "unix://#{sock}", APP,
+                        "-r#{gc_off}", "-I#{root}/lib", "#{root}/exe/oribi", "-w", "0", "-b", "unix://#{sock}", APP,
                         %i[out err] => File.join(dir, "log"), pgroup: true)
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 120
     until accepting?(sock)
@@ -62,9 +81,9 @@ def measure(root, requests, keepalive)
 
       sleep 0.2 # polling a condition (valgrind's start is slow), bounded above
     end
-    load(sock, 300, keepalive)
+    load(sock, 300, keepalive, rate)
     system("callgrind_control", "-z", pid.to_s, %i[out err] => File::NULL) or raise "callgrind_control -z failed"
-    res = load(sock, requests, keepalive)
+    res = load(sock, requests, keepalive, rate)
     raise "#{res[:errors]} errors" unless res[:requests] == requests && res[:errors].values.sum.zero?
 
     system("callgrind_control", "-d", pid.to_s, %i[out err] => File::NULL) or raise "callgrind_control -d failed"
@@ -83,11 +102,29 @@ def measure(root, requests, keepalive)
   end
 end
 
-puts format("%-40s %14s %14s", "instructions per request (engine)", "keep-alive", "close")
+# Runs alternate between the trees, so that a change on the machine
+# during the measurement falls on all of them.
+MODES = { "keep-alive" => true, "close" => false }.freeze
+counts = Hash.new { |h, k| h[k] = [] }
+repeat.times do |pass|
+  roots.each do |root|
+    MODES.each do |mode, keepalive|
+      counts[[root, mode]] << measure(root, requests, keepalive, rate)
+      warn format("pass %d/%d  %-10s %-40s %8.0f", pass + 1, repeat, mode, root[-40..] || root, counts[[root, mode]].last)
+    end
+  end
+end
+
+def cell(runs, base)
+  sorted = runs.sort
+  median = sorted[sorted.size / 2]
+  text = format("%.0f (%.0f–%.0f)", median, sorted.first, sorted.last)
+  base ? format("%s %.3f×", text, median / base) : text
+end
+
+medians = MODES.keys.to_h { |mode| [mode, counts[[roots.first, mode]].sort[repeat / 2]] }
+puts format("%-40s %-30s %-30s", "instructions per request (engine)", *MODES.keys)
 roots.each do |root|
-  # The minimum: what varies between runs is work added by timing (a wait
-  # that found nothing, a timer, a GC run), never work taken away.
-  ka = Array.new(repeat) { measure(root, requests, true) }.min
-  close = Array.new(repeat) { measure(root, requests, false) }.min
-  puts format("%-40s %14.0f %14.0f", root.size > 40 ? "…#{root[-39..]}" : root, ka, close)
+  cells = MODES.keys.map { |mode| cell(counts[[root, mode]], root == roots.first ? nil : medians[mode]) }
+  puts format("%-40s %-30s %-30s", root.size > 40 ? "…#{root[-39..]}" : root, *cells)
 end
