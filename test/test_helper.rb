@@ -35,6 +35,7 @@ class ServerProcess
       @sock = sock || File.join(@dir, "s.sock")
       @log_path = File.join(@dir, "log")
       @port = port || free_port if tcp
+      @given_port = port
       binds = []
       binds += ["-b", "tcp://127.0.0.1:#{@port}"] if tcp
       binds += ["-b", "unix://#{@sock}"] if unix
@@ -108,14 +109,17 @@ class ServerProcess
   private
 
   # Ready once every listener accepts: the server binds them one after the
-  # other, so TCP may accept before the unix socket file exists.
+  # other, so TCP may accept before the unix socket file exists. A port
+  # this class chose must be held by this server: two tests can be handed
+  # the same free port, and the other's server then accepts on it while
+  # this one fails to bind.
   def wait_ready(timeout = 20)
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
     loop do
       begin
         tcp.close if @port
         unix.close if @unix || !@port
-        return
+        return if !@port || @given_port || listens_on?(@group, @port)
       rescue Errno::ECONNREFUSED, Errno::ENOENT
         nil
       end

@@ -16,14 +16,34 @@ rescue SystemCallError
   false
 end
 
-# Distinct sockets a process holds (the loop's copies of the listeners are
-# the same sockets; Ruby's own pipes and eventfds are not counted).
-def socket_count(pid)
+# The distinct sockets a process holds, as /proc names them
+# ("socket:[INODE]"): the loop's copies of the listeners are the same
+# sockets; Ruby's own pipes and eventfds are not sockets.
+def socket_names(pid)
   Dir.children("/proc/#{pid}/fd").filter_map do |fd|
     File.readlink("/proc/#{pid}/fd/#{fd}")
   rescue SystemCallError
     nil
-  end.grep(/\Asocket:/).uniq.size
+  end.grep(/\Asocket:/).uniq
+rescue SystemCallError
+  []
+end
+
+def socket_count(pid) = socket_names(pid).size
+
+# Whether a process of group (an Oribi::ProcessGroup) holds a socket
+# listening on the TCP port (on any address, IPv4 or IPv6: a framework may
+# bind 0.0.0.0 or [::]): two tests can be handed the same free port, and
+# then the other's server accepts there while this one failed to bind.
+def listens_on?(group, port)
+  suffix = format(":%04X", port)
+  listening = %w[/proc/net/tcp /proc/net/tcp6].flat_map do |table|
+    File.foreach(table).filter_map do |line|
+      f = line.split
+      "socket:[#{f[9]}]" if f[1].end_with?(suffix) && f[3] == "0A" # 0A: LISTEN
+    end
+  end
+  group.members.keys.any? { |pid| socket_names(pid).intersect?(listening) }
 end
 
 # A TCP port on 127.0.0.1 that was free a moment ago: another process may

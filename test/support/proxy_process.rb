@@ -16,11 +16,12 @@ class ProxyProcess
   def initialize(name)
     @name = name
     @dir = Dir.mktmpdir("oribi-#{name}")
-    @port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    @port = free_port
     @log = File.join(@dir, "#{name}.out")
     @group = Oribi::ProcessGroup.new(yield(@dir), log: @log)
     ready = wait_until(timeout: 10) do
-      TCPSocket.new("127.0.0.1", @port).close || true
+      TCPSocket.new("127.0.0.1", @port).close
+      listens_on?(@group, @port)
     rescue Errno::ECONNREFUSED
       false
     end
