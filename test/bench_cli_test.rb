@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "support/bench_cli"
+require_relative "support/process"
 require "socket"
 require "open3"
 require "tempfile"
@@ -70,7 +71,7 @@ class BenchCLITest < Minitest::Test
   end
 
   def test_plot_into_a_missing_directory_fails_before_the_run
-    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    port = free_port
     started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     rc, out, err = bench("-d", "3s", "-c", "1", "-T", "1", "--plot", "/nonexistent/dir/p.html",
                          "http://127.0.0.1:#{port}/")
@@ -89,7 +90,7 @@ class BenchCLITest < Minitest::Test
 
   def test_plot_flag_writes_the_page
     Dir.mktmpdir do |dir|
-      port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+      port = free_port
       out = File.join(dir, "p.html")
       rc, = bench("-d", "300ms", "-c", "1", "-T", "1", "--plot", out, "http://127.0.0.1:#{port}/")
       assert_equal 1, rc
@@ -161,7 +162,7 @@ class BenchCLITest < Minitest::Test
   end
 
   def test_ctrl_c_on_a_terminal_ends_the_run_with_a_report
-    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    port = free_port
     PTY.spawn(RbConfig.ruby, EXE, "bench", "-d", "60s", "-c", "1", "-T", "1",
               "http://127.0.0.1:#{port}/") do |r, _w, pid|
       seen = +""
@@ -191,7 +192,7 @@ class BenchCLITest < Minitest::Test
   end
 
   def test_progress_on_a_terminal_while_running
-    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] } # refused: counted errors
+    port = free_port # refused: counted errors
     err = StringIO.new
     def err.tty? = true
     rc = Timeout.timeout(10) do
@@ -204,7 +205,7 @@ class BenchCLITest < Minitest::Test
   end
 
   def test_unreachable_target_exits_1
-    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] } # closed: refused
+    port = free_port # closed: refused
     rc, out, = bench("-n", "5", "-c", "1", "-T", "1", "http://127.0.0.1:#{port}/")
     assert_equal 1, rc
     assert_match(/^Status Codes .*0:5$/, out)

@@ -178,7 +178,7 @@ class CLITest < Minitest::Test
 
   # As Puma's: localhost is both loopbacks, whichever a client resolves.
   def test_localhost_binds_both_loopback_addresses
-    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    port = free_port
     srv = ServerProcess.new(File.join(APPS, "echo.ru"), "-b", "tcp://localhost:#{port}", tcp: false)
     assert_match(/^REMOTE_ADDR: 127\.0\.0\.1$/, HTTPClient.request(TCPSocket.new("127.0.0.1", port), "/").body)
     assert_match(/^REMOTE_ADDR: ::1$/, HTTPClient.request(TCPSocket.new("::1", port), "/").body)

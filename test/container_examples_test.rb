@@ -95,7 +95,7 @@ class ContainerExamplesTest < Minitest::Test
   def test_the_probes_work_against_a_real_server
     Dir.mktmpdir do |dir|
       FileUtils.mkdir_p(File.join(dir, "tmp"))
-      port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
+      port = free_port
       c = config(dir)
       probe = lambda do |name|
         cmd = container.dig(name, "exec", "command").map { |a| a.sub("/rails/", "#{dir}/") }

@@ -32,7 +32,7 @@ class PumaParityTest < Minitest::Test
 
   def setup
     skip "puma is not installed (bundle install installs it with the peers group)" unless self.class.puma_available?
-    @port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    @port = free_port
     @puma = Oribi::ProcessGroup.new([RbConfig.ruby, "-S", "puma", "-q", "-t", "1:1", "-b", "tcp://127.0.0.1:#{@port}",
                                      File.join(APPS, "parity.ru")], log: File::NULL)
     assert wait_until(timeout: 20, interval: 0.05) { listening?(@port) }, "puma did not start"

@@ -133,7 +133,7 @@ class SignalsTest < Minitest::Test
       # keep-alive while the server keeps the connection, a new one when it says close
       s.write("GET /#{i} HTTP/1.1\r\nHost: t\r\n\r\n")
       res = HTTPClient.read_response(s)
-      refute_nil res, "request #{i} got no response"
+      refute_nil res, -> { "request #{i} got no response; the server's log:\n#{srv.log}" }
       assert_equal 200, res.status
       pids << res.body.split[1].to_i
       if res["connection"] == "close"

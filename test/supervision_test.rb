@@ -47,7 +47,7 @@ class SupervisionTest < Minitest::Test
   def test_under_start_server_the_orphans_of_a_killed_master_never_serve_the_next_generations_clients
     skip "start_server not installed (Debian libserver-starter-perl)" unless system("which start_server > /dev/null")
     Dir.mktmpdir do |d|
-      port = TCPServer.open("127.0.0.1", 0) { |l| l.addr[1] }
+      port = free_port
       log = File.join(d, "log")
       starter = Oribi::ProcessGroup.new(["start_server", "--port=127.0.0.1:#{port}", "--interval=1", "--",
                                          RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", "2", File.join(APPS, "env.ru")],

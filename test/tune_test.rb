@@ -226,7 +226,7 @@ class TuneTest < Minitest::Test
   # ({workers} and {threads} replaced), tune probes --url after it.
   def test_apply_runs_the_users_command_per_setting
     Dir.mktmpdir("oribi-tune-apply") do |dir|
-      port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+      port = free_port
       pid = File.join(dir, "pid")
       exe = [RbConfig.ruby, File.join(ROOT, "exe/oribi")].join(" ")
       restart = "if [ -f #{pid} ]; then kill $(cat #{pid}); while kill -0 $(cat #{pid}) 2>/dev/null; do sleep 0.05; done; fi; " \

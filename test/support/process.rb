@@ -46,9 +46,28 @@ def listens_on?(group, port)
   group.members.keys.any? { |pid| socket_names(pid).intersect?(listening) }
 end
 
-# A TCP port on 127.0.0.1 that was free a moment ago: another process may
-# take it before the caller binds it (ServerProcess tries again).
-def free_port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+# The first port of the range the kernel hands out for outbound
+# connections and for port 0.
+EPHEMERAL_LOW = begin
+  File.read("/proc/sys/net/ipv4/ip_local_port_range").split.first.to_i
+rescue SystemCallError
+  32_768
+end
+
+# A TCP port on 127.0.0.1 that was free a moment ago, from below the
+# ephemeral range: a port there (what port 0 gives) can be taken meanwhile
+# as the source port of any connection the load tests make, thousands a
+# second, and the server then fails to bind. Another test may still pick
+# the same port (ServerProcess tries again).
+def free_port
+  100.times do
+    port = rand((EPHEMERAL_LOW - 12_000)...EPHEMERAL_LOW)
+    return TCPServer.open("127.0.0.1", port) { port }
+  rescue Errno::EADDRINUSE, Errno::EACCES
+    next
+  end
+  raise "no free port below #{EPHEMERAL_LOW}"
+end
 
 # Runs a command that should exit by itself, in its own process group:
 # → [stdout, stderr, status] (with merge: both in the first, in order).

@@ -16,7 +16,7 @@ class TlsNginx < ProxyProcess
   attr_reader :plain_port, :cert
 
   def initialize(keepalive_requests: 1000)
-    @plain_port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    @plain_port = free_port
     super("nginx-tls") do |dir|
       @cert = File.join(dir, "cert.pem")
       key = File.join(dir, "key.pem")
