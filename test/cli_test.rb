@@ -160,7 +160,8 @@ class CLITest < Minitest::Test
     assert_equal 2, pids.size
     refute_includes pids, srv.pid.to_s # the master does not serve
     assert_includes HTTPClient.request(srv.tcp, "/").body, "true" # rack.multiprocess
-    assert srv.stop.success?
+    status = srv.stop
+    assert status.success?, -> { "#{status.inspect}; the server's log:\n#{srv.log}" }
   end
 
   def test_ipv6_listener_and_remote_addr
