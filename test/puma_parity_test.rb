@@ -35,15 +35,8 @@ class PumaParityTest < Minitest::Test
     @port = free_port
     @puma = Oribi::ProcessGroup.new([RbConfig.ruby, "-S", "puma", "-q", "-t", "1:1", "-b", "tcp://127.0.0.1:#{@port}",
                                      File.join(APPS, "parity.ru")], log: File::NULL)
-    assert wait_until(timeout: 20, interval: 0.05) { listening?(@port) }, "puma did not start"
+    assert wait_until(timeout: 20, interval: 0.05) { listens_on?(@puma, @port) }, "puma did not start"
     @oribi = ServerProcess.new("parity.ru", unix: false)
-  end
-
-  def listening?(port)
-    TCPSocket.new("127.0.0.1", port).close
-    true
-  rescue Errno::ECONNREFUSED
-    false
   end
 
   def teardown

@@ -32,9 +32,11 @@ end
 def socket_count(pid) = socket_names(pid).size
 
 # Whether a process of group (an Oribi::ProcessGroup) holds a socket
-# listening on the TCP port (on any address, IPv4 or IPv6: a framework may
-# bind 0.0.0.0 or [::]): two tests can be handed the same free port, and
-# then the other's server accepts there while this one failed to bind.
+# listening on the TCP port, on any address, IPv4 or IPv6 (a framework may
+# bind 0.0.0.0 or [::]). Such a socket accepts, so this is a readiness
+# check that a connect alone is not: two tests can be handed the same free
+# port, and then the other's server accepts there while this one failed
+# to bind.
 def listens_on?(group, port)
   suffix = format(":%04X", port)
   listening = %w[/proc/net/tcp /proc/net/tcp6].flat_map do |table|

@@ -19,12 +19,7 @@ class ProxyProcess
     @port = free_port
     @log = File.join(@dir, "#{name}.out")
     @group = Oribi::ProcessGroup.new(yield(@dir), log: @log)
-    ready = wait_until(timeout: 10) do
-      TCPSocket.new("127.0.0.1", @port).close
-      listens_on?(@group, @port)
-    rescue Errno::ECONNREFUSED
-      false
-    end
+    ready = wait_until(timeout: 10) { listens_on?(@group, @port) }
     raise "#{name} did not start:\n#{log}" unless ready
   end
 
