@@ -115,14 +115,14 @@ repeat.times do |pass|
   end
 end
 
+def median(runs) = runs.sort[runs.size / 2]
+
 def cell(runs, base)
-  sorted = runs.sort
-  median = sorted[sorted.size / 2]
-  text = format("%.0f (%.0f–%.0f)", median, sorted.first, sorted.last)
-  base ? format("%s %.3f×", text, median / base) : text
+  text = format("%.0f (%.0f–%.0f)", median(runs), runs.min, runs.max)
+  base ? format("%s %.3f×", text, median(runs) / base) : text
 end
 
-medians = MODES.keys.to_h { |mode| [mode, counts[[roots.first, mode]].sort[repeat / 2]] }
+medians = MODES.keys.to_h { |mode| [mode, median(counts[[roots.first, mode]])] }
 puts format("%-40s %-30s %-30s", "instructions per request (engine)", *MODES.keys)
 roots.each do |root|
   cells = MODES.keys.map { |mode| cell(counts[[root, mode]], root == roots.first ? nil : medians[mode]) }

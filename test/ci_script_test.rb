@@ -7,8 +7,6 @@ require "open3"
 # it calls that the Rakefile lost fails there, forty minutes in. Every
 # `rake TASK` it names must be a task.
 class CiScriptTest < Minitest::Test
-  ROOT = File.expand_path("..", __dir__)
-
   def test_every_rake_task_the_ci_script_calls_exists
     script = File.read(File.join(ROOT, ".ci/run"))
     called = script.scan(/\bexec rake\s+"?([a-z][\w:]*)/).flatten.uniq
