@@ -56,6 +56,58 @@ class ResourceLimitsTest < Minitest::Test
     end
   end
 
+  # Clients that connect, wait for the worker to take them, then send a
+  # head and part of a body, until the worker is out of fds: every one it
+  # took is kept. Where watching a connection takes a second fd (libkqueue's
+  # twin: Oribi::FDS_PER_CONNECTION 2) the one taken with the last fd found
+  # none for its twin and was closed at once, so its client's write failed
+  # with EPIPE (seen in CI on the portable build, as a race in the test
+  # above). Now the spare fd makes room for the twin. The second pass holds
+  # one fd more, so that one of the two leaves the last client one fd.
+  def test_a_client_taken_with_the_last_fd_is_kept
+    with_server("--header-timeout", "60", "--body-timeout", "60", app: "fds.ru", spawn: { rlimit_nofile: 64 }) do |server|
+      pid = pid_of(server)
+      [30, 1].each do |hog|
+        assert_equal 200, HTTPClient.request(server.unix, "/hog?n=#{hog}").status
+        held, closed = fill_fds(server, pid)
+        assert_empty closed, "connections closed before their client wrote (hogged #{hog}):\n#{server.log}"
+        assert_operator server.fd_count(pid), :>=, 62, "the worker was not out of fds"
+        held.each(&:close)
+        res = wait_until(timeout: 10) do
+          HTTPClient.request(server.unix, "/after")
+        rescue SystemCallError, Timeout::Error
+          nil
+        end
+        assert_equal 200, res&.status, "not serving once connections closed"
+      ensure
+        held&.each(&:close)
+      end
+    end
+  end
+
+  # Connects clients one at a time, each writing a head and part of a body
+  # once the worker has taken it (its fd count moved) or it waits in the
+  # backlog, until two wait there. The clients, and those that found their
+  # connection closed.
+  def fill_fds(server, pid)
+    held = []
+    closed = []
+    untaken = 0
+    40.times do |i|
+      break if untaken == 2
+
+      before = server.fd_count(pid)
+      held << (s = server.unix)
+      untaken += 1 unless wait_until(timeout: 0.5) { server.fd_count(pid) != before }
+      begin
+        s.write("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n")
+      rescue Errno::EPIPE, Errno::ECONNRESET
+        closed << i
+      end
+    end
+    [held, closed]
+  end
+
   # The soft RLIMIT_NOFILE is raised to the hard one at boot (systemd's
   # default soft limit is 1024, its hard one 524288).
   def test_soft_fd_limit_is_raised_to_the_hard_one

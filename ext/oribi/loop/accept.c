@@ -104,10 +104,25 @@ void spare_restore(struct oribi_loop *loop)
         loop->spare_fd = fcntl(loop->wake.rfd, F_DUPFD_CLOEXEC, 0);
 }
 
+/* A watch that takes an fd of its own (libkqueue's twin) found none left:
+ * the spare gives its place, 0 if it is gone already. The conn just taken
+ * is kept, not closed under its client; the next accept then finds EMFILE
+ * and pauses, as where a watch costs no fd, until a close brings the spare
+ * back (resume_accepting). */
+int spare_spend(struct oribi_loop *loop)
+{
+    if (loop->spare_fd < 0)
+        return 0;
+    close(loop->spare_fd);
+    loop->spare_fd = -1;
+    return 1;
+}
+
 /* Accepting again, unless something still says no: a pause, every app
  * thread busy, no room, or a stop that is not (or no longer) draining. */
 void resume_accepting(struct oribi_loop *loop)
 {
+    spare_restore(loop); /* a close may have freed the fd it gave up */
     if (!loop->accepting && !loop->accept_resume_at && !loop->hold && has_room(loop) &&
         (!loop->stopping || loop->draining))
         set_accepting(loop, 1);

@@ -130,7 +130,8 @@ static int conn_watch(struct oribi_loop *loop, struct oribi_conn *c)
 {
     if (c->watched)
         return 0;
-    if (oribi_poller_set(loop->pfd, c->fd, c, 0, CONN_EVENTS) < 0)
+    if (oribi_poller_set(loop->pfd, c->fd, c, 0, CONN_EVENTS) < 0 &&
+        (errno != EMFILE || !spare_spend(loop) || oribi_poller_set(loop->pfd, c->fd, c, 0, CONN_EVENTS) < 0))
         return -1;
     c->watched = 1;
     c->may_read = 1; /* bytes may have come before the watch */

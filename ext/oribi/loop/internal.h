@@ -62,6 +62,7 @@ void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t event
 void set_accepting(struct oribi_loop *loop, int on);
 uint64_t tally_due(struct oribi_tally *t, int64_t now, int64_t every_ms);
 void spare_restore(struct oribi_loop *loop);
+int spare_spend(struct oribi_loop *loop);
 void resume_accepting(struct oribi_loop *loop);
 void end_pause(struct oribi_loop *loop);
 void close_listeners(struct oribi_loop *loop);
