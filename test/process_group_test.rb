@@ -134,4 +134,34 @@ class ProcessGroupTest < Minitest::Test
     assert_equal "x #{File.realpath(@dir)}\nerr\n77\n/dev/null\n", @group.log
     assert_equal ["77\n", "/dev/null\n"], @group.tail(2)
   end
+
+  # A group's id is its leader's pid, which the kernel hands out again once
+  # the leader is reaped and the group is empty: stop, however late, must
+  # not signal another group that has the number now. The next pid is set
+  # through ns_last_pid so that a second group takes the first one's
+  # number. Before: the late stop KILLed the other group (seen as a test's
+  # shared server gone in the middle of a full run, where pids wrap).
+  def test_a_late_stop_spares_the_group_that_took_its_number
+    other = nil
+    5.times do
+      old = Oribi::ProcessGroup.new(["true"], log: File.join(@dir, "old"))
+      assert_equal 0, old.reap(timeout: 10)&.exitstatus
+      begin
+        File.write("/proc/sys/kernel/ns_last_pid", (old.pid - 1).to_s)
+      rescue SystemCallError => e
+        skip "cannot choose the next pid: #{e.message}"
+      end
+      other = Oribi::ProcessGroup.new(["sleep", "30"], log: File.join(@dir, "other"))
+      if other.pid == old.pid
+        assert_empty old.members, "the other group counted as the old one's"
+        old.stop(:KILL, timeout: 1)
+        refute wait_until(timeout: 1) { other.exited? }, "stop of a reaped group KILLed the group that took its number"
+        return
+      end
+      other.stop(:KILL, timeout: 1) # another process took the number first
+    end
+    skip "pids taken by other processes five times"
+  ensure
+    other&.stop(:KILL, timeout: 1)
+  end
 end

@@ -96,6 +96,10 @@ class ServerProcess
   # for a test that already sent the signal and must not send another.
   def wait_exit(timeout) = @group.reap(timeout: timeout)
 
+  # Whether it has ended (reaped, without waiting), and how.
+  def exited? = @group.exited?
+  def status = @group.status
+
   # → the exit status; the log is kept, its directory removed.
   def stop(signal = :TERM, timeout: 15)
     @group.stop(signal, timeout: timeout)
@@ -253,4 +257,14 @@ module SharedServer
   end
 
   def server = self.class.shared_server
+
+  # A failed test whose shared server is gone says how it ended: the
+  # tests after it fail to connect and would say nothing more.
+  def after_teardown
+    super
+    srv = self.class.instance_variable_get(:@shared_server)
+    return if passed? || srv.nil? || !srv.exited?
+
+    warn "#{self.class}: the shared server ended (#{srv.status.inspect}); its log:\n#{srv.log}"
+  end
 end

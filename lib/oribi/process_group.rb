@@ -52,7 +52,7 @@ module Oribi
       tree = members.transform_values { |f| f[19] }
       kill(signal, group ? -@pid : @pid) unless exited?
       reap(timeout: timeout)
-      kill(:KILL, -@pid)
+      kill(:KILL, -@pid) if own_group?
       tree.each { |pid, started| kill(:KILL, pid) if start_time(pid) == started }
       collect(0) # KILLed: it ends
       @status
@@ -75,7 +75,8 @@ module Oribi
     def members
       procs = Tune::Resources.proc_stats
       kids = procs.group_by { |_, f| f[1].to_i }.transform_values { |l| l.map(&:first) }
-      found = procs.filter_map { |pid, f| pid if (pid == @pid && !@reaped) || f[2].to_i == @pid }
+      group = own_group?
+      found = procs.filter_map { |pid, f| pid if (pid == @pid && !@reaped) || (group && f[2].to_i == @pid) }
       queue = found.dup
       while (pid = queue.shift)
         (kids[pid] || []).each do |k|
@@ -92,6 +93,14 @@ module Oribi
     def tail(n = 5) = log.lines.last(n)
 
     private
+
+    # Whether the group numbered after the leader may still be its own: a
+    # group's id is its leader's pid, which stays taken while the leader is
+    # unreaped or any process of the group lives; once no process has that
+    # pid, what is left of the group (if anything) is the leader's. A
+    # process with the pid after the reap means the group emptied and the
+    # number went to another process, maybe another group's leader.
+    def own_group? = !@reaped || !File.exist?("/proc/#{@pid}")
 
     # waitpid with flags; true once the leader is reaped (by whoever).
     def collect(flags)
