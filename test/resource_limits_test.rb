@@ -45,13 +45,7 @@ class ResourceLimitsTest < Minitest::Test
       assert_match(/\A\d+/, File.read("/proc/#{pid}/stat"), "the worker died")
 
       held.each(&:close)
-      res = wait_until(timeout: 10) do
-        HTTPClient.request(server.unix, "/after")
-      rescue SystemCallError, Timeout::Error
-        nil
-      end
-      refute_nil res, "not serving once connections closed"
-      assert_equal 200, res.status
+      assert_equal 200, served_again(server)&.status, "not serving once connections closed"
       assert_equal pid, pid_of(server), "the worker was replaced"
     end
   end
@@ -73,15 +67,20 @@ class ResourceLimitsTest < Minitest::Test
         assert_empty closed, "connections closed before their client wrote (hogged #{hog}):\n#{server.log}"
         assert_operator server.fd_count(pid), :>=, 62, "the worker was not out of fds"
         held.each(&:close)
-        res = wait_until(timeout: 10) do
-          HTTPClient.request(server.unix, "/after")
-        rescue SystemCallError, Timeout::Error
-          nil
-        end
-        assert_equal 200, res&.status, "not serving once connections closed"
+        assert_equal 200, served_again(server)&.status, "not serving once connections closed"
       ensure
         held&.each(&:close)
       end
+    end
+  end
+
+  # The response to a request once the worker takes connections again
+  # (nil if it does not within 10 s).
+  def served_again(server)
+    wait_until(timeout: 10) do
+      HTTPClient.request(server.unix, "/after")
+    rescue SystemCallError, Timeout::Error
+      nil
     end
   end
 
