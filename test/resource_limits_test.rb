@@ -142,9 +142,6 @@ class ResourceLimitsTest < Minitest::Test
   # client waited in the backlog behind the silent ones until
   # header_timeout freed fds.
   def test_out_of_fds_a_new_client_is_served_by_shedding
-    # The spare fd is one: a connection that needs two to be watched
-    # (libkqueue's twin) may be the one shed.
-    skip "libkqueue's build holds two fds per watched connection" if Oribi::FDS_PER_CONNECTION > 1
     with_server(app: "fds.ru", spawn: { rlimit_nofile: 256 }) do |server|
       pid = pid_of(server)
       assert_equal 200, HTTPClient.request(server.unix, "/hog?n=150").status

@@ -169,6 +169,14 @@ int accept_one(struct oribi_loop *loop, int li, int in_turn)
     socklen_t sl = sizeof(ss);
     int fd = oribi_accept(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl);
     int fds_short = 0;
+    if (fd < 0 && errno == EMFILE && loop->spare_fd < 0 && shed_candidate(loop)) {
+        /* The spare went to a twin (spare_spend) and no close brought it
+         * back: a shed does, and leaves room for this accept too. */
+        shed_one(loop, 1);
+        spare_restore(loop);
+        sl = sizeof(ss);
+        fd = oribi_accept(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl);
+    }
     if (fd < 0 && errno == EMFILE && loop->spare_fd >= 0 && shed_candidate(loop)) {
         /* Out of fds while holding a connection it may shed: the spare
          * makes room for the accept, the shed (below) for the spare. A
