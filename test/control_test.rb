@@ -155,6 +155,24 @@ class ControlTest < Minitest::Test
     assert_operator q["sum"], :<, 60, q.inspect
   end
 
+  # A client's own stamp passed on by a trusted proxy (nginx does, unless
+  # told to overwrite it) moved the sum by a day: a stamp from long before
+  # the server started, or from the future, is refused and counted.
+  def test_x_request_start_that_cannot_be_is_refused_and_counted
+    start(workers: 1)
+    now = Time.now.to_f
+    [now - 86_000, now - 3_600, now + 30].each do |t|
+      get(headers: { "Connection" => "close", "X-Request-Start" => format("t=%.3f", t) })
+    end
+    get(headers: { "Connection" => "close", "X-Request-Start" => format("t=%.3f", now - 2) })
+    q = nil
+    assert wait_until { (q = stats["queue_time"])["count"] == 4 }, q.inspect
+    assert_equal [1, 3], q.values_at("from_header", "header_refused")
+    assert_operator q["sum"], :<, 60, q.inspect
+    assert_operator q["sum"], :>=, 1.99, q.inspect
+    assert_match(/^oribi_request_queue_header_refused_total 3$/, control("/metrics").body)
+  end
+
   def test_x_request_start_forms
     parse = Oribi::Scoreboard.method(:parse_request_start)
     assert_equal 1_700_000_000_123_000, parse.call("t=1700000000.123") # nginx ${msec}

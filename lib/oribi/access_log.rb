@@ -8,6 +8,11 @@ module Oribi
   # One line per request, in Apache's combined format, LTSV or JSON. Off
   # unless --access-log is given; written by the worker after the response.
   class AccessLog
+    # Hops of X-Forwarded-For examined, from the right: more trusted proxies
+    # than this in a row is no deployment, and each hop costs an address
+    # parse, which a client writing thousands of hops would multiply.
+    MAX_HOPS = 16
+
     # trusted: the proxies (addresses, CIDR ranges) whose X-Forwarded-For
     # names the client.
     def initialize(path, format, trusted = [])
@@ -54,22 +59,38 @@ module Oribi
     end
 
     # The peer, or behind trusted proxies the nearest address in
-    # X-Forwarded-For that is not one of them (the leftmost when all are).
-    # The field is the client's to write: a hop that is not an address ends
-    # the walk, and the nearest trusted hop that reported it is named.
+    # X-Forwarded-For that is not one of them (the leftmost of MAX_HOPS
+    # when all are). The field is the client's to write: a hop that is not
+    # an address ends the walk, and the nearest trusted hop that reported it
+    # is named. Walked from the right, so that the bytes left of the hops
+    # examined are never looked at (as nginx's real_ip does).
     def client(env)
       peer = env["REMOTE_ADDR"] || "-"
       forwarded = env["HTTP_X_FORWARDED_FOR"]
       return peer if forwarded.nil? || !trusted?(peer)
 
       last = peer
-      forwarded.split(",").map(&:strip).reject(&:empty?).reverse_each do |hop|
+      each_hop_from_the_right(forwarded.b) do |hop|
         ip = address(hop) or return last
         return hop unless trusted?(ip)
 
         last = hop
       end
       last
+    end
+
+    def each_hop_from_the_right(list)
+      hops = 0
+      stop = list.bytesize
+      while stop.positive? && hops < MAX_HOPS
+        comma = list.rindex(",", stop - 1)
+        hop = list.byteslice((comma ? comma + 1 : 0)...stop).strip
+        stop = comma || 0
+        next if hop.empty?
+
+        hops += 1
+        yield hop
+      end
     end
 
     # An IPv4 or IPv6 address alone (no prefix, port, name or garbage), or nil.
@@ -93,7 +114,9 @@ module Oribi
           "protocol:#{clean(f[:protocol])}\tstatus:#{f[:status]}\tsize:#{f[:size]}\t" \
           "referer:#{clean(f[:referer])}\tua:#{clean(f[:ua])}\treqtime:#{format('%.6f', f[:duration])}\n"
       when "json"
-        JSON.generate(f.merge(time: f[:time].iso8601(3), duration: f[:duration].round(6))) << "\n"
+        JSON.generate(f.merge(time: f[:time].iso8601(3), duration: f[:duration].round(6)).transform_values do |v|
+          v.is_a?(String) ? Log.utf8(v) : v
+        end) << "\n"
       else
         %(#{clean(f[:host])} - - [#{f[:time].strftime('%d/%b/%Y:%H:%M:%S %z')}] ) +
           %("#{clean(f[:method])} #{clean(f[:uri])} #{clean(f[:protocol])}" #{f[:status]} #{f[:size]} ) +
@@ -102,7 +125,8 @@ module Oribi
     end
 
     # No field may end the line or fake another field: every text field is
-    # escaped alike (status, size and times are numbers we make).
-    def clean(s) = s.to_s.gsub(/[\x00-\x1f\x7f"\\]/) { |c| format("\\x%02x", c.ord) }
+    # escaped alike (status, size and times are numbers we make), as UTF-8
+    # (Log.utf8).
+    def clean(s) = Log.one_line(s).gsub('"', "\\x22")
   end
 end

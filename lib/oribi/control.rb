@@ -209,6 +209,9 @@ module Oribi
                 (status == 401 ? { "www-authenticate" => 'Bearer realm="oribi"' } : {})]
       end
       yield(req[:method], path, query)
+    rescue StandardError => e # the master answers on: a report that fails is this request's 500
+      Log.error("control: #{req[:method]} #{path}: answered 500", e)
+      error(500)
     end
 
     def field(req, name) = req[:headers].find { |n, _| n.casecmp?(name) }&.last

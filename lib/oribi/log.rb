@@ -8,6 +8,11 @@ module Oribi
   # master) and message, and for an exception its class and message and
   # its backtrace. The C loop's own lines (ext/oribi/loop/log.c) follow the
   # same format. Each line is one write to an unbuffered stream.
+  #
+  # Messages carry request bytes (paths, header values, an app's error
+  # about them), which are bytes, not text: every value is written through
+  # Log.utf8, so a line stays valid UTF-8 and valid in its format whatever
+  # a client sent, and writing it never raises.
   module Log
     FORMATS = { "text" => 0, "json" => 1, "ltsv" => 2 }.freeze
 
@@ -37,48 +42,90 @@ module Oribi
 
     module_function
 
-    def info(msg)
-      emit("info", msg)
+    # backtrace: lines that say where (an exception's come with it)
+    def info(msg, backtrace: nil)
+      emit("info", msg, nil, backtrace)
     end
 
     def error(msg, exc = nil)
       emit("error", msg, exc)
     end
 
-    def emit(level, msg, exc = nil)
-      $stderr.write(line(level, msg, exc))
+    def emit(level, msg, exc = nil, backtrace = nil)
+      $stderr.write(line(level, msg, exc, backtrace))
     end
 
-    def line(level, msg, exc)
+    def line(level, msg, exc, backtrace = nil)
       case Log.format
-      when "json" then "#{JSON.generate(record(level, msg, exc))}\n"
-      when "ltsv" then "#{record(level, msg, exc).map { |k, v| "#{k}:#{ltsv(v)}" }.join("\t")}\n"
-      else text(msg, exc)
+      when "json" then "#{JSON.generate(record(level, msg, exc, backtrace))}\n"
+      when "ltsv" then "#{record(level, msg, exc, backtrace).map { |k, v| "#{k}:#{ltsv(v)}" }.join("\t")}\n"
+      else text(msg, exc, backtrace)
+      end
+    rescue StandardError => e # a bug here must not take the caller down, nor lose the event
+      "#{JSON.generate({ level: level, pid: Process.pid, msg: msg.inspect, log_error: e.inspect })}\n"
+    end
+
+    def record(level, msg, exc, backtrace)
+      r = { time: Time.now.utc.iso8601(3), level: level, pid: Process.pid, worker: Log.worker, msg: utf8(msg) }
+      r[:error] = utf8("#{exc.class}: #{exc.message}") if exc
+      backtrace ||= exc&.backtrace || [] if exc
+      r[:backtrace] = backtrace.map { |l| utf8(l) } if backtrace
+      r
+    end
+
+    # A thread of the server's own whose failure is an event like any other:
+    # logged in the log's format (not Ruby's plain-text report), and for a
+    # watchdog, which must outlive any one request's bytes, run again.
+    def thread(name, restart: false, &block)
+      Thread.new do
+        Thread.current.report_on_exception = false
+        begin
+          block.call
+        rescue SystemExit, SignalException
+          raise
+        rescue Exception => e # rubocop:disable Lint/RescueException
+          Log.error("the #{name} thread failed#{'; it starts again' if restart}", e)
+          retry if restart
+        end
       end
     end
 
-    def record(level, msg, exc)
-      r = { time: Time.now.utc.iso8601(3), level: level, pid: Process.pid, worker: Log.worker, msg: msg }
-      r.merge!(error: "#{exc.class}: #{exc.message}", backtrace: exc.backtrace || []) if exc
-      r
+    # Bytes as text: valid UTF-8 kept as it is; every other byte, and the
+    # backslash, written as \xNN (lowercase hex), so that an escape in a
+    # line always stands for a byte that came in. Plain ASCII (most values)
+    # is returned as it is.
+    def utf8(value)
+      s = value.to_s
+      return s if s.ascii_only? && !s.include?("\\")
+
+      s = s.b.force_encoding(Encoding::UTF_8)
+      s = s.gsub("\\", "\\x5c") if s.include?("\\")
+      s.valid_encoding? ? s : s.scrub { |bytes| bytes.unpack("C*").map { |b| Kernel.format("\\x%02x", b) }.join }
     end
+
+    # Control bytes as \xNN too: what a format that ends a line or a field
+    # at one of them needs.
+    def one_line(value) = utf8(value).gsub(/[\x00-\x1f\x7f]/) { |c| Kernel.format("\\x%02x", c.ord) }
 
     # A field that neither ends the line nor starts another.
     def ltsv(value)
       value = value.join(" | ") if value.is_a?(Array)
       return "-" if value.nil?
 
-      value.to_s.gsub(/[\x00-\x1f\x7f\\]/) { |c| format("\\x%02x", c.ord) }
+      one_line(value)
     end
 
-    def text(msg, exc)
-      line = +"oribi[#{Process.pid}]: #{msg}"
-      if exc
-        line << ": #{exc.class}: #{exc.message}"
-        (exc.backtrace || []).each { |l| line << "\n    " << l }
-      end
+    # "oribi[PID]: message", and what goes with it on lines of its own that
+    # start with four spaces: no message, however it was made, starts a
+    # line that looks like another's.
+    def text(msg, exc, backtrace)
+      line = +"oribi[#{Process.pid}]: #{indented(msg)}"
+      line << ": #{indented("#{exc.class}: #{exc.message}")}" if exc
+      (backtrace || exc&.backtrace || []).each { |l| line << "\n    " << indented(l) }
       line << "\n"
     end
+
+    def indented(value) = utf8(value).gsub(/[\x00-\x08\x0b-\x1f\x7f]/) { |c| Kernel.format("\\x%02x", c.ord) }.gsub("\n", "\n    ")
 
     # Points stdout/stderr at their configured files (again, after a log
     # rotation: USR1).

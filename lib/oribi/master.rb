@@ -55,7 +55,7 @@ module Oribi
       @started_at = Time.now
       # What workers that are gone served, so that totals never go down.
       @retired = { served: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
-                   queue_from_header: 0 }
+                   queue_from_header: 0, queue_header_refused: 0 }
     end
 
     # Returns the exit status: 0 after a graceful stop.
@@ -541,6 +541,7 @@ module Oribi
       @retired[:queue] = @retired[:queue].zip(w[:queue]).map(&:sum)
       @retired[:queue_sum] += w[:queue_sum]
       @retired[:queue_from_header] += w[:queue_from_header]
+      @retired[:queue_header_refused] += w[:queue_header_refused]
     end
 
     def stats
@@ -552,7 +553,8 @@ module Oribi
           retiring: !!child.retiring, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
           served: w[:served], connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
           last_request_at: w[:last_request_at], rss: rss[child.pid], queue: w[:queue],
-          queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header] }
+          queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header],
+          queue_header_refused: w[:queue_header_refused] }
       end
       queue = workers.map { |w| w[:queue] }.reduce(@retired[:queue]) { |a, b| a.zip(b).map(&:sum) }
       state = readiness
@@ -563,8 +565,11 @@ module Oribi
         listeners: Stats.listeners(@server.listeners),
         queue_time: { buckets: Stats.cumulative(queue), sum: (@retired[:queue_sum] + workers.sum { |w| w[:queue_sum] }).round(6),
                       count: queue.sum,
-                      from_header: @retired[:queue_from_header] + workers.sum { |w| w[:queue_from_header] } },
-        workers: workers.map { |w| w.except(:queue, :queue_sum, :queue_from_header).merge(queue_count: w[:queue].sum) } }
+                      from_header: @retired[:queue_from_header] + workers.sum { |w| w[:queue_from_header] },
+                      header_refused: @retired[:queue_header_refused] + workers.sum { |w| w[:queue_header_refused] } },
+        workers: workers.map do |w|
+          w.except(:queue, :queue_sum, :queue_from_header, :queue_header_refused).merge(queue_count: w[:queue].sum)
+        end }
     end
 
     def enforce_deadline

@@ -10,10 +10,12 @@ module Oribi
   # app (before forking when preload_app), and serves it from this process
   # (`workers 0`) or from a Master's forked workers.
   class Server
-    attr_reader :config, :listeners, :launch, :control, :booted_in, :degraded
+    attr_reader :config, :listeners, :launch, :control, :booted_in, :degraded, :started_at
 
     def initialize(config)
       @config = config
+      # An X-Request-Start older than this is no queue time (engine.c)
+      @started_at = Time.now
       # How to start this server again, for a hot restart (USR2): from
       # working_directory as named, so that a switched symlink (current/ ->
       # the new release) starts the release it names then; paths into the

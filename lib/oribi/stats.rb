@@ -47,7 +47,18 @@ module Oribi
 
     def format_le(b) = (b == b.round ? b.round.to_s : b.to_s)
 
-    def json(snapshot) = "#{JSON.pretty_generate(snapshot)}\n"
+    # The scoreboard's request lines are the clients' bytes: as text
+    # (Log.utf8) like every other string here.
+    def json(snapshot) = "#{JSON.pretty_generate(text(snapshot))}\n"
+
+    def text(value)
+      case value
+      when Hash then value.transform_values { |v| text(v) }
+      when Array then value.map { |v| text(v) }
+      when String then Log.utf8(value)
+      else value
+      end
+    end
 
     # Prometheus text exposition format 0.0.4.
     def prometheus(s)
@@ -87,6 +98,9 @@ module Oribi
              "# TYPE oribi_request_queue_seconds histogram\n"
       q[:buckets].each { |le, n| out << "oribi_request_queue_seconds_bucket{le=\"#{le}\"} #{n}\n" }
       out << "oribi_request_queue_seconds_sum #{q[:sum]}\noribi_request_queue_seconds_count #{q[:count]}\n"
+      metric.call("oribi_request_queue_header_refused_total", "counter",
+                  "X-Request-Start stamps from trusted peers refused: in the future or long before the server started.",
+                  [[{}, q[:header_refused]]])
       out
     end
 
@@ -95,6 +109,6 @@ module Oribi
       key == :busy ? (v ? 1 : 0) : v
     end
 
-    def escape(v) = v.to_s.gsub("\\", "\\\\\\\\").gsub("\"", "\\\"").gsub("\n", "\\n")
+    def escape(v) = Log.utf8(v).gsub("\\", "\\\\\\\\").gsub("\"", "\\\"").gsub("\n", "\\n")
   end
 end

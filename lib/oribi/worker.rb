@@ -55,7 +55,8 @@ module Oribi
 
     def run
       # rack.multiprocess: whether another process may run the app at the same time
-      @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: @config[:workers] > 1))
+      @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: @config[:workers] > 1,
+                                                                                started_ms: (@server.started_at.to_f * 1000).to_i))
       # The engine marks its row busy/idle itself: no Ruby call per request.
       @engine.attach_scoreboard(@scoreboard, @sb_row) if @scoreboard
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format], @config[:trusted_proxies]) if @config[:access_log]
@@ -103,7 +104,7 @@ module Oribi
       return exit!(0) if @lame_duck
 
       Log.info("#{sig}: serving #{delay} s more (shutdown_delay), then draining")
-      @lame_duck = Thread.new do
+      @lame_duck = Log.thread("shutdown_delay") do
         sleep delay # the delay itself
         @lame_duck = :over
         Process.kill(sig, Process.pid)
@@ -156,7 +157,7 @@ module Oribi
     # forever and hold the listeners.
     def watch_master
       master = Process.ppid
-      Thread.new do
+      Log.thread("master watch") do
         self.class.lifeline.read
         Log.info("worker[#{@index}] pid #{Process.pid}: the master (pid #{master}) is gone; draining and exiting")
         Process.kill(:USR2, Process.pid)
@@ -180,7 +181,7 @@ module Oribi
     # the few a thread is about to take.
     def dispatch
       queue = Thread::Queue.new
-      pool = Array.new(@threads) { Thread.new { serve_queue(queue) } }
+      pool = Array.new(@threads) { Log.thread("app", restart: true) { serve_queue(queue) } }
       while (env = @engine.next_request)
         @served += 1
         retire if @limit && @served == @limit
@@ -225,7 +226,7 @@ module Oribi
     # client gets a 500). Each app thread has its own record.
     def start_soft_timeout
       tick = [@soft / 4.0, 0.25].min
-      Thread.new do
+      Log.thread("soft_timeout", restart: true) do
         reported = {}.compare_by_identity # env => true, while it is in the app
         loop do
           sleep tick
@@ -236,8 +237,8 @@ module Oribi
             next if running < @soft || reported.key?(env)
 
             reported[env] = true
-            Log.info("soft_timeout: #{env['REQUEST_METHOD']} #{env['REQUEST_URI']} running #{running.round(1)} s\n    " +
-                     (thread.backtrace || []).first(20).join("\n    "))
+            Log.info("soft_timeout: #{env['REQUEST_METHOD']} #{env['REQUEST_URI']} running #{running.round(1)} s",
+                     backtrace: (thread.backtrace || []).first(20))
             next unless @config[:soft_timeout_raise] && @in_app[thread]&.first.equal?(env)
 
             thread.raise(RequestTimeout, "request ran longer than soft_timeout (#{@soft} s)")

@@ -15,21 +15,57 @@ void oribi_log_setup(enum oribi_log_format format, int worker)
     log_worker = worker;
 }
 
-/* Appends s to out[*n..cap) escaped for the format: JSON string contents,
- * or an LTSV value (no tab or newline); control bytes, and for JSON bytes
- * above 0x7f, as \u00XX or \xXX. Stops short of cap. */
-static void put_escaped(char *out, size_t *n, size_t cap, const char *s, int json)
+/* The length of the valid UTF-8 sequence at p (at most n bytes), or 0:
+ * no overlong forms, surrogates or code points past U+10FFFF. */
+static size_t utf8_sequence(const unsigned char *p, size_t n)
 {
-    for (; *s && *n + 7 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (json && (c == '"' || c == '\\')) {
-            out[(*n)++] = '\\';
-            out[(*n)++] = (char)c;
-        } else if (c < 0x20 || c == 0x7f || (json && c > 0x7f) || (!json && c == '\\')) {
-            *n += (size_t)snprintf(out + *n, cap - *n, json ? "\\u%04x" : "\\x%02x", c);
+    if (p[0] < 0x80)
+        return 1;
+    size_t len = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || p[0] > 0xf4 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) || (p[0] == 0xf0 && p[1] < 0x90) ||
+        (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return len;
+}
+
+/* Appends s to out[*n..cap) as Oribi::Log.utf8 writes bytes (valid UTF-8
+ * as it is; the backslash and any other byte as \xNN), escaped for the
+ * format: control bytes as \u00XX in JSON, as \xNN in LTSV, and in text
+ * too except the tab and the newline, which starts a line of four spaces.
+ * Stops short of cap. */
+static void put_escaped(char *out, size_t *n, size_t cap, const char *s, enum oribi_log_format format)
+{
+    const char *bs = format == ORIBI_LOG_JSON ? "\\\\" : "\\";
+    size_t left = strlen(s);
+    while (left > 0 && *n + 12 < cap) {
+        const unsigned char *p = (const unsigned char *)s;
+        size_t len = utf8_sequence(p, left);
+        if (len > 1) {
+            memcpy(out + *n, s, len);
+            *n += len;
+        } else if (len == 0 || *p == '\\') {
+            *n += (size_t)snprintf(out + *n, cap - *n, "%sx%02x", bs, *p);
+            len = 1;
+        } else if (format == ORIBI_LOG_TEXT && *p == '\n') {
+            memcpy(out + *n, "\n    ", 5);
+            *n += 5;
+        } else if (*p < 0x20 || *p == 0x7f) {
+            if (format == ORIBI_LOG_TEXT && *p == '\t')
+                out[(*n)++] = '\t';
+            else
+                *n += (size_t)snprintf(out + *n, cap - *n, format == ORIBI_LOG_JSON ? "\\u%04x" : "\\x%02x", *p);
         } else {
-            out[(*n)++] = (char)c;
+            if (format == ORIBI_LOG_JSON && *p == '"')
+                out[(*n)++] = '\\';
+            out[(*n)++] = (char)*p;
         }
+        s += len;
+        left -= len;
     }
 }
 
@@ -42,9 +78,8 @@ void oribi_log(const char *fmt, ...)
     va_end(ap);
     size_t n = 0, cap = sizeof(line) - 4; /* room for the closing bytes */
     if (log_format == ORIBI_LOG_TEXT) {
-        n = (size_t)snprintf(line, cap, "oribi[%d]: %s", (int)getpid(), msg);
-        if (n >= cap)
-            n = cap - 1; /* a cut line still ends with its newline */
+        n = (size_t)snprintf(line, cap, "oribi[%d]: ", (int)getpid());
+        put_escaped(line, &n, cap, msg, log_format);
     } else {
         struct timespec ts;
         struct tm tm;
@@ -61,7 +96,7 @@ void oribi_log(const char *fmt, ...)
                              json ? "{\"time\":\"%s.%03ldZ\",\"level\":\"error\",\"pid\":%d,\"worker\":%s,\"msg\":\""
                                   : "time:%s.%03ldZ\tlevel:error\tpid:%d\tworker:%s\tmsg:",
                              when, ts.tv_nsec / 1000000, (int)getpid(), worker);
-        put_escaped(line, &n, cap, msg, json);
+        put_escaped(line, &n, cap, msg, log_format);
         if (json) {
             line[n++] = '"';
             line[n++] = '}';

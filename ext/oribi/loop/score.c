@@ -6,10 +6,12 @@
 void oribi_score_take(struct oribi_score *s, int64_t wall_ms, int64_t queue_us, int from_header)
 {
     s->last_request_ms = wall_ms;
+    if (from_header < 0)
+        s->queue_header_refused++;
     if (queue_us >= 0) {
         s->queue[oribi_queue_bucket(queue_us)]++;
         s->queue_sum_us += (uint64_t)queue_us;
-        s->queue_header += (unsigned)from_header;
+        s->queue_header += from_header > 0;
     }
 }
 

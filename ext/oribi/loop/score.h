@@ -26,12 +26,14 @@ struct oribi_score {
     volatile int64_t last_request_ms;             /* wall clock (ms since the epoch) of the last request taken */
     volatile uint64_t queue[ORIBI_QUEUE_BUCKETS]; /* queue time histogram (not cumulative) */
     volatile uint64_t queue_sum_us;
-    volatile uint64_t queue_header;    /* requests whose queue time came from X-Request-Start */
-    char request[ORIBI_SCORE_REQUEST]; /* "GET /path" being served, no query, cut to fit */
+    volatile uint64_t queue_header;         /* requests whose queue time came from X-Request-Start */
+    volatile uint64_t queue_header_refused; /* X-Request-Start from a trusted peer, implausible */
+    char request[ORIBI_SCORE_REQUEST];      /* "GET /path" being served, no query, cut to fit */
 };
 
 /* A request goes to the app: wall_ms is the wall clock, queue_us its queue
- * time (< 0: unknown). No allocation, no system call. */
+ * time (< 0: unknown), from_header 1 when it came from X-Request-Start,
+ * -1 when that header was refused. No allocation, no system call. */
 void oribi_score_take(struct oribi_score *s, int64_t wall_ms, int64_t queue_us, int from_header);
 
 /* The worker is busy with this request since since_ms (CLOCK_MONOTONIC):

@@ -257,6 +257,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     int64_t threads = opt_int(opts, "threads", 1, ORIBI_MAX_THREADS);
     int early_hints = opt_bool(opts, "early_hints");
     trusted_networks(e, opt_get(opts, "trusted_networks"));
+    e->started_us = opt_int(opts, "started_ms", 0, INT64_MAX / 1000) * 1000;
 
     for (long i = 0; i < n; i++)
         describe_listener(&e->listeners[i], &ls[i], NUM2INT(rb_ary_entry(fds, i)));
@@ -332,11 +333,22 @@ static int peer_trusted(const struct oribi_engine *e, const struct oribi_conn *c
     return 0;
 }
 
+/* How far a proxy's clock may run ahead of ours: a stamp up to this far
+ * in the future is a queue time of 0, past it the stamp is refused. */
+#define REQUEST_START_SKEW_US 1000000LL
+/* How long before the server started a request may have been queued for
+ * it: in a listen backlog that outlived the previous server (systemd's,
+ * start_server's), or in a proxy's queue, whose clients give up sooner
+ * (nginx's proxy_connect_timeout and haproxy's usual timeout queue are 60 s). */
+#define REQUEST_START_BEFORE_US 60000000LL
+
 /* The scoreboard learns what goes to the app, and the request's queue
- * time: from X-Request-Start when a trusted proxy sent a usable one (up to a day
- * old; a proxy clock slightly ahead counts as 0), else from when the loop
- * first saw the request. The worker is busy since its oldest request in
- * the app (worker_timeout): this one when no other is. */
+ * time: from X-Request-Start when a trusted proxy sent a plausible one,
+ * else from when the loop first saw the request. Plausible: not more
+ * than a queue's patience before the server started, and not past our
+ * clock by more than the skew. A refused stamp is counted: a proxy that passes
+ * a client's header on shows there. The worker is busy since its oldest
+ * request in the app (worker_timeout): this one when no other is. */
 static void score_take(struct oribi_engine *e, struct oribi_exchange *x, struct oribi_conn *c)
 {
     if (!e->loop.score)
@@ -351,9 +363,13 @@ static void score_take(struct oribi_engine *e, struct oribi_exchange *x, struct 
     /* Any other peer's stamp is the client's word: one moved the sum by a
      * day. The peer is looked up only when there is a stamp to trust. */
     int64_t start = oribi_request_start_us(&c->req);
-    if (start >= 0 && peer_trusted(e, c) && wall_us - start < 86400LL * 1000000) {
-        queue_us = wall_us > start ? wall_us - start : 0;
-        from_header = 1;
+    if (start >= 0 && peer_trusted(e, c)) {
+        if (start < e->started_us - REQUEST_START_BEFORE_US || start > wall_us + REQUEST_START_SKEW_US) {
+            from_header = -1;
+        } else {
+            queue_us = wall_us > start ? wall_us - start : 0;
+            from_header = 1;
+        }
     }
     oribi_score_take(e->loop.score, wall_us / 1000, queue_us, from_header);
     if (!e->busy) {

@@ -45,6 +45,7 @@ struct oribi_engine {
         int len, prefix;        /* address bytes, prefix bits */
     } trusted[ORIBI_MAX_TRUSTED];
     int ntrusted;
+    int64_t started_us; /* the server's start (wall clock): no X-Request-Start before it */
 };
 
 struct oribi_engine *oribi_engine_get(VALUE self); /* raises IOError once closed */

@@ -24,8 +24,9 @@
 #include "ruby/stream.h"
 #include "ruby/env.h"
 #include "http/response.h"
+#include "loop/log.h"
 
-static ID id_each, id_close, id_to_ary, id_to_path, id_call, id_write;
+static ID id_each, id_close, id_to_ary, id_to_path, id_call;
 static VALUE k_rack_protocol;
 
 static void out_reserve(struct oribi_exchange *x, size_t n)
@@ -96,10 +97,8 @@ static int spool_write(struct oribi_rack_response *r, const struct iovec *iov, i
     if (w == 1 && r->spool.len + (int64_t)iov_bytes(iov, n) <= r->x->opt->max_response_spool) {
         if (oribi_spool_append(&r->spool, r->x->opt->tmpdir, iov, n) == 0)
             return 1;
-        rb_funcall(rb_stderr, id_write, 1,
-                   rb_sprintf("oribi: a response could not be spooled to %s (%s): the app thread waits for the "
-                              "client\n",
-                              r->x->opt->tmpdir, strerror(errno)));
+        oribi_log("a response could not be spooled to %s (%s): the app thread waits for the client", r->x->opt->tmpdir,
+                  strerror(errno));
     }
     if (w == 1)
         w = spool_settle(r);
@@ -178,8 +177,8 @@ struct head_ctx {
 
 static void drop_header(VALUE key, const char *why)
 {
-    VALUE msg = rb_sprintf("oribi: dropped response header %+" PRIsVALUE ": %s\n", key, why);
-    rb_funcall(rb_stderr, id_write, 1, msg);
+    VALUE name = rb_inspect(key);
+    oribi_log("dropped response header %.*s: %s", (int)RSTRING_LEN(name), RSTRING_PTR(name), why);
 }
 
 static int parse_length(const char *p, long n, int64_t *out)
@@ -700,6 +699,5 @@ void Init_oribi_rack_response(void)
     id_to_ary = rb_intern("to_ary");
     id_to_path = rb_intern("to_path");
     id_call = rb_intern("call");
-    id_write = rb_intern("write");
     k_rack_protocol = oribi_fstr("rack.protocol");
 }

@@ -123,6 +123,7 @@ static VALUE sb_stats(VALUE self, VALUE i)
     SET(r, "queue", q);
     SET(r, "queue_sum", DBL2NUM((double)s->queue_sum_us / 1e6));
     SET(r, "queue_from_header", ULL2NUM(s->queue_header));
+    SET(r, "queue_header_refused", ULL2NUM(s->queue_header_refused));
     return r;
 }
 
