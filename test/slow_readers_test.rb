@@ -105,6 +105,44 @@ class SlowReadersTest < Minitest::Test
     s&.close
   end
 
+  # Spooling had a bound per response only: three clients reading nothing
+  # of an endless stream filled a 300 MiB TMPDIR in under 2 s, and an
+  # unrelated upload then got a 500. The worker's spool is bounded
+  # (max_worker_spool): past it, a client that read nothing is dropped and
+  # logged; the disk stays within the bound, other requests are answered.
+  def test_clients_that_read_nothing_cannot_fill_the_disk
+    cap = 24 << 20
+    start("-t", "4", "--max-worker-spool", cap.to_s, "--max-write-backlog", (8 << 20).to_s)
+    stalled = Array.new(3) { request("/each?mb=4000", @srv.unix) }
+    most = 0
+    dropped = wait_until(timeout: 60) do
+      most = [most, tmpfile_bytes].max
+      @srv.log.scan("max_worker_spool (#{cap} bytes) is full: dropped a client").size >= 2
+    end
+    assert dropped, "no client dropped for the spool\n#{@srv.log}"
+    assert_operator most, :<=, cap, "the worker spooled past max_worker_spool"
+    upload = "u" * 300_000
+    res = HTTPClient.request(@srv.tcp, "/", method: "POST", body: upload, headers: { "Connection" => "close" })
+    assert_equal 200, res.status
+    assert_equal 200, HTTPClient.request(@srv.tcp, "/", headers: { "Connection" => "close" }).status
+    # the dropped clients find their connections closed, with less than they asked for
+    taken = stalled.map { |s| drain(s) }
+    assert_operator taken.count { |n| n < 4000 << 20 }, :>=, 2, taken.inspect
+  ensure
+    stalled&.each(&:close)
+  end
+
+  # Bytes until EOF (or nothing more for 60 s: a bound, not a pace).
+  def drain(sock)
+    n = 0
+    while (chunk = HTTPClient.read_some(sock, 1 << 20, now + 60))
+      n += chunk.bytesize
+    end
+    n
+  rescue Timeout::Error
+    n
+  end
+
   def test_a_slow_reader_is_not_cut_off_while_it_reads
     start("--write-timeout", "2")
     s = request("/file")

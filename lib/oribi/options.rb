@@ -231,6 +231,7 @@ module Oribi
       opt(:early_hints,        ["--[no-]early-hints"],        BOOL,    false,                               nil,                 "offer env[\"rack.early_hints\"] (103s); nginx before 1.29 takes a 103 for the answer"),
       opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    int(0..),            "response bytes a worker keeps for slow clients; 0 = no cap"),
       opt(:max_response_spool, ["--max-response-spool BYTES"], INT,    1024 * 1024 * 1024,                  int(0..),            "bytes of one response spooled to tmpdir for a slow client; 0 = never"),
+      opt(:max_worker_spool,   ["--max-worker-spool BYTES"],  INT,     256 * 1024 * 1024,                   int(0..),            "bytes of all responses one worker keeps spooled at once; 0 = no cap"),
       opt(:max_requests,       ["--max-requests N"],          INT,     0,                                   int(0..),            "recycle a worker after N requests; 0 = never"),
       opt(:max_worker_memory,  ["--max-worker-memory BYTES"], INT,    unset("memory.max ÷ workers when the cgroup limits memory, else off"), MEMORY, "recycle a worker whose PSS (else RSS) outgrows BYTES; 0 = off"),
       opt(:min_requests,       ["--min-requests N"],          INT,     0,                                   int(0..),            "with max_requests: draw each worker's limit from N..max"),

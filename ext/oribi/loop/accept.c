@@ -328,6 +328,27 @@ void shed_backlog(struct oribi_loop *loop)
                   before, loop->budget.cap, (unsigned long long)n, SHED_STALL_MS);
 }
 
+/* The spool nearly full (max_worker_spool): the spooled responses the
+ * loop sends for clients that took none of their bytes for SHED_STALL_MS
+ * are dropped, as for the write backlog, so that their disk goes to
+ * clients that read. */
+void shed_spooled(struct oribi_loop *loop)
+{
+    unsigned dropped = 0;
+    for (int fd = 0; fd < loop->by_fd_cap && spool_full(loop); fd++) {
+        struct oribi_conn *c = loop->by_fd[fd];
+        if (c && c->state == CONN_FLUSH && c->file_spooled && loop->now - c->wprogress_ms >= SHED_STALL_MS) {
+            conn_close(loop, c);
+            dropped++;
+        }
+    }
+    loop->dropped_spool.count += dropped;
+    uint64_t n = tally_due(&loop->dropped_spool, loop->now, 1000);
+    if (n)
+        oribi_log("max_worker_spool (%zu bytes) nearly full: dropped %llu client(s) that read nothing for %d ms",
+                  loop->budget.spool_cap, (unsigned long long)n, SHED_STALL_MS);
+}
+
 void oribi_loop_stop(struct oribi_loop *loop, long drain)
 {
     if (loop->stopping) {

@@ -59,6 +59,7 @@ struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->body_fd = -1;
     c->wlen = c->woff = 0;
     c->file_fd = -1;
+    c->file_spooled = 0;
     c->budget = &loop->budget;
     c->requests = 0;
     c->seen_us = 0;

@@ -25,10 +25,14 @@ enum oribi_conn_state {
 
 /* Bytes kept in the write buffers of all a worker's conns, and the cap
  * past which the loop drops the clients that read none of theirs
- * (max_write_backlog). App threads and the loop both count: atomics. */
+ * (max_write_backlog); likewise the bytes of responses spooled to tmpfiles
+ * and not sent yet (max_worker_spool), by app threads and in files handed
+ * to conns. App threads and the loop both count: atomics. */
 struct oribi_write_budget {
     size_t kept;
     size_t cap;
+    size_t spooled;
+    size_t spool_cap;
 };
 
 enum oribi_timer_kind { TIMER_NONE, TIMER_IDLE, TIMER_HEAD, TIMER_BODY, TIMER_WRITE, TIMER_LINGER, TIMER_KINDS };
@@ -75,6 +79,7 @@ struct oribi_conn {
      * response handed over by the app thread), else file_fd -1 */
     int file_fd;
     int64_t file_off, file_end;
+    int file_spooled; /* file_fd is a spool: what is left counts in budget->spooled */
 
     unsigned requests; /* served on this connection */
     int64_t seen_us;   /* when the worker first saw the current request (queue_time.h), 0 not yet */

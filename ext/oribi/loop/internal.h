@@ -34,6 +34,14 @@ static inline int over_budget(const struct oribi_loop *loop)
     return loop->budget.cap && __atomic_load_n(&loop->budget.kept, __ATOMIC_RELAXED) > loop->budget.cap;
 }
 
+/* The spool budget is full, or nearly: an app thread may be waiting for
+ * room that only the loop's conns can give back (shed_spooled). */
+static inline int spool_full(const struct oribi_loop *loop)
+{
+    return loop->budget.spool_cap &&
+           __atomic_load_n(&loop->budget.spooled, __ATOMIC_RELAXED) > loop->budget.spool_cap / 4 * 3;
+}
+
 /* The keep-alive rule, the one place it is written: the connection may
  * carry another request after this one when the request allows it (its
  * version and Connection field), keep-alive is on, no stop has begun and
@@ -72,6 +80,7 @@ int accept_direct(struct oribi_loop *loop);
 int accept_any(struct oribi_loop *loop, int in_turn);
 int take_backlog(struct oribi_loop *loop);
 void shed_backlog(struct oribi_loop *loop);
+void shed_spooled(struct oribi_loop *loop);
 
 /* schedule.c */
 void queue_ready(struct oribi_loop *loop, struct oribi_conn *c);

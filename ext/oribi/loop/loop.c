@@ -64,6 +64,7 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, co
     loop->timeout_ms[TIMER_WRITE] = opt->write_timeout_ms;
     loop->timeout_ms[TIMER_LINGER] = ORIBI_LINGER_MS;
     loop->budget.cap = opt->max_write_backlog;
+    loop->budget.spool_cap = opt->max_worker_spool;
     loop->now = oribi_coarse_ms();
     loop->pfd = oribi_poller_open();
     if (loop->pfd < 0 || oribi_wakeup_open(&loop->wake) < 0 ||

@@ -43,6 +43,7 @@ struct oribi_options {
     unsigned max_connections;
     size_t max_write_backlog;   /* kept output bytes past which stalled clients are dropped; 0: no cap */
     int64_t max_response_spool; /* bytes of one response spooled for a slow client; 0: never spool */
+    size_t max_worker_spool;    /* bytes of all responses spooled at once; 0: no cap */
     int64_t min_body_rate;      /* body bytes per second on average after the grace; 0: no minimum */
     int share_accepts;          /* other workers take from the same listeners */
     const char *tmpdir;
@@ -109,6 +110,7 @@ struct oribi_loop {
     struct oribi_score *score;        /* where the conn counts are published, or NULL */
     struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog) */
     struct oribi_tally dropped;       /* clients dropped for reading nothing (max_write_backlog) */
+    struct oribi_tally dropped_spool; /* ... whose spooled responses filled max_worker_spool */
     struct oribi_tally slow_bodies;   /* bodies cut for coming slower than min_body_rate */
     int64_t rate_check_at;            /* next look at the bodies in progress (ms), 0 none due */
 };

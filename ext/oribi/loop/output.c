@@ -150,13 +150,43 @@ int oribi_conn_sendfile(struct oribi_conn *c, int fd, int64_t *off, int64_t end)
     return 0;
 }
 
+int oribi_spool_budget_take(struct oribi_conn *c, size_t n)
+{
+    if (!c->budget)
+        return 1;
+    size_t now = __atomic_add_fetch(&c->budget->spooled, n, __ATOMIC_RELAXED);
+    if (c->budget->spool_cap && now > c->budget->spool_cap) {
+        __atomic_sub_fetch(&c->budget->spooled, n, __ATOMIC_RELAXED);
+        return 0;
+    }
+    return 1;
+}
+
+void oribi_spool_budget_give(struct oribi_conn *c, int64_t n)
+{
+    if (c->budget && n > 0)
+        __atomic_sub_fetch(&c->budget->spooled, (size_t)n, __ATOMIC_RELAXED);
+}
+
+static void close_file(struct oribi_conn *c)
+{
+    if (c->file_fd >= 0) {
+        if (c->file_spooled)
+            oribi_spool_budget_give(c, c->file_end - c->file_off);
+        close(c->file_fd);
+    }
+    c->file_fd = -1;
+    c->file_spooled = 0;
+}
+
 static int send_file(struct oribi_conn *c)
 {
+    int64_t from = c->file_off;
     int r = oribi_conn_sendfile(c, c->file_fd, &c->file_off, c->file_end);
-    if (r == 0) {
-        close(c->file_fd);
-        c->file_fd = -1;
-    }
+    if (c->file_spooled)
+        oribi_spool_budget_give(c, c->file_off - from);
+    if (r == 0)
+        close_file(c);
     return r;
 }
 
@@ -170,11 +200,12 @@ int oribi_conn_send_pending(struct oribi_conn *c)
     return c->file_fd >= 0 ? send_file(c) : 0;
 }
 
-void oribi_conn_hand_file(struct oribi_conn *c, int file_fd, int64_t off, int64_t left)
+void oribi_conn_hand_file(struct oribi_conn *c, int file_fd, int64_t off, int64_t left, int spooled)
 {
     c->file_fd = file_fd;
     c->file_off = off;
     c->file_end = off + left;
+    c->file_spooled = spooled;
     c->wprogress_ms = oribi_coarse_ms();
 }
 
@@ -182,7 +213,5 @@ void oribi_conn_discard_output(struct oribi_conn *c)
 {
     budget_sub(c, c->wlen - c->woff);
     c->wlen = c->woff = 0;
-    if (c->file_fd >= 0)
-        close(c->file_fd);
-    c->file_fd = -1;
+    close_file(c);
 }

@@ -41,8 +41,14 @@ static inline int oribi_conn_pending(const struct oribi_conn *c)
 
 /* Gives the rest of a file (left bytes from off) to the conn: the loop
  * sends it after the kept bytes, so that no app thread waits on a client
- * that reads slowly, or not at all. The conn owns file_fd from now on. */
-void oribi_conn_hand_file(struct oribi_conn *c, int file_fd, int64_t off, int64_t left);
+ * that reads slowly, or not at all. The conn owns file_fd from now on;
+ * spooled: its bytes are counted in the spool budget until sent. */
+void oribi_conn_hand_file(struct oribi_conn *c, int file_fd, int64_t off, int64_t left, int spooled);
+
+/* The spool budget (max_worker_spool): takes n bytes, or 0 when they
+ * would pass the cap (nothing taken); gives n back. */
+int oribi_spool_budget_take(struct oribi_conn *c, size_t n);
+void oribi_spool_budget_give(struct oribi_conn *c, int64_t n);
 
 /* Sends fd's bytes from *off up to end with sendfile(2), advancing *off,
  * without waiting: 0 all sent, 1 the socket is full, -1 the peer is gone or

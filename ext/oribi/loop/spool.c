@@ -5,10 +5,19 @@
 #include "loop/spool.h"
 #include "loop/tmpfile.h"
 
-int oribi_spool_append(struct oribi_spool *s, const char *dir, const struct iovec *iov, int iovcnt)
+int oribi_spool_append(struct oribi_spool *s, struct oribi_conn *c, const char *dir, const struct iovec *iov,
+                       int iovcnt)
 {
-    if (s->fd < 0 && (s->fd = oribi_tmpfile(dir)) < 0)
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++)
+        total += iov[i].iov_len;
+    if (!oribi_spool_budget_take(c, total))
+        return 1;
+    s->conn = c;
+    if (s->fd < 0 && (s->fd = oribi_tmpfile(dir)) < 0) {
+        oribi_spool_budget_give(c, (int64_t)total);
         return -1;
+    }
     /* pwrite at len: a failed append leaves bytes past len, never sent */
     int64_t at = s->len;
     for (int i = 0; i < iovcnt; i++) {
@@ -18,8 +27,10 @@ int oribi_spool_append(struct oribi_spool *s, const char *dir, const struct iove
             ssize_t w = pwrite(s->fd, p, n, (off_t)at);
             if (w < 0 && errno == EINTR)
                 continue;
-            if (w < 0)
+            if (w < 0) {
+                oribi_spool_budget_give(c, (int64_t)total);
                 return -1;
+            }
             p += w;
             n -= (size_t)w;
             at += w;
@@ -36,7 +47,9 @@ int oribi_spool_send(struct oribi_spool *s, struct oribi_conn *c)
     if (c->wlen > c->woff)
         return 1;
     if (s->sent < s->len) {
+        int64_t from = s->sent;
         int r = oribi_conn_sendfile(c, s->fd, &s->sent, s->len);
+        oribi_spool_budget_give(c, s->sent - from);
         if (r != 0)
             return r;
     }
@@ -52,14 +65,17 @@ int oribi_spool_send(struct oribi_spool *s, struct oribi_conn *c)
 void oribi_spool_hand(struct oribi_spool *s, struct oribi_conn *c)
 {
     if (s->fd >= 0 && s->sent < s->len) {
-        oribi_conn_hand_file(c, s->fd, s->sent, s->len - s->sent);
+        oribi_conn_hand_file(c, s->fd, s->sent, s->len - s->sent, 1); /* the budget's count goes with it */
         s->fd = -1;
+        s->len = s->sent = 0;
     }
     oribi_spool_close(s);
 }
 
 void oribi_spool_close(struct oribi_spool *s)
 {
+    if (s->conn)
+        oribi_spool_budget_give(s->conn, s->len - s->sent);
     if (s->fd >= 0)
         close(s->fd);
     s->fd = -1;

@@ -15,9 +15,10 @@
 #include "loop/conn.h"
 
 struct oribi_spool {
-    int fd;       /* the tmpfile, -1 until the first byte */
-    int64_t len;  /* bytes written to it */
-    int64_t sent; /* of which the client took */
+    int fd;                  /* the tmpfile, -1 until the first byte */
+    int64_t len;             /* bytes written to it */
+    int64_t sent;            /* of which the client took */
+    struct oribi_conn *conn; /* whose spool budget len - sent is counted in */
 };
 
 #define ORIBI_SPOOL_INIT \
@@ -26,8 +27,11 @@ struct oribi_spool {
     }
 
 /* Appends iov after the spooled bytes (opening the tmpfile in dir at
- * first); 0, or -1 with errno set and nothing appended. */
-int oribi_spool_append(struct oribi_spool *s, const char *dir, const struct iovec *iov, int iovcnt);
+ * first), counted in c's spool budget; 0, 1 when the budget has no room
+ * for them (max_worker_spool), or -1 with errno set; nothing appended
+ * unless 0. */
+int oribi_spool_append(struct oribi_spool *s, struct oribi_conn *c, const char *dir, const struct iovec *iov,
+                       int iovcnt);
 
 /* Sends what the conn keeps, then what is spooled, without waiting:
  * 0 all is out (the spool is emptied for reuse), 1 the socket is full,

@@ -20,8 +20,8 @@ int next_timeout(struct oribi_loop *loop)
         first = loop->accept_resume_at;
     if (loop->rate_check_at && (first < 0 || loop->rate_check_at < first))
         first = loop->rate_check_at;
-    if (over_budget(loop) && (first < 0 || loop->now + SHED_STALL_MS < first))
-        first = loop->now + SHED_STALL_MS; /* shed_backlog looks again then */
+    if ((over_budget(loop) || spool_full(loop)) && (first < 0 || loop->now + SHED_STALL_MS < first))
+        first = loop->now + SHED_STALL_MS; /* shed_backlog, shed_spooled look again then */
     if (first < 0)
         return -1;
     int64_t d = first - loop->now;
@@ -60,6 +60,8 @@ void expire_timers(struct oribi_loop *loop)
 {
     if (over_budget(loop))
         shed_backlog(loop);
+    if (spool_full(loop))
+        shed_spooled(loop);
     if (loop->rate_check_at && loop->rate_check_at <= loop->now)
         check_body_rates(loop);
     for (int k = 1; k < TIMER_KINDS; k++) {

@@ -64,6 +64,7 @@ struct oribi_rack_response {
     int gone;     /* the peer went away: stop producing */
     int spooling; /* the conn keeps its share: further bytes go to the spool */
     struct oribi_spool spool;
+    int64_t wait_ms;    /* a wait for the client shorter than write_timeout, else 0 */
     int file_fd;        /* BODY_FILE: the open file, else -1 */
     int64_t app_length; /* content-length the app gave, -1 none */
     int64_t sent;       /* body bytes written or handed to the loop (the access log's size) */

@@ -25,6 +25,7 @@
 #include "ruby/env.h"
 #include "http/response.h"
 #include "loop/log.h"
+#include "os/clock.h"
 
 static ID id_each, id_close, id_to_ary, id_to_path, id_call;
 static VALUE k_rack_protocol;
@@ -58,7 +59,7 @@ static void head_line(struct oribi_exchange *x, const char *s)
 static void *wait_nogvl(void *p)
 {
     struct oribi_rack_response *r = p;
-    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->x->opt->write_timeout_ms);
+    return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->wait_ms ? r->wait_ms : r->x->opt->write_timeout_ms);
 }
 
 /* Waits (without the GVL) until the client takes everything kept and
@@ -90,15 +91,36 @@ static size_t iov_bytes(const struct iovec *iov, int n)
 /* The conn keeps its share: iov goes after what is spooled, unless the
  * client has caught up meanwhile (then 0: write it as usual). Past the
  * spool limit, or when the tmpfile fails, the thread waits for the client
- * to take it all, and the response goes on in memory. */
+ * to take it all, and the response goes on in memory. When the worker's
+ * spool is full (max_worker_spool) a client that took nothing for
+ * SHED_STALL_MS is dropped: the slowest readers lose, never a request that
+ * needs the disk for its body. One that reads is waited for. */
 static int spool_write(struct oribi_rack_response *r, const struct iovec *iov, int n)
 {
     int w = oribi_spool_send(&r->spool, r->c);
     if (w == 1 && r->spool.len + (int64_t)iov_bytes(iov, n) <= r->x->opt->max_response_spool) {
-        if (oribi_spool_append(&r->spool, r->x->opt->tmpdir, iov, n) == 0)
+        int a;
+        while ((a = oribi_spool_append(&r->spool, r->c, r->x->opt->tmpdir, iov, n)) == 1) {
+            int64_t idle = oribi_coarse_ms() - r->c->wprogress_ms;
+            if (idle >= SHED_STALL_MS) {
+                oribi_log("max_worker_spool (%zu bytes) is full: dropped a client that read nothing for %lld ms",
+                          r->x->opt->max_worker_spool, (long long)idle);
+                w = -1;
+                break;
+            }
+            /* Full, and this client took bytes lately: it gets the rest of
+             * the stall to take more (then the room it made is its own) */
+            r->wait_ms = SHED_STALL_MS - idle;
+            rb_thread_call_without_gvl(wait_nogvl, r, RUBY_UBF_IO, NULL);
+            r->wait_ms = 0;
+            if ((w = oribi_spool_send(&r->spool, r->c)) != 1)
+                break;
+        }
+        if (a == 0)
             return 1;
-        oribi_log("a response could not be spooled to %s (%s): the app thread waits for the client", r->x->opt->tmpdir,
-                  strerror(errno));
+        if (a < 0)
+            oribi_log("a response could not be spooled to %s (%s): the app thread waits for the client",
+                      r->x->opt->tmpdir, strerror(errno));
     }
     if (w == 1)
         w = spool_settle(r);
@@ -542,7 +564,7 @@ static void write_file(struct oribi_rack_response *r)
         oribi_conn_no_keepalive(r->c); /* fewer bytes than the head announced: framing is lost */
     if (r->gone || r->file_size <= 0)
         return;
-    oribi_conn_hand_file(r->c, r->file_fd, 0, r->file_size);
+    oribi_conn_hand_file(r->c, r->file_fd, 0, r->file_size, 0);
     r->sent = r->file_size;
     r->file_fd = -1;
     if (oribi_conn_send_pending(r->c) < 0) /* a small file is usually all out now */
