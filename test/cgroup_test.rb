@@ -100,6 +100,14 @@ class CgroupTest < Minitest::Test
     assert_equal 2, c.cpus(host: 8).count
   end
 
+  # 1.5 CPUs on a 2-CPU host are 2 workers, but the banner said "2 CPUs,
+  # no cgroup limit": the limit is named.
+  def test_a_quota_that_rounds_up_to_the_host_is_still_named
+    cpus = cgroup(tree(V2.merge("cpu.max" => "150000 100000"))).cpus(host: 2)
+    assert_equal [2, "cpu.max 150000 100000 = 1.5 CPUs"], [cpus.count, cpus.why]
+    assert_equal "2 CPUs, no cgroup limit", cgroup(tree(V2.merge("cpu.max" => "200000 100000"))).cpus(host: 2).why
+  end
+
   def test_cpuset_lists
     { "0-3,8,10-11" => 7, "5" => 1, "0-63" => 64 }.each do |list, n|
       assert_equal [n, list], [cgroup(tree(V2.merge("cpuset.cpus.effective" => list))).cpus(host: 128).count, list]

@@ -53,11 +53,13 @@ module Oribi
     # lets it run, Etc.nprocessors) narrowed by a quota (rounded up: 1.5
     # CPUs are 2 workers, each throttled a little, rather than 1 leaving
     # half a CPU idle) and a cpuset.
+    # A quota below the host's CPUs is named even where it rounds up to
+    # them (1.5 CPUs on 2: 2 workers, "cpu.max 150000 100000 = 1.5 CPUs").
     def cpus(host: Etc.nprocessors)
-      found = [quota, cpuset].compact.min_by(&:first)
-      return CPUs.new(host, "#{host} CPU#{'s' if host > 1}, no cgroup limit") if found.nil? || found.first >= host
+      share, count, why = [quota, cpuset].compact.min_by(&:first)
+      return CPUs.new(host, "#{host} CPU#{'s' if host > 1}, no cgroup limit") if share.nil? || share >= host
 
-      CPUs.new(found.first, found.last)
+      CPUs.new([count, host].min, why)
     end
 
     # The memory limit, nil when there is none. Read once: the master asks
@@ -85,7 +87,7 @@ module Oribi
       ""
     end
 
-    # [count, why] from a CPU quota, nil without one.
+    # [CPUs as a fraction, count, why] from a CPU quota, nil without one.
     def quota
       if @v2
         tightest("", "cpu.max") do |text|
@@ -106,15 +108,15 @@ module Oribi
     def cpus_of(fraction, why)
       n = [fraction.ceil, 1].max
       shown = fraction == fraction.round ? fraction.round : fraction.round(2)
-      [n, "#{why} = #{shown} CPU#{'s' unless shown == 1 || shown < 1}"]
+      [fraction, n, "#{why} = #{shown} CPU#{'s' unless shown == 1 || shown < 1}"]
     end
 
-    # [count, why] from a cpuset, nil without one.
+    # [CPUs, count, why] from a cpuset, nil without one.
     def cpuset
       controller, file = @v2 ? ["", "cpuset.cpus.effective"] : ["cpuset", "cpuset.effective_cpus"]
       tightest(controller, file) do |text|
         n = count_list(text)
-        [n, "#{file} #{text} = #{n} CPU#{'s' if n > 1}"] if n&.positive?
+        [n, n, "#{file} #{text} = #{n} CPU#{'s' if n > 1}"] if n&.positive?
       end
     end
 
