@@ -119,4 +119,18 @@ class ContainerExamplesTest < Minitest::Test
       srv&.stop
     end
   end
+
+  # examples/systemd/oribi.service against what DEPLOYMENT.md and RAILS.md
+  # tell a team to write: a reload that is a hot restart (the docs named
+  # ExecReload, the unit had none), and room to write for a Rails app's
+  # SQLite databases (storage/), which ProtectSystem=strict forbids.
+  def test_the_systemd_unit_is_what_the_docs_recommend
+    unit = File.read(File.join(EXAMPLES, "systemd/oribi.service"))
+    reload = "ExecReload=/bin/kill -USR2 $MAINPID"
+    assert_includes unit.lines.map(&:strip), reload
+    [DOC, File.read(File.join(ROOT, "docs/RAILS.md"))].each { |doc| assert_includes doc.gsub(/\s+/, " "), reload }
+    writable = unit[/^ReadWritePaths=(.*)$/, 1].split
+    dir = unit[/^WorkingDirectory=(.*)$/, 1]
+    assert_equal %w[log tmp storage].map { |d| File.join(dir, d) }.sort, writable.sort
+  end
 end

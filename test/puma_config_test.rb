@@ -291,6 +291,21 @@ class PumaConfigTest < Minitest::Test
     end
   end
 
+  # RAILS.md's example bound unix:///run/app/..., which nothing created:
+  # --check-config called it fine and the server then failed to bind.
+  def test_check_config_refuses_a_socket_in_a_missing_directory
+    Dir.mktmpdir do |d|
+      path = File.join(d, "oribi.rb")
+      File.write(path, "bind \"unix://#{d}/nowhere/app.sock\"\n")
+      out, status = FrameworkProcess.capture(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--check-config", path)
+      assert_equal 2, status.exitstatus, out
+      assert_match(%r{bind unix://#{d}/nowhere/app\.sock: the directory #{d}/nowhere does not exist}, out)
+      File.write(path, "bind \"unix://#{d}/app.sock\"\n")
+      out, status = FrameworkProcess.capture(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--check-config", path)
+      assert status.success?, out
+    end
+  end
+
   # docs/MIGRATING.md names every Puma word Oribi reads, mapped or ignored.
   def test_migrating_md_names_every_puma_word
     doc = File.read(File.join(ROOT, "docs/MIGRATING.md"))

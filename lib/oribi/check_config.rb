@@ -15,6 +15,7 @@ module Oribi
       config = Config.new
       Config::DSL.load(config, path, report: report)
       config.check!
+      check_bind_dirs(config)
       out.puts "#{path}, as Oribi reads it:"
       width = report.map { |_, word, _| word.size }.max.to_i
       report.each do |kind, word, what|
@@ -28,6 +29,20 @@ module Oribi
     rescue Config::Error => e
       out.puts "oribi: #{e.message.lines.first.chomp}"
       2
+    end
+
+    # A unix socket bound in a directory that does not exist fails only
+    # when the server binds it (/run/app/ without systemd's
+    # RuntimeDirectory=app, say): said here, where the file is checked.
+    def check_bind_dirs(config)
+      config[:binds].each do |uri|
+        kind, path = Listeners.parse(uri)
+        dir = File.dirname(path.to_s)
+        next unless kind == :unix && !File.directory?(dir)
+
+        raise Config::Error, "bind #{uri}: the directory #{dir} does not exist (under systemd, " \
+                             "RuntimeDirectory=#{File.basename(dir)} in the unit makes /run/#{File.basename(dir)})"
+      end
     end
   end
 end
