@@ -55,13 +55,10 @@ class DeployTest < Minitest::Test
 
   def start(*args, server: :oribi)
     @server = server
-    # the suite's own gems: vendor/bundle as CI sets it, or wherever
-    # BUNDLE_PATH says (.ci/rubies)
-    env = { "PWD" => @current, "BUNDLE_PATH" => ENV.fetch("BUNDLE_PATH") { File.join(ROOT, "vendor/bundle") },
-            "BUNDLE_GEMFILE" => nil, "RUBYOPT" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil,
-            # Bundler 4 exports the lock's path too: unset, the releases'
-            # bundles would lock into the suite's own Gemfile.lock
-            "BUNDLE_LOCKFILE" => nil }
+    # The suite's own gems, wherever its Bundler found them; none of its
+    # Bundler settings (Bundler 4 exports the lock's path too: kept, the
+    # releases' bundles would lock into the suite's own Gemfile.lock)
+    env = user_env("PWD" => @current)
     cmd = [RbConfig.ruby, "-S", "bundle", "exec"]
     cmd += if server == :puma
              ["puma", "-w", "2", "-b", "unix://#{@sock}", "--pidfile", @pid_file, *args, "config.ru"]

@@ -22,14 +22,6 @@ class PackagingTest < Minitest::Test
     assert_empty Dir[File.join(to, "**/*.so")]
   end
 
-  # The environment of a user's shell: none of this test run's Bundler,
-  # but the gems it runs with (rack; under CI they live in vendor/bundle).
-  def user_env(extra)
-    env = ENV.keys.grep(/\A(BUNDLE_|BUNDLER_|RUBYOPT\z|RUBYLIB\z|GEM_)/).to_h { |k| [k, nil] }
-    env.merge("GEM_PATH" => Gem.path.join(":")).merge(extra)
-  end
-
-
   # Runs cmd, waits for it to serve GET / on port; → the log.
   def serve_once(env, cmd, port, chdir:)
     log = File.join(chdir, "serve.log")

@@ -12,6 +12,7 @@ require "oribi"
 require "oribi/loadgen" # the load generator, for tests that drive load
 require_relative "support/wait"
 require_relative "support/process"
+require_relative "support/user_env"
 
 ROOT = File.expand_path("..", __dir__)
 APPS = File.join(__dir__, "apps")
