@@ -61,6 +61,20 @@ class ContainerExamplesTest < Minitest::Test
     assert_match(/bin\/rails server -u oribi/, File.read(File.join(ROOT, "README.md")))
   end
 
+  # docs/RAILS.md's Thruster section: the Dockerfile line and the config
+  # lines it gives are the example's.
+  def test_the_rails_page_gives_the_examples_lines
+    rails = File.read(File.join(ROOT, "docs/RAILS.md"))
+    assert_includes rails, 'ENV RACKUP_HANDLER="oribi"'
+    assert_includes DOC, 'ENV RACKUP_HANDLER="oribi"'
+    block = rails[/`config\/oribi.rb` under Thruster.*?```ruby\n(.*?)```/m, 1]
+    refute_nil block, "docs/RAILS.md has no config/oribi.rb block for Thruster"
+    lines = block.lines.map(&:strip).reject { |l| l.empty? || l.start_with?("#") }
+    assert_equal %w[bind shutdown_delay], lines.map { |l| l.split.first }
+    example = File.read(CONFIG).lines.map(&:strip)
+    lines.each { |l| assert_includes example, l, "docs/RAILS.md's line is not examples/docker/oribi.rb's" }
+  end
+
   def test_the_deployment_fits_the_config
     Dir.mktmpdir do |dir|
       c = config(dir)

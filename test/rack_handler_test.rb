@@ -121,12 +121,42 @@ class RackHandlerTest < Minitest::Test
         assert_equal 3, c[:threads]
         assert_equal 9, c[:keepalive_timeout]
         assert_equal ["unix:///tmp/x.sock"], c[:binds] # rails' default Host and Port did not replace it
-        c = config(Host: "127.0.0.1", Port: 3001, user_supplied_options: %i[Port])
-        assert_equal ["tcp://127.0.0.1:3001"], c[:binds] # a port the user typed did
+        _, err = capture_subprocess_io { c = config(Host: "127.0.0.1", Port: 3001, user_supplied_options: %i[Port]) }
+        assert_equal ["tcp://127.0.0.1:3001"], c[:binds] # a port the user typed did, and the log says so
+        assert_includes err, "listening on tcp://127.0.0.1:3001 in place of config/oribi.rb's bind unix:///tmp/x.sock: Port 3001 was typed"
       end
       other = File.join(d, "other.rb")
       File.write(other, "threads 4\n")
       assert_equal 4, config(ConfigFile: other)[:threads]
+    end
+  end
+
+  # Rails counts $PORT (a front proxy's, Thruster's) as a typed -p and
+  # passes its default host with it; the command line it hands over for
+  # restarts says what was typed. Only a typed -p/-b replaces the file's
+  # bind, and the log says so.
+  def test_under_rails_only_a_typed_p_or_b_replaces_the_files_bind
+    Dir.mktmpdir do |d|
+      FileUtils.mkdir_p(File.join(d, "config"))
+      File.write(File.join(d, "config/oribi.rb"), "bind \"tcp://127.0.0.1:3000\"\n")
+      rails = ->(args, **more) { { Host: "0.0.0.0", Port: 3000, user_supplied_options: %i[Port], restart_cmd: "bin/rails server #{args}--restart" }.merge(more) }
+      Dir.chdir(d) do
+        out, err = capture_subprocess_io { assert_equal ["tcp://127.0.0.1:3000"], config(**rails.call(""))[:binds] }
+        assert_empty out + err
+        { "-p 3001 " => ["tcp://0.0.0.0:3001", "-p 3001"], "--port=3001 " => ["tcp://0.0.0.0:3001", "--port=3001"],
+          "-b 127.0.0.2 " => ["tcp://127.0.0.2:3000", "-b 127.0.0.2"], "-b127.0.0.2 -P x.pid " => ["tcp://127.0.0.2:3000", "-b127.0.0.2"],
+          "-e production --binding 127.0.0.2 -p 3001 " => ["tcp://127.0.0.2:3001", "--binding 127.0.0.2 -p 3001"] }.each do |args, (bind, flags)|
+          host = args[/(?:-b|--binding) ?(\S+)/, 1] || "0.0.0.0"
+          port = args[/(?:-p|--port=) ?(\d+)/, 1]&.to_i || 3000
+          c = nil
+          _, err = capture_subprocess_io { c = config(**rails.call(args, Host: host, Port: port, user_supplied_options: %i[Host Port])) }
+          assert_equal [bind], c[:binds], args
+          assert_includes err, "listening on #{bind} in place of config/oribi.rb's bind tcp://127.0.0.1:3000: " \
+                               "#{flags} #{flags.include?(' -') ? 'were' : 'was'} typed on the command line", args
+        end
+      end
+      # no bind in the file: $PORT and Rails' default host listen
+      assert_equal ["tcp://0.0.0.0:3000"], Dir.chdir(File.join(d, "config")) { config(**rails.call(""))[:binds] }
     end
   end
 

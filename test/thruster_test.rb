@@ -4,6 +4,7 @@ require "test_helper"
 require "framework_process"
 require "digest"
 require "json"
+require "ipaddr"
 require_relative "support/sse_timing"
 
 # A Rails app behind Thruster as Rails 8 runs it (`thrust bin/rails server`,
@@ -28,15 +29,16 @@ class ThrusterTest < Minitest::Test
   def thrust = Gem::Specification.find_by_name("thruster").bin_file("thrust")
 
   # Thruster on a free port, the Rails app on another (TARGET_PORT, which
-  # Thruster passes on as PORT); config/oribi.rb holds config.
-  def start(config, env = {})
+  # Thruster passes on as PORT); config/oribi.rb holds config, args are
+  # typed after `bin/rails server`.
+  def start(config, env = {}, args: [])
     File.write(File.join(@root, "config/oribi.rb"), config)
     env = { "RACKUP_HANDLER" => "oribi", "RAILS_ENV" => "production", "WEB_CONCURRENCY" => "2",
             "TARGET_PORT" => free_port.to_s, "STORAGE_PATH" => File.join(@root, "tmp/thruster"),
             "LOG_REQUESTS" => "false" }.merge(env)
     @srv = FrameworkProcess.new(chdir: @root, env: env) do |port|
       env["HTTP_PORT"] = port.to_s # read when the process is spawned, after this block
-      [RbConfig.ruby, thrust, RbConfig.ruby, "bin/rails", "server"]
+      [RbConfig.ruby, thrust, RbConfig.ruby, "bin/rails", "server", *args]
     end
     # Thruster listens at once and answers 502 until the app is up.
     assert wait_until(timeout: 60, interval: 0.1) { get("/hello")&.status == 200 }, "no 200 through Thruster\n#{@srv.log}"
@@ -55,7 +57,7 @@ class ThrusterTest < Minitest::Test
   def access_log = File.read(File.join(@root, "log/access.log")).lines.map { |l| JSON.parse(l) }
 
   def test_serves_streams_uploads_and_leaves_files_to_thruster
-    start(<<~RUBY, "X_SENDFILE_HEADER" => "X-Sendfile")
+    start(<<~RUBY, { "X_SENDFILE_HEADER" => "X-Sendfile" })
       access_log "log/access.log"
       access_log_format "json"
     RUBY
@@ -91,9 +93,61 @@ class ThrusterTest < Minitest::Test
     assert_equal "-", logged["size"], "Oribi sent the body itself: #{logged.inspect}"
   end
 
+  # The addresses the server's processes listen on at port, from the
+  # kernel's socket tables (IPv4 and IPv6).
+  def listening_addresses(port)
+    suffix = format(":%04X", port)
+    mine = @srv.instance_variable_get(:@group).members.keys.flat_map { |pid| socket_names(pid) }
+    %w[/proc/net/tcp /proc/net/tcp6].flat_map do |table|
+      File.foreach(table).filter_map do |line|
+        local, state, inode = line.split.values_at(1, 3, 9)
+        next unless local.end_with?(suffix) && state == "0A" && mine.include?("socket:[#{inode}]")
+
+        hex = local.split(":").first
+        words = [hex].pack("H*").unpack("V*") # the kernel prints each 32-bit word in host order
+        IPAddr.new_ntoh(words.pack("N*")).to_s
+      end
+    end.uniq.sort
+  end
+
+  def refused?(host, port)
+    TCPSocket.new(host, port).close
+    false
+  rescue Errno::ECONNREFUSED
+    true
+  end
+
+  # Thruster sets PORT for the server it starts, and Rails hands it to the
+  # handler as if the user had typed -p, with its default host (0.0.0.0 in
+  # production) beside it. The config file's bind, here the one
+  # examples/docker/oribi.rb has, is the only listener all the same: the
+  # port answers on 127.0.0.1 alone, not on another loopback address.
+  def test_the_config_files_bind_is_kept_behind_thruster
+    target = free_port
+    bind = File.read(File.join(ROOT, "examples/docker/oribi.rb"))[/^bind .*$/]
+    start("#{bind}\n", { "TARGET_PORT" => target.to_s })
+    assert_equal ["127.0.0.1"], listening_addresses(target), @srv.log
+    assert_match(%r{listening on tcp://127\.0\.0\.1:#{target}$}, @srv.log)
+    assert refused?("127.0.0.2", target), "127.0.0.2:#{target} accepts: the server listens beyond the file's bind"
+    refute_match(/in place of/, @srv.log)
+  end
+
+  # What the user types (-b) replaces the file's bind, and the boot log
+  # says so. The file names 127.0.0.2, which Thruster (proxying to
+  # localhost) could not reach: serving through it shows the typed one won.
+  def test_a_bind_typed_on_the_command_line_replaces_the_files_and_the_log_says_so
+    target = free_port
+    start(%(bind "tcp://127.0.0.2:#{target}"\n), { "TARGET_PORT" => target.to_s }, args: ["-b", "127.0.0.1"])
+    assert_equal ["127.0.0.1"], listening_addresses(target), @srv.log
+    assert refused?("127.0.0.2", target), "the file's bind is not replaced"
+    assert_includes @srv.log, "listening on tcp://127.0.0.1:#{target} in place of config/oribi.rb's bind " \
+                              "tcp://127.0.0.2:#{target}: -b 127.0.0.1 was typed on the command line"
+  end
+
   # Requests napping 1 s, in flight, and a client every 10 ms until
   # stop.call(term time) says so; TERM to Thruster. Returns the statuses
-  # of the ones in flight and of the probes (:failed: no response).
+  # of the ones in flight, of the probes (:failed: no response) and of the
+  # probes sent after TERM.
   def term_under_probes(stop)
     napping = 4.times.map do
       s = @srv.tcp
@@ -101,11 +155,13 @@ class ThrusterTest < Minitest::Test
       s
     end
     seen = []
+    after = []
     term = []
     prober = Thread.new do
       until term.any? && stop.call(term.first)
         at = Process.clock_gettime(Process::CLOCK_MONOTONIC)
         seen << (get("/hello")&.status || :failed)
+        after << seen.last if term.any? && at >= term.first
         sleep [0.01 - (Process.clock_gettime(Process::CLOCK_MONOTONIC) - at), 0].max # the client's pace
       end
     end
@@ -114,7 +170,7 @@ class ThrusterTest < Minitest::Test
     Process.kill(:TERM, @srv.pid)
     in_flight = napping.map { |s| HTTPClient.read_response(s, timeout: 20)&.status }
     prober.join
-    [in_flight, seen]
+    [in_flight, seen, after]
   end
 
   # Thruster relays TERM to the server and serves until it exits. With
@@ -125,7 +181,7 @@ class ThrusterTest < Minitest::Test
       shutdown_delay 2
       control "unix://#{@root}/tmp/control.sock"
     RUBY
-    in_flight, seen = term_under_probes(->(term) { Process.clock_gettime(Process::CLOCK_MONOTONIC) >= term + 1.8 })
+    in_flight, seen, after = term_under_probes(->(term) { Process.clock_gettime(Process::CLOCK_MONOTONIC) >= term + 1.8 })
     assert_equal [200] * 4, in_flight, "requests in flight at TERM"
     assert_operator seen.size, :>=, 20, "too few probes: #{seen.tally}"
     assert_equal({ 200 => seen.size }, seen.tally, "probes across TERM")
@@ -133,7 +189,7 @@ class ThrusterTest < Minitest::Test
     assert status&.success?, "thrust exit #{status.inspect}\n#{@srv.log}"
     assert_match(/TERM: readiness 503, serving 2(\.0)? s more/, @srv.log)
     puts "\nbehind Thruster, shutdown_delay 2: #{seen.size} probes every 10 ms across TERM, " \
-         "#{seen.tally.inspect}; #{in_flight.tally.inspect} in flight"
+         "#{seen.tally.inspect}, of which sent after TERM #{after.tally.inspect}; #{in_flight.tally.inspect} in flight"
   end
 
   # Without the delay the requests in flight are answered too, but Thruster
@@ -141,9 +197,10 @@ class ThrusterTest < Minitest::Test
   # until it exits (the requests in flight hold it for their second).
   def test_without_a_delay_thruster_answers_502_after_term
     start("")
-    in_flight, seen = term_under_probes(->(_) { !Process.wait(@srv.pid, Process::WNOHANG).nil? })
+    in_flight, seen, after = term_under_probes(->(_) { !Process.wait(@srv.pid, Process::WNOHANG).nil? })
     assert_equal [200] * 4, in_flight, "requests in flight at TERM"
     refute_equal 0, seen.count(502), "no 502 without shutdown_delay: #{seen.tally}"
-    puts "\nbehind Thruster, no shutdown_delay: #{seen.tally.inspect} (502: Oribi's listeners closed)"
+    puts "\nbehind Thruster, no shutdown_delay: #{seen.tally.inspect}, of which sent after TERM #{after.tally.inspect} " \
+         "(502: Oribi's listeners closed)"
   end
 end

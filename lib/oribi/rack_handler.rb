@@ -31,6 +31,9 @@ module Oribi
       "Bind=URI[,URI...]" => "tcp://HOST:PORT, tcp://[V6]:PORT or unix:///PATH; replaces Host and Port",
     }.freeze
 
+    # `rails server`'s flags for the listener (Rails::Command::ServerCommand).
+    RAILS_LISTENER_FLAGS = %w[-p --port -b --binding].freeze
+
     # What `rackup -s oribi -h` shows: the listener options, then every
     # other option of the table under its CamelCase name.
     def valid_options
@@ -58,23 +61,60 @@ module Oribi
     # config/puma.rb. What the user typed wins over the file; the caller's
     # own defaults (rails server always passes Host, Port and environment)
     # only fill what the file leaves unset. user_supplied_options, from
-    # rackup and Rails, says which is which; without it all count as typed.
-    # Raises Config::Error for a bad value.
+    # Rails, says which is which; without it all count as typed. For the
+    # listeners see #typed_listener. Raises Config::Error for a bad value.
     def config(options)
       typed = options[:user_supplied_options]
       given = ->(*keys) { typed.nil? || keys.any? { |k| typed.include?(k) } }
       strong = server_options(options)
       weak = {}
       binds = binds(options)
-      (given.call(:Host, :Port, :Bind) ? strong : weak)[:binds] = binds if binds
+      why = typed_listener(options) if binds
+      (why ? strong : weak)[:binds] = binds if binds
       (given.call(:environment) ? strong : weak)[:environment] = options[:environment].to_s if options[:environment]
       # Rails' command line again (`bin/rails server … --restart`): what a
       # hot restart (bin/rails restart, USR2) runs, as Puma does.
       weak[:restart_command] = options[:restart_cmd].to_s if options[:restart_cmd]
-      build(strong, weak)
+      build(strong, weak, why)
     end
 
     private
+
+    # Why the caller's Host/Port/Bind count as typed, or nil when they are
+    # the caller's defaults, which a bind in the config file outranks.
+    # Rails lists :Port among user_supplied_options whenever $PORT is set,
+    # and :Host for $BINDING or $HOST: a front proxy sets PORT (Thruster,
+    # Heroku's router), and then Rails' default host, 0.0.0.0 in production,
+    # came with it. So under Rails only -p/-b typed on the command line
+    # count, read from the command line it hands over for restarts
+    # (restart_cmd: `bin/rails server ARGS --restart`).
+    def typed_listener(options)
+      typed = options[:user_supplied_options]
+      if typed.nil?
+        "#{listener_words(options)} came from a caller that does not say what was typed, so count as typed"
+      elsif !typed.intersect?(%i[Host Port Bind])
+        nil
+      elsif options[:restart_cmd].is_a?(String)
+        flags = rails_listener_flags(options[:restart_cmd])
+        "#{flags.join(' ')} #{flags.size > 1 ? 'were' : 'was'} typed on the command line" unless flags.empty?
+      else
+        given = options.slice(:Bind, :Host, :Port).select { |k, _| typed.include?(k) }
+        "#{listener_words(given)} #{given.size > 1 ? 'were' : 'was'} typed"
+      end
+    end
+
+    def listener_words(options) = options.slice(:Bind, :Host, :Port).map { |k, v| "#{k} #{v}" }.join(", ")
+
+    # ["-b 127.0.0.1", "--port=3000"] from "bin/rails server -b 127.0.0.1 --port=3000 --restart"
+    def rails_listener_flags(command)
+      words = command.to_s.split
+      words.each_with_index.filter_map do |word, i|
+        name, value = word.start_with?("--") ? word.split("=", 2) : [word[0, 2], word[2..]]
+        next unless RAILS_LISTENER_FLAGS.include?(name)
+
+        value.nil? || value.empty? ? [word, words[i + 1]].compact.join(" ") : word
+      end
+    end
 
     # The CamelCase options (-O Name=value), as Config values.
     def server_options(options)
@@ -91,10 +131,13 @@ module Oribi
       end
     end
 
-    def build(strong, weak)
+    def build(strong, weak, why)
       config = Config.new
       file = strong[:config_file] || (Config::DEFAULT_FILE if File.file?(Config::DEFAULT_FILE))
       Config::DSL.load(config, file) if file
+      if strong[:binds] && config.set?(:binds) && config[:binds] != strong[:binds]
+        Log.info("listening on #{strong[:binds].join(', ')} in place of #{file}'s bind #{config[:binds].join(', ')}: #{why}")
+      end
       weak.each { |k, v| config[k] = v unless config.set?(k) }
       strong.each { |k, v| config[k] = v }
       # bin/rails restart touches it, as for Puma's tmp_restart
