@@ -106,6 +106,33 @@ class RestartTest < Minitest::Test
     srv&.stop
   end
 
+  # The unix socket file is the previous image's after a USR2: a changed
+  # unix_mode (a proxy in another group getting 502) applies to it, as a
+  # fresh start would make it; nil leaves it to the umask.
+  def test_hot_restart_applies_a_changed_unix_mode
+    Dir.mktmpdir do |d|
+      config = File.join(d, "oribi.rb")
+      File.write(config, "unix_mode 0o600\n")
+      srv = ServerProcess.new("env.ru", "-C", config, workers: 1, tcp: false)
+      mode = -> { File.stat(srv.sock).mode & 0o777 }
+      assert_equal 0o600, mode.call
+      [["unix_mode 0o666\n", 0o666, "0666"], ["unix_mode nil\numask 0o027\n", 0o750, "0750"]].each_with_index do |(text, want, shown), i|
+        File.write(config, text)
+        Process.kill(:USR2, srv.pid)
+        assert wait_until(timeout: 20) { srv.log.scan("USR2 done").size == i + 1 }, srv.log
+        assert_equal format("%04o", want), format("%04o", mode.call), "after USR2 with #{text.inspect}:\n#{srv.log}"
+        assert_match(%r{unix://#{Regexp.escape(srv.sock)}: mode #{shown}}, srv.log)
+        assert_equal 200, HTTPClient.request(srv.unix, "/").status
+      end
+      File.write(config, "unix_mode 0o644\nno_such_option 1\n") # a config that does not load changes nothing
+      Process.kill(:USR2, srv.pid)
+      assert_match(/no_such_option/, srv.log_until(/go on serving.*listening on/m, timeout: 20)) # past the listeners
+      assert_equal "0750", format("%04o", mode.call), srv.log
+    ensure
+      srv&.stop
+    end
+  end
+
   def test_failed_new_generation_leaves_the_old_one_serving
     Dir.mktmpdir do |d|
       app = File.join(d, "app.ru")
