@@ -75,7 +75,7 @@ module Oribi
       @free_rows = (0...SCOREBOARD_ROWS).to_a
       @status = 0
       @watchdog_interval = Systemd.watchdog_interval
-      @next_watchdog = now
+      @next_watchdog = now # the loop's first look pings (Server#run stopped the feeding thread just before)
       Process.setproctitle("oribi master #{@server.listeners.all.map(&:uri).join(' ')}")
       @control = @server.control
       Oribi.child_subreaper! if refork?
@@ -393,6 +393,7 @@ module Oribi
       Log.info("USR2: re-executing in place from #{dir}, pid #{Process.pid}; " \
                "#{workers.size} worker(s) serve until the new ones do")
       Systemd.notify("RELOADING=1")
+      Systemd.notify("WATCHDOG=1") if @watchdog_interval # the new image's first comes once Ruby has started
       $stdout.flush
       $stderr.flush
       Dir.chdir(dir)

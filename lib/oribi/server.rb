@@ -63,6 +63,7 @@ module Oribi
       app ||= load_app_or_degrade if @config[:preload_app] || standalone
       banner
       Oribi.eager_load!
+      Systemd.stop_feeding # a hot restart's new image has loaded: the master's loop pings from here
       if standalone
         Worker.new(self, app, early: signals).run
         0
