@@ -32,6 +32,11 @@ module Oribi
   autoload :Cgroup, "oribi/cgroup"
   autoload :Platform, "oribi/platform"
 
+  # A hot restart's new image (USR2) loads its code for as long as the app
+  # takes while systemd's watchdog counts: fed from here until the master
+  # runs (Systemd.feed_watchdog).
+  Systemd.feed_watchdog if Reexec.adopting?
+
   # Loads every part a worker may use, in the master before it forks: the
   # workers share it copy-on-write, and none reads lib/ again, which a worker
   # running as `user` may not be allowed to (a checkout or gem home in a

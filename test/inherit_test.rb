@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "json"
+require_relative "support/notify_socket"
 
 # Listeners handed over by a supervisor: start_server (Server::Starter) and
 # systemd socket activation, plus sd_notify.
@@ -136,9 +137,7 @@ class InheritTest < Minitest::Test
 
   def test_systemd_socket_activation_and_notify
     Dir.mktmpdir do |d|
-      notify_path = File.join(d, "notify")
-      notify = Socket.new(:UNIX, :DGRAM, 0)
-      notify.bind(Socket.pack_sockaddr_un(notify_path))
+      notify = NotifySocket.new(d)
       listener = TCPServer.new("127.0.0.1", 0)
       port = listener.addr[1]
       log = File.join(d, "log")
@@ -146,19 +145,17 @@ class InheritTest < Minitest::Test
       pid = fork do
         ENV["LISTEN_FDS"] = "1"
         ENV["LISTEN_PID"] = Process.pid.to_s
-        ENV["NOTIFY_SOCKET"] = notify_path
+        ENV["NOTIFY_SOCKET"] = notify.path
         exec(RbConfig.ruby, ORIBI, "-w", "1", "-b", "tcp://127.0.0.1:1", File.join(APPS, "env.ru"),
              3 => listener, %i[out err] => log)
       end
       listener.close # the server has its own copy now
-      assert notify.wait_readable(20), "no notification:\n#{File.read(log)}"
-      assert_match(/READY=1/, notify.recv(4096))
+      assert notify.next_matching(/READY=1/, timeout: 20), "no READY=1:\n#{File.read(log)}"
       assert_equal 200, get(port).status
       assert_match(/inherited fd 3/, File.read(log))
       refute_match(/:1\b/, File.read(log)[/listening on .*/]) # --bind is ignored when sockets are handed over
       Process.kill(:TERM, pid)
-      assert notify.wait_readable(10)
-      assert_match(/STOPPING=1/, notify.recv(4096))
+      assert notify.next_matching(/STOPPING=1/, timeout: 10), "no STOPPING=1:\n#{File.read(log)}"
       _, status = Process.wait2(pid)
       assert status.success?
     ensure

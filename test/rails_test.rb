@@ -4,6 +4,7 @@ require "test_helper"
 require "framework_process"
 require "fileutils"
 require_relative "support/sse_timing"
+require_relative "support/notify_socket"
 
 # `rails server -u oribi` on the app in test/apps/rails (ActionController
 # only, no database), copied to a temporary directory because Rails writes
@@ -113,6 +114,34 @@ class RailsTest < Minitest::Test
     ensure
       srv&.stop
       FileUtils.rm_f(File.join(@root, "config/puma.rb"))
+    end
+  end
+
+  # Under `rails server` Oribi is required only when Rails looks up its
+  # Rack handler, before the app initializes: from there the new image of a
+  # hot restart feeds systemd's watchdog while the app boots (5 s here,
+  # longer than WatchdogSec 4 s).
+  def test_the_systemd_watchdog_is_fed_while_a_hot_restart_boots_rails
+    Dir.mktmpdir do |d|
+      notify = NotifySocket.new(d)
+      File.write(File.join(@root, "config/initializers/slow.rb"), "sleep 5\n")
+      env = { "NOTIFY_SOCKET" => notify.path, "WATCHDOG_USEC" => "4000000", "WEB_CONCURRENCY" => "1",
+              "RAILS_ENV" => "production" }
+      srv = rails_server(env)
+      assert notify.next_matching(/READY=1/, timeout: 30), srv.log
+      Process.kill(:USR2, srv.pid)
+      assert notify.next_matching(/RELOADING=1/, timeout: 5), srv.log
+      assert notify.next_matching(/READY=1/, timeout: 60), "no READY=1 after USR2:\n#{srv.log}"
+      seen = notify.messages
+      pings = seen.select { |_, text| text.include?("WATCHDOG=1") }.map(&:first)
+      gap = pings.each_cons(2).map { |a, b| b - a }.max
+      puts "\nlongest gap between WATCHDOG=1 pings across a USR2 of a Rails app booting 5 s: #{gap.round(2)} s " \
+           "(WatchdogSec 4 s)"
+      timeline = seen.map { |t, text| "#{(t - seen[0][0]).round(2)} s #{text.inspect}" }.join("\n")
+      assert_operator gap, :<, 4.0, "systemd would have killed rails mid-reload:\n#{srv.log}\n#{timeline}"
+    ensure
+      srv&.stop
+      notify&.close
     end
   end
 

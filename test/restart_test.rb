@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require_relative "support/notify_socket"
 
 # Restarts under continuous load lose nothing: hot restart (USR2), rolling
 # restart (HUP), and the hard per-request timeout.
@@ -104,6 +105,60 @@ class RestartTest < Minitest::Test
   ensure
     stuck&.close
     srv&.stop
+  end
+
+  # The unix socket file is the previous image's after a USR2: a changed
+  # unix_mode (a proxy in another group getting 502) applies to it, as a
+  # fresh start would make it; nil leaves it to the umask.
+  def test_hot_restart_applies_a_changed_unix_mode
+    Dir.mktmpdir do |d|
+      config = File.join(d, "oribi.rb")
+      File.write(config, "unix_mode 0o600\n")
+      srv = ServerProcess.new("env.ru", "-C", config, workers: 1, tcp: false)
+      mode = -> { File.stat(srv.sock).mode & 0o777 }
+      assert_equal 0o600, mode.call
+      [["unix_mode 0o666\n", 0o666, "0666"], ["unix_mode nil\numask 0o027\n", 0o750, "0750"]].each_with_index do |(text, want, shown), i|
+        File.write(config, text)
+        Process.kill(:USR2, srv.pid)
+        assert wait_until(timeout: 20) { srv.log.scan("USR2 done").size == i + 1 }, srv.log
+        assert_equal format("%04o", want), format("%04o", mode.call), "after USR2 with #{text.inspect}:\n#{srv.log}"
+        assert_match(%r{unix://#{Regexp.escape(srv.sock)}: mode #{shown}}, srv.log)
+        assert_equal 200, HTTPClient.request(srv.unix, "/").status
+      end
+      File.write(config, "unix_mode 0o644\nno_such_option 1\n") # a config that does not load changes nothing
+      Process.kill(:USR2, srv.pid)
+      assert_match(/no_such_option/, srv.log_until(/go on serving.*listening on/m, timeout: 20)) # past the listeners
+      assert_equal "0750", format("%04o", mode.call), srv.log
+    ensure
+      srv&.stop
+    end
+  end
+
+  # systemd's watchdog keeps counting through a hot restart: the new image
+  # must not go silent while it loads its code, here for 3 s, longer than
+  # WatchdogSec (2 s, so pinged every 1 s).
+  def test_the_systemd_watchdog_is_fed_while_the_new_code_loads
+    Dir.mktmpdir do |d|
+      notify = NotifySocket.new(d)
+      env = { "NOTIFY_SOCKET" => notify.path, "WATCHDOG_USEC" => "2000000", "BOOT_SLEEP" => "3" }
+      srv = ServerProcess.new("slow_boot.ru", workers: 1, tcp: false, env: env)
+      assert notify.next_matching(/READY=1/, timeout: 10), srv.log
+      assert notify.next_matching(/WATCHDOG=1/, timeout: 5), "no watchdog ping before USR2"
+      Process.kill(:USR2, srv.pid)
+      assert notify.next_matching(/RELOADING=1/, timeout: 5), srv.log
+      assert notify.next_matching(/READY=1/, timeout: 30), "no READY=1 after USR2:\n#{srv.log}"
+      assert notify.next_matching(/WATCHDOG=1/, timeout: 5), "no watchdog ping after USR2"
+      seen = notify.messages
+      pings = seen.select { |_, text| text.include?("WATCHDOG=1") }.map(&:first)
+      gap = pings.each_cons(2).map { |a, b| b - a }.max
+      puts "\nlongest gap between WATCHDOG=1 pings across a USR2 loading for 3 s: #{gap.round(2)} s " \
+           "(WatchdogSec 2 s, #{pings.size} pings)"
+      timeline = seen.map { |t, text| "#{(t - seen[0][0]).round(2)} s #{text.inspect}" }.join("\n")
+      assert_operator gap, :<, 2.0, "systemd would have killed the master mid-reload:\n#{srv.log}\n#{timeline}"
+    ensure
+      srv&.stop
+      notify&.close
+    end
   end
 
   def test_failed_new_generation_leaves_the_old_one_serving

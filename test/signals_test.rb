@@ -148,6 +148,37 @@ class SignalsTest < Minitest::Test
     srv&.stop
   end
 
+  # The one worker at its limit drains (a client reading nothing of a
+  # 30 MiB body holds it until write_timeout): its replacement serves
+  # meanwhile, rather than once it exits.
+  def test_max_requests_with_one_worker_replaces_it_while_it_drains
+    srv = ServerProcess.new("leak.ru", "--max-requests", "2", workers: 1, unix: false)
+    stalled = srv.tcp
+    stalled.write("GET /?body=30 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { stalled.wait_readable(0) }, "the response began"
+    res = HTTPClient.request(srv.tcp, "/")
+    assert_equal [200, "close"], [res.status, res["connection"]]
+    old = res.body[/pid (\d+)/, 1].to_i
+    t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    res = begin
+      HTTPClient.request(srv.tcp, "/", headers: { "Connection" => "close" })
+    rescue Timeout::Error
+      nil
+    end
+    waited = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+    refute_nil res, "no answer in #{waited.round(1)} s while the recycled worker drained:\n#{srv.log}"
+    assert_equal 200, res.status
+    refute_equal old, res.body[/pid (\d+)/, 1].to_i, "answered by the recycled worker"
+    assert_operator waited, :<, 5
+    assert process_alive?(old), "the recycled worker still drains (the client reads nothing)"
+    stalled.close
+    assert wait_until(timeout: 10) { !process_alive?(old) }, "the recycled worker exits once its client is gone"
+    refute_match(/exited with status|killed by/, srv.log)
+  ensure
+    stalled&.close
+    srv&.stop
+  end
+
   def test_workers_that_cannot_boot_make_the_master_give_up
     Dir.mktmpdir do |d|
       File.write(File.join(d, "boom.ru"), "raise 'cannot boot'\n")

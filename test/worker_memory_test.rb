@@ -73,6 +73,53 @@ class WorkerMemoryTest < Minitest::Test
     assert_recycled("RSS", env: { "ORIBI_PORTABLE" => "1" })
   end
 
+  # With one worker, a recycled worker that drains (a client reading
+  # nothing of a 30 MiB body holds it until write_timeout) must not leave
+  # the listeners without a worker: its replacement serves meanwhile.
+  def test_one_worker_is_replaced_while_it_drains
+    @srv = ServerProcess.new("leak.ru", "--max-worker-memory", 150_000_000.to_s, workers: 1, unix: false)
+    stalled = @srv.tcp
+    stalled.write("GET /?body=30 HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert wait_until { stalled.wait_readable(0) }, "the response began"
+    status, old = get("/?mb=150")
+    assert_equal 200, status
+    assert_match(/worker\[0\] pid #{old}: \w+ [\d.]+ MiB over max_worker_memory/,
+                 @srv.log_until(/over max_worker_memory/, timeout: 10))
+    t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    res = begin
+      HTTPClient.request(@srv.tcp, "/", headers: { "Connection" => "close" })
+    rescue Timeout::Error
+      nil
+    end
+    waited = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+    refute_nil res, "no answer in #{waited.round(1)} s while the recycled worker drained:\n#{@srv.log}"
+    assert_equal 200, res.status
+    refute_equal old, res.body[/pid (\d+)/, 1].to_i, "answered by the recycled worker"
+    assert_operator waited, :<, 5
+    assert process_alive?(old), "the recycled worker still drains (the client reads nothing)"
+    stalled.close
+    assert wait_until(timeout: 10) { !process_alive?(old) }, "the recycled worker exits once its client is gone"
+    assert_equal [200], Array.new(3) { get("/").first }.uniq
+    refute_match(/exited with status|killed by/, @srv.log)
+  ensure
+    stalled&.close
+  end
+
+  # With refork the mold keeps the index of the worker it was: the worker
+  # forked from it in that place is measured all the same.
+  def test_a_worker_forked_by_the_mold_is_recycled_too
+    skip "no child subreaper in this build: no refork" unless Oribi.child_subreaper?
+    @srv = ServerProcess.new("leak.ru", "--max-worker-memory", 150_000_000.to_s, "--refork-after", "3",
+                             workers: 1, unix: false)
+    3.times { assert_equal 200, get("/").first }
+    mold = @srv.log_until(/is the mold of generation 1/, timeout: 10)[/pid (\d+) is the mold/, 1].to_i
+    status, pid = get("/?mb=150")
+    assert_equal 200, status
+    refute_equal mold, pid
+    assert_match(/worker\[0\] pid #{pid}: \w+ [\d.]+ MiB over max_worker_memory/,
+                 @srv.log_until(/pid #{pid}: \w+ [\d.]+ MiB over/, timeout: 10))
+  end
+
   def test_off_by_default_without_a_cgroup_limit
     @root = Dir.mktmpdir("oribi-cgroup")
     File.write(File.join(@root, "cgroup.controllers"), "cpu memory\n")

@@ -50,6 +50,7 @@ module Oribi
         # After a USR2 re-exec this process owns the sockets like ones it
         # bound, unless a supervisor handed them to the image before.
         @supervisor = source == :oribi ? env[Reexec::SUPERVISOR]&.then { |s| s.empty? ? nil : s.to_sym } : source
+        @reexec = source == :oribi
         specs.each { |spec, fd| @all << adopt(spec, fd, owned: @supervisor.nil?) }
       else
         binds.each { |b| @all.concat(bind(b)) }
@@ -94,6 +95,25 @@ module Oribi
     # The previous generation handed over to us: the files are ours to remove.
     def take_ownership!
       @all.each { |l| l.inherited = false } if @supervisor.nil?
+    end
+
+    # After a USR2 the unix socket files are the ones the previous image
+    # made, with its unix_mode: they get this config's (nil: what the umask
+    # gives), as a fresh start would make them, each change logged. Not a
+    # supervisor's sockets (systemd's SocketMode= says theirs).
+    def apply_unix_mode
+      return unless @reexec && @supervisor.nil?
+
+      want = @unix_mode || (0o777 & ~File.umask)
+      @all.each do |l|
+        next unless l.unix? && (st = File.lstat(l.path)).socket?
+        next if (st.mode & 0o777) == want
+
+        File.chmod(want, l.path)
+        Log.info(format("unix://%s: mode %04o (unix_mode), was %04o", l.path, want, st.mode & 0o777))
+      rescue SystemCallError => e
+        Log.error(format("unix://%s: cannot apply unix_mode %04o", l.path, want), e)
+      end
     end
 
     # Closes this process's copies only (a worker that stops accepting).

@@ -22,9 +22,14 @@ module Oribi
 
     # link: with refork, a socket to the worker (and to the mold it may become)
     # pending: signals held back until the worker has booted (#signal)
-    # recycling: over max_worker_memory, draining; replaced once it exits
+    # recycling: over max_worker_memory or at max_requests, draining; its
+    # replacement is started at once, as for a rolling restart, so that a
+    # drain held up by a slow client never leaves the listeners unserved
     Child = Struct.new(:index, :pid, :started, :booted, :retiring, :row, :link, :generation, :mold, :pending,
-                       :recycling, keyword_init: true)
+                       :recycling, keyword_init: true) do
+      # Draining, on its way out: its index is another worker's to fill.
+      def leaving? = retiring || recycling
+    end
 
     # signals: a Signals for SIGNALS, set up before the listeners were bound
     def initialize(server, app, signals)
@@ -70,7 +75,7 @@ module Oribi
       @free_rows = (0...SCOREBOARD_ROWS).to_a
       @status = 0
       @watchdog_interval = Systemd.watchdog_interval
-      @next_watchdog = now
+      @next_watchdog = now # the loop's first look pings (Server#run stopped the feeding thread just before)
       Process.setproctitle("oribi master #{@server.listeners.all.map(&:uri).join(' ')}")
       @control = @server.control
       Oribi.child_subreaper! if refork?
@@ -159,7 +164,7 @@ module Oribi
     end
 
     def retire_one
-      child = @children.values.reject(&:retiring).max_by(&:index) or return
+      child = @children.values.reject(&:leaving?).max_by(&:index) or return
       @count -= 1
       Log.info("TTOU: #{@count} workers (stopping worker[#{child.index}])")
       retire(child)
@@ -174,7 +179,7 @@ module Oribi
     def spawn_missing
       return if now < @respawn_at
 
-      live = @children.values.reject(&:retiring).map(&:index)
+      live = @children.values.reject(&:leaving?).map(&:index)
       live << @children[@promoting].index if @promoting && @children[@promoting] # to come from the mold
       (0...@count).each do |index|
         next if live.include?(index)
@@ -217,8 +222,9 @@ module Oribi
         break if data == :wait_readable || data.nil?
 
         data.each_line do |line|
-          _, pid = line.split.map(&:to_i)
-          next unless (child = @children[pid])
+          _, pid, what = line.split
+          next unless (child = @children[pid = pid.to_i])
+          next child.recycling = true if what == "recycling" # max_requests (Worker#retire)
 
           child.booted = now
           @boot_failures = 0
@@ -289,7 +295,7 @@ module Oribi
       drop_mold # new workers come from the master again (and load the app anew when not preloaded)
       follow_working_directory
 
-      @rolling = @children.values.reject(&:retiring).sort_by(&:index).map(&:pid)
+      @rolling = @children.values.reject(&:leaving?).sort_by(&:index).map(&:pid)
       @roll_next_at = now
       @roll_new = nil
       Log.info("HUP: rolling restart of #{@rolling.size} worker(s)#{', reloading the app' unless @app}")
@@ -323,7 +329,7 @@ module Oribi
         Log.info("rolling restart done") if @rolling.empty?
       elsif now >= @roll_next_at
         old = @children[@rolling.first]
-        return @rolling.shift unless old # gone meanwhile: its replacement is already there
+        return @rolling.shift if old.nil? || old.leaving? # its replacement is already there
 
         @roll_new = spawn(old.index).pid
       end
@@ -378,7 +384,7 @@ module Oribi
       end
       @children.each_value { |c| Process.kill(:KILL, c.pid) unless c.booted }
       argv, dir = @server.launch
-      workers = @adopted.merge(@children.select { |_, c| c.booted && !c.retiring }.to_h { |pid, c| [pid, c.index] })
+      workers = @adopted.merge(@children.select { |_, c| c.booted && !c.leaving? }.to_h { |pid, c| [pid, c.index] })
       env, fds = Reexec.handover(listeners: @server.listeners, workers: workers, lifeline: @old_lifeline || @life_w,
                                  control: @control)
       env.merge!(Reexec.repointed(ENV.to_h, from: @server.booted_in, to: dir), "PWD" => dir)
@@ -387,6 +393,7 @@ module Oribi
       Log.info("USR2: re-executing in place from #{dir}, pid #{Process.pid}; " \
                "#{workers.size} worker(s) serve until the new ones do")
       Systemd.notify("RELOADING=1")
+      Systemd.notify("WATCHDOG=1") if @watchdog_interval # the new image's first comes once Ruby has started
       $stdout.flush
       $stderr.flush
       Dir.chdir(dir)
@@ -550,7 +557,7 @@ module Oribi
       workers = children.map do |child|
         w = @scoreboard.stats(child.row)
         { index: child.index, pid: child.pid, generation: w[:generation], booted: !!child.booted,
-          retiring: !!child.retiring, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
+          retiring: !!child.leaving?, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
           served: w[:served], connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
           last_request_at: w[:last_request_at], rss: rss[child.pid], queue: w[:queue],
           queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header],

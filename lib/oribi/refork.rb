@@ -22,7 +22,7 @@ module Oribi
       return if @rolling.any?
 
       threshold = @config[:refork_after][@generation] or return
-      candidates = @children.values.select { |s| s.booted && !s.retiring && s.link }
+      candidates = @children.values.select { |s| s.booted && !s.leaving? && s.link }
       best, served = candidates.map { |s| [s, @scoreboard.stats(s.row)[:served]] }.max_by(&:last)
       return if best.nil? || served < threshold
 
@@ -45,7 +45,7 @@ module Oribi
       drop_mold
       @mold = child
       @generation += 1
-      @rolling = @children.values.reject { |s| s.retiring || s.generation >= @generation }.sort_by(&:index).map(&:pid)
+      @rolling = @children.values.reject { |s| s.leaving? || s.generation >= @generation }.sort_by(&:index).map(&:pid)
       @roll_next_at = now
       @roll_new = nil
       Log.info("refork: pid #{child.pid} is the mold of generation #{@generation}; reforking #{@rolling.size} worker(s)")

@@ -59,9 +59,11 @@ module Oribi
       signals = Signals.new(standalone ? Worker::SIGNALS : Master::SIGNALS)
       @listeners = Listeners.new(@config[:binds], backlog: @config[:backlog],
                                                   reuse_port: @config[:reuse_port], unix_mode: @config[:unix_mode])
+      @listeners.apply_unix_mode unless @degraded # a config that did not load changes nothing
       app ||= load_app_or_degrade if @config[:preload_app] || standalone
       banner
       Oribi.eager_load!
+      Systemd.stop_feeding # a hot restart's new image has loaded: the master's loop pings from here
       if standalone
         Worker.new(self, app, early: signals).run
         0

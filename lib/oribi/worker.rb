@@ -69,8 +69,7 @@ module Oribi
       # After the hook: a depth limit the app set there is carried over.
       QueryParser.install if @config[:fast_query_parser]
       title
-      @ready&.write("#{@index} #{Process.pid}\n")
-      @ready&.close unless @link # a mold forks workers that report on it
+      @ready&.write("#{@index} #{Process.pid}\n") # kept open: #retire reports on it too
       Systemd.notify("READY=1\nMAINPID=#{Process.pid}") if @standalone
       @threads > 1 ? dispatch : serve_each
     ensure
@@ -258,9 +257,16 @@ module Oribi
       min.positive? ? rand(min..max) : max
     end
 
-    # max_requests reached: the other workers go on, so the backlog is theirs.
+    # max_requests reached: the other workers go on, so the backlog is
+    # theirs; the master, told at once, starts this one's replacement while
+    # it drains (with one worker, the backlog waits for it).
     def retire
       Log.info("worker[#{@index}] served #{@served} requests (limit #{@limit}): recycling")
+      begin
+        @ready&.write("#{@index} #{Process.pid} recycling\n")
+      rescue IOError, SystemCallError
+        nil # the master is gone, or re-executed (USR2) and this worker is the previous image's
+      end
       @stopping = true
       @engine.stop(false)
       @server.listeners.close_sockets

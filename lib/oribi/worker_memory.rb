@@ -8,10 +8,13 @@ module Oribi
   # each worker counts the shared pages in full and reaches a limit
   # sooner) and recycles one that outgrew the limit: the worker drains
   # like a rolling restart's (it finishes what it has in flight and takes
-  # no new request; the others take the backlog), and once it is gone the
-  # master starts its replacement, so that two of them never hold the
-  # memory at once. The default is memory.max ÷ workers when the cgroup
-  # limits memory (lib/oribi/cgroup.rb), else off.
+  # no new request) while the master starts its replacement at once, so
+  # that a drain held up by a client reading nothing never leaves the
+  # listeners without a worker, even with one. The replacement is a fresh
+  # worker, small; it is not recycled in turn while the one it replaces
+  # still drains, so that an index never has more than two. The default
+  # is memory.max ÷ workers when the cgroup limits memory
+  # (lib/oribi/cgroup.rb), else off.
   module WorkerMemory
     CHECK_EVERY = 1.0 # seconds between two looks
     MIB = 1024.0 * 1024
@@ -62,7 +65,8 @@ module Oribi
       limit, = memory_limit
       return unless limit.positive?
 
-      live = @children.values.select { |child| child.booted && !child.retiring && !child.recycling && !child.mold }
+      draining = @children.values.select { |child| child.leaving? && !child.mold }.map(&:index) # a mold stays
+      live = @children.values.select { |child| child.booted && !child.leaving? && !child.mold && !draining.include?(child.index) }
       measured = WorkerMemory.measure(live.map(&:pid))
       live.each do |child|
         used, kind = measured[child.pid]
@@ -72,7 +76,7 @@ module Oribi
         Log.info("worker[#{child.index}] pid #{child.pid}: #{kind} #{WorkerMemory.mib(used)} over " \
                  "max_worker_memory #{WorkerMemory.mib(limit)} after #{served} requests: recycling")
         child.recycling = true
-        signal(child.pid, :USR2) # drain without the backlog; replaced once it exits
+        signal(child.pid, :USR2) # drain without the backlog; spawn_missing replaces it now
       end
     end
   end
