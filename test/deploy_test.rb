@@ -162,6 +162,22 @@ class DeployTest < Minitest::Test
     end
   end
 
+  # HUP with the app preloaded (the default) kept the old release, the log
+  # pointing to USR2; Puma's phased restart with a preloaded app falls back
+  # to a full restart and serves the new code. HUP after a switch of
+  # `current` is the hot restart now, with no failed request.
+  def test_hup_after_a_switch_with_the_app_preloaded_serves_the_new_release
+    deploy(1)
+    start("--preload")
+    result = under_load(10) do
+      deploy(2)
+      Process.kill(:HUP, @pid)
+      assert_serves("r2", "HUP after the switch, preloaded")
+    end
+    assert_clean(result, "HUP deploy, preloaded")
+    assert_match(/HUP: .* a hot restart \(USR2\) loads the new release/, File.read(@log))
+  end
+
   # A release that cannot boot: the old workers go on serving from the same
   # pid, and the next deploy's USR2 goes ahead.
   def test_a_release_that_does_not_boot_leaves_the_old_one_serving

@@ -291,9 +291,9 @@ module Oribi
     def rolling_restart
       return Log.info("HUP ignored: stopping") if stopping?
       return Log.info("HUP ignored: a rolling restart is under way") if @rolling.any?
+      return hot_restart if release_changed_under_preload?
 
       drop_mold # new workers come from the master again (and load the app anew when not preloaded)
-      follow_working_directory
 
       @rolling = @children.values.reject(&:leaving?).sort_by(&:index).map(&:pid)
       @roll_next_at = now
@@ -303,15 +303,21 @@ module Oribi
 
     # working_directory as named, resolved again: workers that load the
     # app (preload_app off) load it from the release `current` names now.
-    def follow_working_directory
+    # A preloaded app (the master holds its code) has a new release only
+    # through a hot restart: HUP does USR2's work then, as Puma's phased
+    # restart falls back to a full one (what a team migrating from Puma,
+    # or a Capistrano task that sends HUP, expects). True when it does.
+    def release_changed_under_preload?
       dir = @server.launch.last
       Dir.chdir(dir)
-      return unless @app && Dir.pwd != @server.booted_in
+      return false unless @app && Dir.pwd != @server.booted_in
 
-      Log.info("HUP: #{dir} is #{Dir.pwd} now, but the app was preloaded from #{@server.booted_in}: " \
-               "the new workers run that code; USR2 loads the new release")
+      Log.info("HUP: #{dir} is #{Dir.pwd} now, and the app was preloaded from #{@server.booted_in}: " \
+               "a hot restart (USR2) loads the new release")
+      true
     rescue SystemCallError => e
       Log.error("HUP: cannot enter #{dir}; the workers start from #{Dir.pwd}", e)
+      false
     end
 
     def roll
