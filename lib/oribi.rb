@@ -27,6 +27,7 @@ module Oribi
   autoload :ShutdownDelay, "oribi/shutdown_delay"
   autoload :WorkerMemory, "oribi/worker_memory"
   autoload :Reexec, "oribi/reexec"
+  autoload :SolidQueueProcess, "oribi/solid_queue_process"
   autoload :QueryParser, "oribi/query_parser"
   autoload :Privileges, "oribi/privileges"
   autoload :Cgroup, "oribi/cgroup"

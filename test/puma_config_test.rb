@@ -216,8 +216,22 @@ class PumaConfigTest < Minitest::Test
     IGNORED.each do |word|
       assert_equal 1, log.scan(/puma\.rb: #{word}\b.* is Puma's, ignored: /).size, "#{word}:\n#{log}"
     end
-    assert_match(/plugin :other is Puma's, ignored: Oribi has no plugins/, load("plugin :other\n")[1])
+    assert_match(/plugin :statsd is Puma's, ignored: Puma's own metrics: Oribi's are at \/metrics/, load("plugin :statsd\n")[1])
     assert_match(/threads 1, 3: Oribi runs a fixed 3 per worker/, log)
+  end
+
+  # Rails 8's puma.rb ends with `plugin :solid_queue if
+  # ENV["SOLID_QUEUE_IN_PUMA"]` (Kamal sets it): the jobs run in Solid
+  # Queue's supervisor, which Oribi's master runs (solid_queue). It was
+  # ignored, and the app's jobs never ran. A plugin Oribi does not know
+  # may do work that would stop as silently: it is an error, not a line.
+  def test_plugins_solid_queue_maps_and_an_unknown_one_stops_the_server
+    rails8 = %(plugin :tmp_restart\nplugin :solid_queue if ENV["SOLID_QUEUE_IN_PUMA"]\n)
+    assert_equal true, load(rails8, "SOLID_QUEUE_IN_PUMA" => "true")[0][:solid_queue]
+    assert_equal false, load(rails8, "SOLID_QUEUE_IN_PUMA" => nil)[0][:solid_queue]
+    error = assert_raises(Oribi::Config::Error) { load("plugin :jobs_in_my_plugin\n") }
+    assert_match(/puma\.rb:1: plugin :jobs_in_my_plugin: Oribi has no plugins and does not know what this one does/,
+                 error.message)
   end
 
   # `workers ENV.fetch("WEB_CONCURRENCY") { 2 }`: the environment gives a

@@ -58,6 +58,7 @@ module Oribi
       @mold = nil          # refork: the Child of the mold new workers fork from
       @promoting = nil     # refork: pid of the worker becoming the mold
       @started_at = Time.now
+      @solid_queue_previous = Reexec.solid_queue # USR2: the previous image's, stopped once ours runs
       # What workers that are gone served, so that totals never go down.
       @retired = { served: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
                    queue_from_header: 0, queue_header_refused: 0 }
@@ -71,6 +72,7 @@ module Oribi
       # Only the master holds the write end: when it dies, however it dies,
       # every worker (and mold) reads EOF and stops (Worker#watch_master).
       @life_r, @life_w = IO.pipe
+      @solid_queue = solid_queue_process if @config[:solid_queue]
       @scoreboard = Scoreboard.new(SCOREBOARD_ROWS)
       @free_rows = (0...SCOREBOARD_ROWS).to_a
       @status = 0
@@ -97,8 +99,9 @@ module Oribi
         enforce_deadline
         enforce_adopted_deadline
         supervise
+        supervise_solid_queue
         watch_restart_file
-        break if @stopping && @children.empty? && @adopted.empty?
+        break if @stopping && @children.empty? && @adopted.empty? && !@solid_queue&.running?
         break no_workers_left if @degraded && @adopted.empty?
       end
       @status
@@ -113,7 +116,7 @@ module Oribi
                (@roll_next_at if @rolling.any?), (@adopted_deadline if @adopted.any?),
                (now + 1 if @config[:worker_timeout].positive? || @config[:restart_file]),
                (memory_check_at if memory_limit.first.positive?),
-               @control&.next_deadline].compact
+               @control&.next_deadline, @solid_queue&.deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
 
@@ -161,6 +164,7 @@ module Oribi
     def stop_now(sig)
       shutdown(sig) unless @stopping # during shutdown_delay
       signal_all(:KILL)
+      @solid_queue&.kill
     end
 
     def retire_one
@@ -239,6 +243,7 @@ module Oribi
         pid, status = Process.wait2(-1, Process::WNOHANG)
         break unless pid
         next adopted_gone(pid, status) if @adopted.key?(pid)
+        next if @solid_queue&.reaped(pid, status, now)
 
         child = @children.delete(pid) or next
         child.link&.close
@@ -294,6 +299,7 @@ module Oribi
       return hot_restart if release_changed_under_preload?
 
       drop_mold # new workers come from the master again (and load the app anew when not preloaded)
+      @solid_queue&.restart unless @app
 
       @rolling = @children.values.reject(&:leaving?).sort_by(&:index).map(&:pid)
       @roll_next_at = now
@@ -392,7 +398,7 @@ module Oribi
       argv, dir = @server.launch
       workers = @adopted.merge(@children.select { |_, c| c.booted && !c.leaving? }.to_h { |pid, c| [pid, c.index] })
       env, fds = Reexec.handover(listeners: @server.listeners, workers: workers, lifeline: @old_lifeline || @life_w,
-                                 control: @control)
+                                 control: @control, solid_queue: @solid_queue&.handover)
       env.merge!(Reexec.repointed(ENV.to_h, from: @server.booted_in, to: dir), "PWD" => dir)
       argv = argv.map { |a| Reexec.repoint(a, from: @server.booted_in, to: dir) }
       drop_mold
@@ -476,6 +482,41 @@ module Oribi
 
       Systemd.notify("WATCHDOG=1")
       @next_watchdog = now + interval
+    end
+
+    # solid_queue: Solid Queue's supervisor runs once the workers serve (as
+    # Puma's plugin starts it once booted), and stops after them.
+    def solid_queue_process
+      SolidQueueProcess.new(@server, @app, lifeline: @life_r, previous: @solid_queue_previous, in_child: lambda {
+        @signals.reset
+        @life_w.close
+        @ready_r.close
+        @ready_w.close
+        @control&.close_in_child
+        @children.each_value { |s| s.link&.close }
+      })
+    end
+
+    def supervise_solid_queue
+      if @solid_queue_previous && !@solid_queue && @notified_ready
+        Log.info("solid_queue: off in the new config; stopping the previous image's supervisor")
+        signal(@solid_queue_previous, :TERM)
+        @solid_queue_previous = nil
+      end
+      return unless @solid_queue
+
+      if !@stopping
+        @solid_queue.want(now) if @notified_ready && !@degraded
+        @solid_queue.start_if_due(now)
+      elsif @children.empty? && @adopted.empty? && !@solid_queue_stopped
+        @solid_queue_stopped = true
+        @solid_queue.stop
+      elsif @deadline && now >= @deadline && @solid_queue.running?
+        Log.error("shutdown_timeout (#{@config[:shutdown_timeout]} s): killing the Solid Queue supervisor")
+        @status = SHUTDOWN_TIMED_OUT
+        @solid_queue.kill
+        @deadline = now + KILL_WAIT
+      end
     end
 
     # A worker inside one request longer than worker_timeout is killed; the

@@ -215,6 +215,7 @@ module Oribi
       opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), THREADS,             "threads per worker"),
       opt(:environment,        ["-E", "--env ENV"],           STR,     APP_ENV,                             nil,                 "RACK_ENV for the app"),
       opt(:preload_app,        ["--[no-]preload"],            BOOL,    true,                                nil,                 "load the app in the master before forking"),
+      opt(:solid_queue,        ["--[no-]solid-queue"],        BOOL,    false,                               nil,                 "run Solid Queue's supervisor (Rails jobs) beside the workers"),
       opt(:keepalive,          ["--[no-]keepalive"],          BOOL,    true,                                nil,                 "keep HTTP/1.1 connections open between requests"),
       opt(:keepalive_timeout,  ["--keepalive-timeout SEC"],   SECONDS, 20,                                  POSITIVE,            "close idle keep-alive connections after SEC"),
       opt(:keepalive_requests, ["--keepalive-requests N"],    INT,     1000,                                int(0..),            "requests per connection before close; 0 = no limit"),

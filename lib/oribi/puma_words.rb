@@ -6,7 +6,8 @@ module Oribi
   # The words of a config/puma.rb (Puma 6, 7 and 8), so that an app's Puma
   # config runs on Oribi unchanged (docs/MIGRATING.md): each becomes its
   # Oribi option, or, where Oribi has nothing to set, logs one line saying
-  # it is ignored and why. None stops the server. Mixed into Config::DSL,
+  # it is ignored and why. None stops the server but a plugin Oribi does
+  # not know (plugin). Mixed into Config::DSL,
   # whose @config it sets and whose report (`oribi --check-config`) lists
   # what mapped, what was ignored and what differs.
   module PumaWords
@@ -74,10 +75,31 @@ module Oribi
     end
 
     # tmp_restart: bin/rails restart touches tmp/restart.txt (restart_file).
-    def plugin(name)
-      return __map("plugin #{name.inspect}", :restart_file, "tmp/restart.txt") if name.to_s == "tmp_restart"
+    # Puma plugins: Oribi has none, but does itself what the usual ones do,
+    # or says why nothing is lost without them. A plugin it does not know
+    # may do work that would silently stop (run jobs, say): it is an error,
+    # never a warning.
+    PLUGINS = {
+      systemd: "Oribi speaks sd_notify itself (READY, STOPPING, WATCHDOG: docs/DEPLOYMENT.md)",
+      heroku: "Oribi reads PORT and WEB_CONCURRENCY itself",
+      statsd: "Puma's own metrics: Oribi's are at /metrics (docs/CONTROL.md)",
+      yabeda: "Puma's own metrics: Oribi's are at /metrics (docs/CONTROL.md)",
+      yabeda_prometheus: "Puma's own metrics: Oribi's are at /metrics (docs/CONTROL.md)",
+      barnes: "Puma's own metrics: Oribi's are at /metrics (docs/CONTROL.md)",
+      appsignal: "Puma's own metrics: Oribi's are at /metrics (docs/CONTROL.md)",
+    }.freeze
 
-      __ignored(:plugin, [name], "Oribi has no plugins")
+    def plugin(name)
+      word = "plugin #{name.inspect}"
+      case name.to_s
+      when "tmp_restart" then __map(word, :restart_file, "tmp/restart.txt")
+      when "solid_queue" then __map(word, :solid_queue, true)
+      else
+        why = PLUGINS[name.to_s.to_sym] or
+          raise Config::Error, "#{word}: Oribi has no plugins and does not know what this one does; its work " \
+                               "would not happen. If nothing is lost without it, remove the line (docs/MIGRATING.md)"
+        __ignored(:plugin, [name], why)
+      end
     end
 
     # Puma threads are a pool from min to max; Oribi runs a fixed number.

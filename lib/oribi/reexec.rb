@@ -17,6 +17,7 @@ module Oribi
     LIFELINE = "ORIBI_LIFELINE_FD"   # the old workers' lifeline (Worker.lifeline): kept open until they exit
     SUPERVISOR = "ORIBI_SUPERVISOR"  # start_server or systemd: the listeners stay theirs
     CONTROL = "ORIBI_CONTROL_FD"
+    SOLID_QUEUE = "ORIBI_SOLID_QUEUE_PID" # the previous image's Solid Queue supervisor (SolidQueueProcess)
 
     module_function
 
@@ -56,9 +57,16 @@ module Oribi
 
     def adopting?(env = ENV) = env.key?(ADOPT)
 
+    # The pid of the Solid Queue supervisor the previous image left running,
+    # taken from the environment once; nil without one.
+    def solid_queue(env = ENV)
+      pid = env.delete(SOLID_QUEUE) or return nil
+      Integer(pid, 10, exception: false)
+    end
+
     # The environment and fds exec needs to hand over listeners, workers,
     # their lifeline and the control endpoint.
-    def handover(listeners:, workers:, lifeline:, control:)
+    def handover(listeners:, workers:, lifeline:, control:, solid_queue: nil)
       fds = listeners.all.to_h { |l| [l.fileno, l.fileno] }
       fds[lifeline.fileno] = lifeline.fileno
       env = { "ORIBI_INHERIT" => listeners.all.map { |l| "#{l.uri.split(' ').first}=#{l.fileno}" }.join(";"),
@@ -66,6 +74,7 @@ module Oribi
               LIFELINE => lifeline.fileno.to_s,
               SUPERVISOR => listeners.supervisor&.to_s,
               CONTROL => nil,
+              SOLID_QUEUE => solid_queue&.to_s,
               "SERVER_STARTER_PORT" => nil, "LISTEN_FDS" => nil, "LISTEN_PID" => nil, "LISTEN_FDNAMES" => nil }
       if control && !control.closed?
         fds[control.fileno] = control.fileno
