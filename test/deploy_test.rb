@@ -26,6 +26,13 @@ class DeployTest < Minitest::Test
     end
   RUBY
 
+  # Puma, the baseline of the HUP test, comes with the optional peers group
+  PUMA = begin
+    Gem::Specification.find_by_name("puma")
+  rescue Gem::MissingSpecError
+    nil
+  end
+
   def setup
     @dir = Dir.mktmpdir("oribi-deploy")
     @current = File.join(@dir, "current")
@@ -46,7 +53,8 @@ class DeployTest < Minitest::Test
   def deploy(n, app: "run ->(_) { [200, {}, [#{"r#{n}".dump}]] }")
     release = File.join(@dir, "releases", n.to_s)
     FileUtils.mkdir_p(release)
-    File.write(File.join(release, "Gemfile"), "source \"https://rubygems.org\"\ngem \"oribi\", path: #{ROOT.dump}\ngem \"puma\"\n")
+    File.write(File.join(release, "Gemfile"),
+               "source \"https://rubygems.org\"\ngem \"oribi\", path: #{ROOT.dump}\n#{"gem \"puma\"\n" if PUMA}")
     File.write(File.join(release, "config.ru"), "#{app}\n")
     File.symlink(release, "#{@current}.new")
     File.rename("#{@current}.new", @current)
@@ -139,7 +147,9 @@ class DeployTest < Minitest::Test
   # loads the app from the release `current` names now, under Oribi as
   # under Puma.
   def test_hup_rolls_the_workers_onto_the_new_release_as_pumas_phased_restart
-    { oribi: [:HUP, "--no-preload"], puma: [:USR1, "-C"] }.each do |server, (signal, *args)|
+    servers = { oribi: [:HUP, "--no-preload"] }
+    servers[:puma] = [:USR1, "-C"] if PUMA
+    servers.each do |server, (signal, *args)|
       if server == :puma # Puma 7+ preloads with workers, and then has no phased restart
         args << File.join(@dir, "puma.rb")
         File.write(args.last, "preload_app! false\n")
@@ -160,6 +170,7 @@ class DeployTest < Minitest::Test
       teardown
       setup
     end
+    skip "Puma's phased restart, the baseline, not run: puma is not in the bundle (the peers group)" unless PUMA
   end
 
   # HUP with the app preloaded (the default) kept the old release, the log
