@@ -131,7 +131,7 @@ class PackagingTest < Minitest::Test
     require "bundler"
     definition = Bundler::Definition.build(File.join(ROOT, "Gemfile"), File.join(ROOT, "Gemfile.lock"), nil)
     specs = definition.specs_for([:default])
-    assert_equal %w[bundler minitest oribi oribi-bench rack rackup rake rake-compiler], specs.map(&:name).uniq.sort
+    assert_equal %w[base64 bundler minitest oribi oribi-bench rack rackup rake rake-compiler], specs.map(&:name).uniq.sort
     assert_empty specs.reject { |sp| sp.name.start_with?("oribi") || sp.extensions.empty? }.map(&:name)
     optional = definition.dependencies.reject { |d| d.groups == [:default] }.flat_map(&:groups).uniq
     gemfile = File.read(File.join(ROOT, "Gemfile"))
