@@ -163,6 +163,22 @@ class InheritTest < Minitest::Test
     end
   end
 
+  # With no master (workers 0) the server process itself tells systemd it
+  # lives: it said READY=1 and then never WATCHDOG=1, so a unit with
+  # WatchdogSec killed it after that many seconds.
+  def test_a_single_process_feeds_the_watchdog
+    Dir.mktmpdir do |d|
+      notify = NotifySocket.new(d)
+      srv = ServerProcess.new("env.ru", workers: 0, tcp: false,
+                                        env: { "NOTIFY_SOCKET" => notify.path, "WATCHDOG_USEC" => "1000000" })
+      assert notify.next_matching(/READY=1/, timeout: 20), srv.log
+      3.times { |i| assert notify.next_matching(/WATCHDOG=1/, timeout: 2), "ping #{i + 1} of 3 missing" }
+    ensure
+      srv&.stop
+      notify&.close
+    end
+  end
+
   def test_inherited_specs_are_parsed
     env = { "SERVER_STARTER_PORT" => "0.0.0.0:80=3;[::1]:8080=4;/tmp/app.sock=5;9000=6" }
     assert_equal [:start_server, [["0.0.0.0:80", 3], ["[::1]:8080", 4], ["/tmp/app.sock", 5], ["9000", 6]]],

@@ -42,7 +42,9 @@ module Oribi
     # Oribi is required (by exe/oribi; under `rails server` when Rails
     # looks up its Rack handler, before the app initializes) until the
     # master's loop runs. A load that never ends is not caught by the
-    # watchdog then; the previous workers serve meanwhile.
+    # watchdog then; the previous workers serve meanwhile. And for a
+    # single process (workers 0), from READY on: the thread needs the GVL,
+    # so an app that holds it stuck stops the pings.
     def feed_watchdog
       interval = watchdog_interval or return
       notify("WATCHDOG=1")

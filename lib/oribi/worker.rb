@@ -70,7 +70,10 @@ module Oribi
       QueryParser.install if @config[:fast_query_parser]
       title
       @ready&.write("#{@index} #{Process.pid}\n") # kept open: #retire reports on it too
-      Systemd.notify("READY=1\nMAINPID=#{Process.pid}") if @standalone
+      if @standalone # no master: this process tells systemd it lives
+        Systemd.notify("READY=1\nMAINPID=#{Process.pid}")
+        Systemd.feed_watchdog
+      end
       @threads > 1 ? dispatch : serve_each
     ensure
       @config.hook(:before_worker_exit, @server, @index) if @engine
