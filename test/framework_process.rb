@@ -12,19 +12,22 @@ class FrameworkProcess < ServerProcess
 
   # The block is given a free port and returns the command; the bundle of
   # this repo is used whatever the working directory. ready: false for a
-  # process that may be gone before a readiness probe would see it.
-  def initialize(env: {}, chdir: ROOT, ready: true) # rubocop:disable Lint/MissingSuper -- spawns its own command
+  # process that may be gone before a readiness probe would see it; spawn:
+  # more Process.spawn options (unsetenv_others: true for an app with a
+  # bundle of its own); boot_timeout: for one that does more before it
+  # listens (a container's entrypoint preparing the database).
+  def initialize(env: {}, chdir: ROOT, ready: true, spawn: {}, boot_timeout: BOOT_TIMEOUT) # rubocop:disable Lint/MissingSuper -- spawns its own command
     @dir = Dir.mktmpdir("oribi-test")
     @sock = File.join(@dir, "none") # each_transport: no unix socket here
     @log_path = File.join(@dir, "log")
     @port = free_port
     cmd = yield(@port)
     env = { "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile") }.merge(env)
-    @group = Oribi::ProcessGroup.new(cmd, env: env, log: @log_path, chdir: chdir)
+    @group = Oribi::ProcessGroup.new(cmd, env: env, log: @log_path, chdir: chdir, **spawn)
     return unless ready
 
     begin
-      wait_ready(BOOT_TIMEOUT)
+      wait_ready(boot_timeout)
     rescue StandardError
       stop(:KILL) # the error carries the log; no server outlives its test
       raise

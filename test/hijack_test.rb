@@ -14,11 +14,6 @@ class HijackTest < Minitest::Test
   KEY = "dGhlIHNhbXBsZSBub25jZQ=="
   ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" # RFC 6455 section 1.3
 
-  # WebSocket.decode reads with read(n); this one gives up at a deadline.
-  Reader = Struct.new(:sock, :deadline) do
-    def read(n) = HTTPClient.read_bytes(sock, n, deadline)
-  end
-
   def upgrade_request(path, extra = "")
     "GET #{path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" \
       "Sec-WebSocket-Key: #{KEY}\r\nSec-WebSocket-Version: 13\r\n#{extra}\r\n"
@@ -37,7 +32,7 @@ class HijackTest < Minitest::Test
 
   def frame(text, opcode: WebSocket::TEXT) = WebSocket.encode(text, opcode: opcode, mask: "k3y!")
 
-  def read_frame(sock) = WebSocket.decode(Reader.new(sock, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10))
+  def read_frame(sock) = WebSocket.decode(WebSocket::Reader.new(sock, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10))
 
   # The whole conversation; returns the handshake headers.
   def echo_session(sock, path)

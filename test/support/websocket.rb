@@ -3,14 +3,28 @@
 require "base64"
 require "digest/sha1"
 
-# Just enough RFC 6455 for the hijack tests: the handshake key, and frames
-# with payloads under 64 KiB (text, close), masked from the client.
+# Just enough RFC 6455 for the hijack tests and an Action Cable client
+# (test/rails8_app_test.rb): the handshake, and frames (text, close),
+# masked from the client.
 module WebSocket
   GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
   TEXT = 0x1
   CLOSE = 0x8
 
+  # decode reads with read(n); this one gives up at a deadline.
+  Reader = Struct.new(:sock, :deadline) do
+    def read(n) = HTTPClient.read_bytes(sock, n, deadline)
+  end
+
   module_function
+
+  # A client's upgrade request: key is the Sec-WebSocket-Key, headers
+  # (Origin, Sec-WebSocket-Protocol, ...) go with it.
+  def upgrade_request(path, host:, key:, headers: {})
+    h = { "Host" => host, "Upgrade" => "websocket", "Connection" => "Upgrade", "Sec-WebSocket-Key" => key,
+          "Sec-WebSocket-Version" => "13" }.merge(headers)
+    "GET #{path} HTTP/1.1\r\n#{h.map { |k, v| "#{k}: #{v}\r\n" }.join}\r\n"
+  end
 
   def accept(key) = Base64.strict_encode64(Digest::SHA1.digest(key + GUID))
 
@@ -41,6 +55,7 @@ module WebSocket
     b0, b1 = head.unpack("CC")
     len = b1 & 0x7f
     len = io.read(2).unpack1("n") if len == 126
+    len = io.read(8).unpack1("Q>") if len == 127
     mask = (b1 & 0x80).zero? ? nil : io.read(4)
     payload = len.zero? ? +"" : io.read(len)
     payload = payload.bytes.each_with_index.map { |b, i| b ^ mask.getbyte(i % 4) }.pack("C*") if mask

@@ -1,0 +1,356 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "framework_process"
+require "json"
+require "securerandom"
+require "uri"
+require_relative "support/websocket"
+
+# The Rails 8 default app, whole: `rails new` with no options (Solid Queue,
+# Solid Cache, Solid Cable, Thruster, importmap, propshaft), its gems from
+# the registry at test time, set up as docs/RAILS.md says (the Gemfile line,
+# config/oribi.rb, RACKUP_HANDLER=oribi), built and started as its own
+# Dockerfile does (assets:precompile, then bin/docker-entrypoint with the
+# Dockerfile's CMD, `./bin/thrust ./bin/rails server`), in production with
+# the production.rb it was generated with. Through Thruster: pages answer,
+# a job a request enqueues runs (Oribi's solid_queue), an Action Cable
+# client gets a broadcast (Solid Cable), the assets' second requests are
+# Thruster's, and a TERM loses no request.
+#
+# Minutes of installing on a cold machine: it runs under ORIBI_RAILS_NEW=1
+# only, which CI sets on Ruby 3.4 (.ci/run), and fails there, not skips,
+# when something is missing. ORIBI_RAILS_NEW_GEMS names a directory to keep
+# the gems in between runs (a fresh one each run without it).
+class Rails8AppTest < Minitest::Test
+  RAILS = "~> 8.1.0"
+  DOC = File.join(ROOT, "docs/RAILS.md")
+  # shutdown_delay in docs/RAILS.md's Thruster config: TERM to the end of the delay
+  DELAY = 5
+
+  def setup
+    unless ENV["ORIBI_RAILS_NEW"] == "1"
+      skip "the Rails 8 default app installs Rails from the registry (minutes): ORIBI_RAILS_NEW=1 runs it, " \
+           "as CI does on Ruby 3.4 (.ci/rubies test 3.4 env ORIBI_RAILS_NEW=1 bundle exec rake test " \
+           "TEST=test/rails8_app_test.rb)"
+    end
+    flunk "Rails 8.1 needs Ruby 3.2 or later, this is #{RUBY_VERSION}: run it in the 3.4 chroot (.ci/rubies)" if RUBY_VERSION < "3.2"
+    @tmp = Dir.mktmpdir("oribi-rails8")
+    @gems = ENV.fetch("ORIBI_RAILS_NEW_GEMS") { File.join(@tmp, "gems") }
+    @app = File.join(@tmp, "app")
+    @steps = []
+  end
+
+  def teardown
+    @srv&.stop
+    FileUtils.rm_rf(@tmp) if @tmp
+  end
+
+  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+  # What the app's commands run with, and nothing of the suite's bundle
+  # (BUNDLE_*, RUBYOPT from `bundle exec rake`): a home of their own, gems
+  # installed into @gems. The gems the suite's bundle holds are found too
+  # (Gem.path): their native extensions are built already, a CI minute or
+  # two; the registry gives the rest. Without the development and test
+  # groups, as the Dockerfile's bundle leaves out development.
+  def app_env
+    passed = ENV.slice("LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                       *%w[http_proxy https_proxy no_proxy].flat_map { |k| [k, k.upcase] })
+    passed.merge("PATH" => "#{@gems}/bin:#{ENV.fetch('PATH')}", "HOME" => File.join(@tmp, "home"),
+                 "GEM_HOME" => @gems, "GEM_PATH" => [@gems, *Gem.path].uniq.join(":"),
+                 "BUNDLE_JOBS" => "2", "BUNDLE_WITHOUT" => "development:test",
+                 "ORIBI_BUILD_DIR" => File.join(@tmp, "oribi-build"))
+  end
+
+  # One step of the setup, its output in a log of its own; a failure
+  # shows the end of it. Timed, wall and CPU, for the summary.
+  def run_step(name, *cmd, chdir: @app, env: {}, timeout: 600)
+    log = File.join(@tmp, "#{name.tr(' :', '--')}.log")
+    FileUtils.mkdir_p(File.join(@tmp, "home"))
+    started = now
+    cpu = Process.times.then { |t| t.cutime + t.cstime }
+    group = Oribi::ProcessGroup.new(cmd, log: log, env: app_env.merge(env), chdir: chdir, unsetenv_others: true)
+    status = group.reap(timeout: timeout) || group.stop(:KILL)
+    @steps << [name, now - started, Process.times.then { |t| t.cutime + t.cstime } - cpu]
+    assert status.success?, "#{name} (#{cmd.join(' ')} in #{chdir}): #{status.inspect}" \
+                            "#{" after #{timeout} s" if now - started >= timeout}\n#{log_end(File.read(log), 6000)}"
+    File.read(log)
+  end
+
+  # docs/RAILS.md's ```ruby block whose text matches re.
+  def doc_block(re)
+    File.read(DOC).scan(/^```ruby\n(.*?)^```/m).flatten.find { |b| b.match?(re) } or flunk "no ruby block in #{DOC} matches #{re}"
+  end
+
+  def rails_new
+    # Bundler, not `gem install rails -v '~> 8.1.0'`: that takes the newest
+    # 8.1 even when the registry lacks one of its parts (it had rails
+    # 8.1.4.1 without actionmailbox 8.1.4.1), where Bundler resolves to the
+    # newest whole one.
+    dir = File.join(@tmp, "rails")
+    FileUtils.mkdir_p(dir)
+    File.write(File.join(dir, "Gemfile"), %(source "https://rubygems.org"\ngem "rails", "#{RAILS}"\n))
+    run_step("gem install rails", "bundle", "install", chdir: dir)
+    version = File.read(File.join(dir, "Gemfile.lock"))[/^    rails \(([\d.]+)\)$/, 1] or flunk "no rails in the lock"
+    # rails _VERSION_: the suite's gems may hold a newer railties than the
+    # registry has whole. RAILS_ENV=production for rails new's own steps
+    # (importmap:install, solid_queue:install, ... through bin/rails): the
+    # development group they would load is not installed. They write the
+    # same files.
+    out = run_step("rails new", "rails", "_#{version}_", "new", @app, chdir: @tmp, env: { "RAILS_ENV" => "production" })
+    # rails new goes on (and exits 0) when one of its steps fails
+    %w[config/importmap.rb config/queue.yml db/queue_schema.rb db/cable_schema.rb db/cache_schema.rb bin/thrust
+       bin/docker-entrypoint Dockerfile Gemfile.lock].each do |f|
+      assert File.exist?(File.join(@app, f)), "rails new made no #{f}:\n#{log_end(out, 6000)}"
+    end
+    assert_match(/adapter: solid_cable/, File.read(File.join(@app, "config/cable.yml")))
+    version
+  end
+
+  # The Gemfile line in place of puma's, config/oribi.rb: docs/RAILS.md's
+  # own text, taken from it. Its example config binds a unix socket in
+  # /run/app; behind Thruster its Thruster section's bind replaces that.
+  def set_up_as_the_docs_say
+    gemfile = File.join(@app, "Gemfile")
+    text = File.read(gemfile)
+    puma = text[/^gem "puma".*$/] or flunk "no puma in the Gemfile rails new wrote:\n#{text}"
+    line = doc_block(/^# Gemfile/)[/^# (gem "oribi", path: .*?require: false)/, 1] or flunk "no path: line in #{DOC}"
+    File.write(gemfile, text.sub(puma, line.sub(/path: "[^"]*"/, "path: #{ROOT.dump}")))
+    run_step("bundle install", "bundle", "install")
+
+    base = doc_block(/^workers ENV.fetch/).lines.grep_v(/^(bind|control) /).join
+    config = [base, doc_block(/^# Behind Thruster only/), doc_block(/^solid_queue /)].join("\n")
+    assert_match(/^shutdown_delay #{DELAY}$/, config)
+    File.write(File.join(@app, "config/oribi.rb"), config)
+  end
+
+  # What a team adds: a page in the app's layout, a form that enqueues a
+  # job, a channel and a request that broadcasts to it, a slow request.
+  def add_probes
+    routes = File.join(@app, "config/routes.rb")
+    File.write(routes, File.read(routes).sub(/^end\s*\z/, <<~RUBY))
+        get "probe" => "probes#show"
+        post "probe/jobs" => "probes#enqueue"
+        get "probe/broadcast" => "probes#broadcast"
+        get "probe/nap" => "probes#nap"
+        get "probe/hello" => "probes#hello"
+      end
+    RUBY
+    write("app/controllers/probes_controller.rb", <<~RUBY)
+      class ProbesController < ApplicationController
+        def show = render(html: "<h1>Oribi</h1>".html_safe, layout: true)
+
+        def enqueue
+          ProbeJob.perform_later(Integer(params[:id]))
+          render plain: "enqueued by \#{Process.pid}"
+        end
+
+        def broadcast
+          ActionCable.server.broadcast("probe", { text: params[:text] })
+          render plain: "broadcast"
+        end
+
+        def nap
+          FileUtils.touch(Rails.root.join("tmp", "nap-\#{Integer(params[:id])}"))
+          sleep Float(params[:s])
+          render plain: "napped"
+        end
+
+        def hello = render(plain: "hello")
+      end
+    RUBY
+    write("app/jobs/probe_job.rb", <<~RUBY)
+      class ProbeJob < ApplicationJob
+        def perform(id) = File.write(Rails.root.join("tmp", "job-\#{id}"), Process.pid.to_s)
+      end
+    RUBY
+    write("app/channels/probe_channel.rb", <<~RUBY)
+      class ProbeChannel < ActionCable::Channel::Base
+        def subscribed = stream_from("probe")
+      end
+    RUBY
+  end
+
+  def write(path, text) = File.write(File.join(@app, path).tap { |f| FileUtils.mkdir_p(File.dirname(f)) }, text)
+
+  def dockerfile = File.read(File.join(@app, "Dockerfile"))
+
+  # The Dockerfile's build steps that matter here: the assets, and the
+  # extension of the `path:` gem (docs/RAILS.md: built ahead, a production
+  # boot does not build it; a no-op when the checkout has it built).
+  def build
+    precompile = dockerfile[/^RUN (SECRET_KEY_BASE_DUMMY=1 \.\/bin\/rails assets:precompile)$/, 1] or
+      flunk "no assets:precompile step in the Dockerfile:\n#{dockerfile}"
+    run_step("assets:precompile", "sh", "-c", precompile, env: { "RAILS_ENV" => "production" })
+    run_step("oribi build", "bundle", "exec", "ruby", "-roribi", "-e0", env: { "ORIBI_BUILD" => "1", "RAILS_ENV" => "production" })
+  end
+
+  # ENTRYPOINT and CMD as the Dockerfile has them (the entrypoint prepares
+  # the database, then execs Thruster), with docs/RAILS.md's ENV line and
+  # Kamal's SOLID_QUEUE_IN_PUMA (config/deploy.yml) for config/oribi.rb's
+  # solid_queue line.
+  def start
+    entrypoint = JSON.parse(dockerfile[/^ENTRYPOINT (\[.*\])$/, 1]).first.delete_prefix("/rails/")
+    cmd = JSON.parse(dockerfile[/^CMD (\[.*\])$/, 1])
+    assert_equal %w[./bin/thrust ./bin/rails server], cmd
+    handler = File.read(DOC)[/^ENV RACKUP_HANDLER="(\w+)"$/, 1]
+    assert_equal "oribi", handler
+    assert_match(/SOLID_QUEUE_IN_PUMA: true/, File.read(File.join(@app, "config/deploy.yml")))
+    env = app_env.merge("RAILS_ENV" => "production", "RACKUP_HANDLER" => handler, "SOLID_QUEUE_IN_PUMA" => "true",
+                        "BUNDLE_GEMFILE" => File.join(@app, "Gemfile"), "TARGET_PORT" => free_port.to_s)
+    started = now
+    @srv = FrameworkProcess.new(env: env, chdir: @app, spawn: { unsetenv_others: true }, boot_timeout: 180) do |port|
+      env["HTTP_PORT"] = port.to_s # read when the process is spawned, after this block
+      [File.join(@app, entrypoint), *cmd]
+    end
+    # Thruster listens at once and answers 502 until the app is up.
+    assert wait_until(timeout: 120, interval: 0.2) { get("/up")&.status == 200 }, "no 200 on /up\n#{log_end(@srv.log, 6000)}"
+    @steps << ["db:prepare and boot", now - started, nil]
+    assert_match(/Oribi .* env production/, @srv.log)
+  end
+
+  def get(path, headers = {})
+    s = @srv.tcp
+    HTTPClient.request(s, path, headers: { "Host" => host, "Connection" => "close" }.merge(headers))
+  rescue SystemCallError, EOFError
+    nil
+  ensure
+    s&.close
+  end
+
+  def host = "127.0.0.1:#{@srv.port}"
+
+  def access_log = File.read(File.join(@app, "log/access.log"))
+
+  def requests_logged(path) = access_log.scan(/"GET #{Regexp.escape(path)} HTTP/).size
+
+  def test_the_default_app_serves_runs_jobs_broadcasts_and_loses_nothing_on_term
+    version = rails_new
+    set_up_as_the_docs_say
+    add_probes
+    build
+    start
+
+    page = get("/probe")
+    assert_equal 200, page&.status, log_end(@srv.log, 6000)
+    assert_includes page.body, "<h1>Oribi</h1>"
+    assert_equal 200, get("/icon.png")&.status
+
+    enqueue_a_job(page)
+    receive_a_broadcast
+    assets_from_thruster(page)
+    term_loses_nothing
+    summary = @steps.map { |n, wall, cpu| format("%s %.0f s", n, wall) + (cpu ? format(" (CPU %.0f s)", cpu) : "") }.join(", ")
+    puts "\nRails #{version} default app behind Thruster on Oribi: #{summary}"
+  end
+
+  # A form's POST with the page's CSRF token and session cookie; the job
+  # runs in Solid Queue's worker, which Oribi's master runs.
+  def enqueue_a_job(page)
+    token = page.body[/<meta name="csrf-token" content="([^"]+)"/, 1] or flunk "no CSRF token on the page"
+    cookie = Array(page["set-cookie"]).map { |c| c.split(";").first }.join("; ")
+    refute_empty cookie, "no session cookie"
+    body = URI.encode_www_form(authenticity_token: token, id: 1)
+    s = @srv.tcp
+    res = HTTPClient.request(s, "/probe/jobs", method: "POST", body: body,
+                                               headers: { "Host" => host, "Connection" => "close", "Cookie" => cookie,
+                                                          "Content-Type" => "application/x-www-form-urlencoded" })
+    s.close
+    assert_equal 200, res.status, "POST /probe/jobs: #{res.body[0, 500]}\n#{log_end(@srv.log, 4000)}"
+    web = res.body[/enqueued by (\d+)/, 1].to_i
+    job = File.join(@app, "tmp/job-1")
+    assert wait_until(timeout: 60, interval: 0.1) { File.exist?(job) }, "the job never ran\n#{log_end(@srv.log, 6000)}"
+    refute_equal web, File.read(job).to_i, "the job ran in the web worker"
+    assert_match(/solid_queue: supervisor started, pid \d+/, @srv.log)
+  end
+
+  # [type or message, parsed] of the next Action Cable message, pings skipped.
+  def cable_message(sock, deadline)
+    loop do
+      opcode, payload = WebSocket.decode(WebSocket::Reader.new(sock, deadline))
+      flunk "the cable closed: #{payload.inspect}\n#{log_end(@srv.log, 4000)}" if opcode.nil? || opcode == WebSocket::CLOSE
+      next unless opcode == WebSocket::TEXT
+
+      msg = JSON.parse(payload)
+      return msg unless msg["type"] == "ping"
+    end
+  end
+
+  # The handshake with the Origin the app accepts (its own host: production
+  # sets no allowed origins), the welcome, a subscription, then a broadcast
+  # an HTTP request makes, through Solid Cable's table.
+  def receive_a_broadcast
+    key = SecureRandom.base64(16)
+    sock = @srv.tcp
+    sock.write(WebSocket.upgrade_request("/cable", host: host, key: key,
+                                                   headers: { "Origin" => "http://#{host}",
+                                                              "Sec-WebSocket-Protocol" => "actioncable-v1-json" }))
+    res = HTTPClient.read_response(sock)
+    assert_equal 101, res&.status, "no upgrade on /cable: #{res&.raw}#{res&.body}\n#{log_end(@srv.log, 4000)}"
+    assert_equal WebSocket.accept(key), res["sec-websocket-accept"]
+    deadline = now + 30
+    assert_equal({ "type" => "welcome" }, cable_message(sock, deadline).slice("type"))
+    identifier = { channel: "ProbeChannel" }.to_json
+    sock.write(WebSocket.encode({ command: "subscribe", identifier: identifier }.to_json, mask: SecureRandom.bytes(4)))
+    assert_equal({ "identifier" => identifier, "type" => "confirm_subscription" }, cable_message(sock, deadline))
+    text = "from a request #{SecureRandom.hex(4)}"
+    assert_equal 200, get("/probe/broadcast?#{URI.encode_www_form(text: text)}")&.status
+    assert_equal({ "identifier" => identifier, "message" => { "text" => text } }, cable_message(sock, deadline))
+  ensure
+    sock&.close
+  end
+
+  # The page's assets (stylesheet, importmap's scripts): the first request
+  # of each reaches Oribi and Thruster keeps the answer (cache-control
+  # public, from production.rb), the second is Thruster's alone.
+  def assets_from_thruster(page)
+    paths = page.body.scan(%r{"(/assets/[^"]+)"}).flatten.uniq
+    assert paths.any? { |p| p.end_with?(".css") } && paths.any? { |p| p.end_with?(".js") }, "no assets on the page:\n#{page.body}"
+    paths.each do |path|
+      first = get(path)
+      assert_equal [200, "miss"], [first&.status, first&.[]("x-cache")], path
+      second = get(path)
+      assert_equal [200, "hit"], [second&.status, second&.[]("x-cache")], path
+      assert second.body == first.body, "#{path}: Thruster's copy differs"
+    end
+    # a request after them, logged once those before it were
+    assert_equal 200, get("/probe/hello")&.status
+    assert wait_until { requests_logged("/probe/hello") == 1 }, access_log
+    paths.each { |path| assert_equal 1, requests_logged(path), "#{path} reached Oribi more than once:\n#{access_log}" }
+  end
+
+  # Requests in flight at TERM (Thruster relays it), and a client every
+  # 20 ms through the shutdown_delay: every one answered 200, and both
+  # Thruster and Oribi exit 0.
+  def term_loses_nothing
+    napping = 4.times.map do |i|
+      s = @srv.tcp
+      s.write("GET /probe/nap?s=1&id=#{i} HTTP/1.1\r\nHost: #{host}\r\nConnection: close\r\n\r\n")
+      s
+    end
+    naps = 4.times.map { |i| File.join(@app, "tmp/nap-#{i}") }
+    assert wait_until(timeout: 30) { naps.all? { |f| File.exist?(f) } }, "the naps never started"
+    term = now
+    seen = []
+    prober = Thread.new do
+      while now < term + DELAY - 0.5
+        at = now
+        seen << (get("/probe/hello")&.status || :failed)
+        sleep [0.02 - (now - at), 0].max # the client's pace
+      end
+    end
+    Process.kill(:TERM, @srv.pid)
+    in_flight = napping.map { |s| HTTPClient.read_response(s, timeout: 20)&.status }
+    prober.join
+    assert_equal [200] * 4, in_flight, "requests in flight at TERM\n#{log_end(@srv.log, 4000)}"
+    assert_operator seen.size, :>=, 20, "too few probes: #{seen.tally}"
+    assert_equal({ 200 => seen.size }, seen.tally, "probes during shutdown_delay\n#{log_end(@srv.log, 4000)}")
+    status = @srv.wait_exit(60)
+    assert status&.success?, "thrust exit #{status.inspect}\n#{log_end(@srv.log, 6000)}"
+    assert_match(/TERM: readiness 503, serving #{DELAY}(\.0)? s more/, @srv.log)
+    assert_match(/solid_queue: stopping the supervisor/, @srv.log)
+  ensure
+    napping&.each(&:close)
+  end
+end
