@@ -29,6 +29,9 @@
  *     input is cut, and discard mode the same verdict, data byte count and
  *     end of body as decoding.
  * parser.c is included so that both instantiations can be called directly.
+ *
+ * Built with -DORIBI_FUZZ_DUMP (fuzz/replay.c) it also prints what each
+ * input parsed to, for a build on another CPU to print alike.
  */
 #include "../ext/oribi/http/parser.c"
 #include "../ext/oribi/http/chunked.h"
@@ -39,6 +42,27 @@
 
 #define MAX_PIECES 16
 #define HEADER_CAP 64
+
+#ifdef ORIBI_FUZZ_DUMP
+/* An input's outcome as one line: the verdict, then a hash of every field
+ * (offsets, lengths, flags; the structs hold 8-byte integers only, so a
+ * little-endian LP64 build lays them out alike). Enough to show where two
+ * builds part; the input is there to replay. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3;
+    return h;
+}
+
+static void dump(const char *what, long r, long status, const void *fields, size_t n)
+{
+    printf(" %s %ld %ld %016llx", what, r, status, (unsigned long long)fnv(0xcbf29ce484222325, fields, n));
+}
+#else
+#define dump(what, r, status, fields, n) ((void)0)
+#endif
 
 /* Everything a parse returns, with pointers as offsets so that results over
  * different copies of the same bytes compare with memcmp. */
@@ -147,13 +171,14 @@ static size_t cut_points(const uint8_t *lens, size_t n, size_t total, size_t *cu
 
 static void fuzz_parser(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts, const struct setup *su)
 {
-    static struct snap full, portable, inc, one;
+    static struct snap full, inc, one;
     size_t last = 0;
 
     run(data, size, 0, su, NULL, &full);
+    dump("request", full.r, full.status, &full, sizeof(full));
 #ifdef HAVE_SSE42_PATH
     if (__builtin_cpu_supports("sse4.2")) {
-        static struct snap simd;
+        static struct snap simd, portable;
         run(data, size, 0, su, parse_sse42, &simd);
         run(data, size, 0, su, parse_portable, &portable);
         CHECK(memcmp(&simd, &portable, sizeof(simd)) == 0);
@@ -263,6 +288,10 @@ static void fuzz_chunked(const uint8_t *data, size_t size, const size_t *cuts, s
     decode(data, size, &all, 1, &whole);
     decode(data, size, cuts, ncuts, &split);
     discard(data, size, cuts, ncuts, &skipped);
+#ifdef ORIBI_FUZZ_DUMP
+    uint64_t h = fnv(fnv(0xcbf29ce484222325, whole.body, whole.body_len), whole.rest, whole.rest_len);
+    dump("chunked", (long)whole.verdict, (long)whole.body_len, &h, sizeof(h));
+#endif
     CHECK(whole.verdict == split.verdict);
     CHECK(whole.body_len == split.body_len);
     CHECK(memcmp(whole.body, split.body, whole.body_len) == 0);
@@ -341,6 +370,7 @@ static void fuzz_response(const uint8_t *data, size_t size, const size_t *cuts, 
     static struct rsnap full, other, part;
 
     run_response(data, size, head_request, cap, NULL, &full);
+    dump("response", full.r, full.status, &full, sizeof(full));
 #ifdef HAVE_SSE42_PATH
     if (__builtin_cpu_supports("sse4.2")) {
         run_response(data, size, head_request, cap, parse_response_sse42, &other);
