@@ -118,6 +118,7 @@ int poll_events(struct oribi_loop *loop, int timeout)
 {
     struct oribi_poll_batch batch;
     int n = oribi_poller_wait(loop->pfd, &batch, timeout < 0 ? -1 : (int64_t)timeout * 1000000);
+    int64_t woke = oribi_mono_us();
     loop->now = oribi_coarse_ms();
     loop->accept_run = 0;
     if (n < 0)
@@ -138,7 +139,7 @@ int poll_events(struct oribi_loop *loop, int timeout)
         }
     }
     expire_timers(loop);
-    loop->polled_at = loop->now;
+    loop->polled_at = woke; /* after the events: note_backlog wants the look before */
     return n;
 }
 
