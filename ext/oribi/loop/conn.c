@@ -66,6 +66,8 @@ struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->qnext = NULL;
     loop->by_fd[fd] = c;
     loop->nconns++;
+    if (loop->shared)
+        oribi_score_conns(loop->score, loop->shared, 1);
     return c;
 }
 
@@ -105,6 +107,8 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
     c->qnext = loop->free_list;
     loop->free_list = c;
     loop->nconns--;
+    if (loop->shared)
+        oribi_score_conns(loop->score, loop->shared, -1);
     resume_accepting(loop);
 }
 

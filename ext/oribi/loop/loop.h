@@ -81,6 +81,9 @@ struct oribi_loop {
     int backlog;              /* a listener was seen readable and not yet found empty */
     int64_t backlog_since;    /* µs: its clients' turn comes before requests queued since (take_turn) */
     int queue_front;          /* queue_ready puts a conn at the head (a backlog's turn) */
+    int behind;               /* over its share, its listeners went behind the others' (take_place) */
+    int64_t aside_until;      /* µs: leaving the backlog to others until then (stand_aside), 0 not */
+    int aside_owed;           /* stood aside until aside_until: takes one before it may again */
 
     int64_t now;                               /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup: timers */
     struct oribi_date_cache date;              /* the loop's own, for the answers it gives itself */
@@ -109,6 +112,7 @@ struct oribi_loop {
     struct oribi_tally shed_fds;      /* ... for want of a file descriptor (RLIMIT_NOFILE) */
     int spare_fd;                     /* held for an accept when out of fds (EMFILE), -1 none */
     struct oribi_score *score;        /* where the conn counts are published, or NULL */
+    struct oribi_score_head *shared;  /* what the workers share (score.h), with score, or NULL */
     struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog) */
     struct oribi_tally dropped;       /* clients dropped for reading nothing (max_write_backlog) */
     struct oribi_tally dropped_spool; /* ... whose spooled responses filled max_worker_spool */

@@ -41,12 +41,13 @@ void queue_ready(struct oribi_loop *loop, struct oribi_conn *c)
  * neither can starve the other (clients that keep connecting keep the
  * backlog from ever being empty). One per request handed out: the workers
  * take their share of a backlog at the rate they serve, and none hoards
- * connections it cannot serve soon. A worker without kept-alive clients
- * takes new connections once its queue is empty, as the first worker
- * free: one it took in turn would wait behind its queue while another
- * worker may free up first. Every time compared here is from the precise
- * clock: a coarse tick (4 ms) is longer than a request. Without a backlog
- * or kept-alive clients this costs nothing. */
+ * connections it cannot serve soon; none takes one that a worker asleep
+ * for it will (may_take). A worker without kept-alive clients takes new
+ * connections once its queue is empty, as the first worker free: one it
+ * took in turn would wait behind its queue while another worker may free
+ * up first. Every time compared here is from the precise clock: a coarse
+ * tick (4 ms) is longer than a request. Without a backlog or kept-alive
+ * clients this costs nothing. */
 static void take_turn(struct oribi_loop *loop)
 {
     /* TIMER_HEAD: clients whose request is on its way (a new connection
@@ -71,10 +72,10 @@ static void take_turn(struct oribi_loop *loop)
      * that one. What it finds came after the last look. */
     int64_t since = loop->backlog ? loop->backlog_since : before;
     int64_t head_at = loop->ready_head ? loop->ready_head->ready_at : -1;
-    if (!loop->nkept || !loop->accepting || (head_at >= 0 && head_at < since))
+    if (!loop->nkept || !loop->accepting || !may_take(loop) || (head_at >= 0 && head_at < since))
         return;
     loop->queue_front = 1;
-    int r = accept_any(loop, 1);
+    int r = accept_any(loop);
     loop->queue_front = 0;
     if (r > 0)
         loop->backlog_since = head_at >= 0 ? head_at + 1 : since; /* the head goes next */
