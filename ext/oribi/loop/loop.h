@@ -81,6 +81,7 @@ struct oribi_loop {
     int backlog;              /* a listener was seen readable and not yet found empty */
     int64_t backlog_since;    /* µs: its clients' turn comes before requests queued since (take_turn) */
     int queue_front;          /* queue_ready puts a conn at the head (a backlog's turn) */
+    unsigned backlog_run;     /* backlog connections served first since the queue's head last was */
     int behind;               /* over its share, its listeners went behind the others' (take_place) */
     int64_t aside_until;      /* µs: leaving the backlog to others until then (stand_aside), 0 not */
     int aside_owed;           /* stood aside until aside_until: takes one before it may again */

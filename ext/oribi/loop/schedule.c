@@ -36,10 +36,12 @@ void queue_ready(struct oribi_loop *loop, struct oribi_conn *c)
  * in microseconds). A worker with kept-alive clients, whose queue may never
  * empty, takes its turns at the backlog: a connection there has waited
  * since the backlog was first seen; once that is no later than the queue's
- * head, one is taken and served next, and the head after it: the backlog
- * and the queue take turns for as long as both have clients, so that
- * neither can starve the other (clients that keep connecting keep the
- * backlog from ever being empty). One per request handed out: the workers
+ * head, one is taken and served next. A burst of new connections goes
+ * first so for a round of the kept-alive clients at most (one per client):
+ * then the head goes, so that clients that keep connecting, which keep the
+ * backlog from ever being empty, cannot starve the queue (a request whose
+ * bytes came after its connect waited behind every new connection). One
+ * per request handed out: the workers
  * take their share of a backlog at the rate they serve, and none hoards
  * connections it cannot serve soon; none takes one that a worker asleep
  * for it will (may_take). A worker without kept-alive clients takes new
@@ -72,15 +74,23 @@ static void take_turn(struct oribi_loop *loop)
      * that one. What it finds came after the last look. */
     int64_t since = loop->backlog ? loop->backlog_since : before;
     int64_t head_at = loop->ready_head ? loop->ready_head->ready_at : -1;
-    if (!loop->nkept || !loop->accepting || !may_take(loop) || (head_at >= 0 && head_at < since))
+    if (!loop->nkept || !loop->accepting || !may_take(loop))
         return;
+    if (head_at >= 0 && head_at < since) {
+        loop->backlog_run = 0; /* the head goes first */
+        return;
+    }
     loop->queue_front = 1;
     int r = accept_any(loop);
     loop->queue_front = 0;
-    if (r > 0)
+    if (r > 0 && ++loop->backlog_run >= loop->nkept) {
+        loop->backlog_run = 0;
         loop->backlog_since = head_at >= 0 ? head_at + 1 : since; /* the head goes next */
-    else if (r < 0)
+    } else if (r > 0) {
+        loop->backlog_since = since; /* the rest waited as long at most */
+    } else if (r < 0) {
         loop->backlog = 0;
+    }
 }
 
 void oribi_loop_hold(struct oribi_loop *loop, int hold)
