@@ -249,6 +249,7 @@ module Oribi
         child.link&.close
         mold_gone(child) if child.mold
         retire_counters(child.row)
+        @scoreboard.release(child.row) # what a worker that died counted in the head (its connections, a wait)
         @free_rows << child.row
         read_ready # a worker may have booted and died between two looks
         died(child, status)

@@ -1,7 +1,8 @@
 /*
  * Taking connections: accept (straight from a busy listener, or when epoll
- * says), the pause after EMFILE and the spare fd that avoids it, shedding
- * (idle connections for new ones at max_connections, stalled readers over
+ * says), which worker takes one (one waiting for it, when there is one),
+ * the pause after EMFILE and the spare fd that avoids it, shedding (idle
+ * connections for new ones at max_connections, stalled readers over
  * max_write_backlog) and the graceful drain of the backlog on a stop.
  */
 #include "loop/internal.h"
@@ -16,7 +17,6 @@
 #include "loop/log.h"
 
 #define ACCEPT_PAUSE_MS 100 /* after EMFILE/ENFILE */
-#define ACCEPT_SHARE_MS 1   /* after taking a connection while holding others */
 
 void set_accepting(struct oribi_loop *loop, int on)
 {
@@ -29,6 +29,111 @@ void set_accepting(struct oribi_loop *loop, int on)
         oribi_poller_set(loop->pfd, loop->listeners[i].fd, (void *)TAG_LISTENER(i), on ? 0 : mask, on ? mask : 0);
     }
     loop->accepting = on;
+}
+
+/* The loop sleeps in the poller with its listeners on (on 1), or woke up
+ * (on 0): counted among the workers waiting for connections. */
+void note_waiting(struct oribi_loop *loop, int on)
+{
+    if (!loop->shared)
+        return;
+    if (on) {
+        /* The row first, so that the master's release never takes back
+         * more than was counted. */
+        __atomic_store_n(&loop->score->waiting, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&loop->shared->waiting, 1, __ATOMIC_RELAXED);
+    } else {
+        __atomic_sub_fetch(&loop->shared->waiting, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&loop->score->waiting, 0, __ATOMIC_RELAXED);
+    }
+}
+
+/* Which worker takes a new connection. The kernel wakes one of those
+ * asleep in the poller with their listeners on for each connection that
+ * comes (EPOLLEXCLUSIVE: the first in its queue of waiters; kqueue wakes
+ * them all), and that one takes it. A busy worker takes one straight from
+ * the backlog too (a turn between requests, an accept run), or no new
+ * connection would be served before the kept-alive clients of a busy
+ * worker are (take_turn); but not one that a worker asleep for it will
+ * take, nor while it holds more than its share of the workers' connections
+ * (SHARE_SLACK more than an even split): the worker that was running when
+ * a burst of keep-alive clients came would take them all while the others
+ * wake, and serve them alone for as long as they stay. Over its share, a
+ * worker also goes behind the others in the queue of waiters (take_place),
+ * and leaves the backlog it finds on waking to a worker waiting for it
+ * (stand_aside). No connection waits for a worker that is not coming:
+ * only one that a waiting worker will take is left, and for ASIDE_US at
+ * most. */
+#define SHARE_SLACK 2
+#define ASIDE_US    1000
+
+static int over_share(const struct oribi_loop *loop, const struct oribi_score_head *h)
+{
+    uint64_t workers = __atomic_load_n(&h->workers, __ATOMIC_RELAXED);
+    uint64_t conns = __atomic_load_n(&h->conns, __ATOMIC_RELAXED);
+    return workers > 1 && (uint64_t)loop->nconns * workers > conns + SHARE_SLACK * workers;
+}
+
+static int others_wait(const struct oribi_score_head *h)
+{
+    return __atomic_load_n(&h->waiting, __ATOMIC_RELAXED) > 0;
+}
+
+int may_take(const struct oribi_loop *loop)
+{
+    const struct oribi_score_head *h = loop->shared;
+    return !h || (!others_wait(h) && !over_share(loop, h));
+}
+
+/* Before the loop sleeps: over its share, its listeners go to the back of
+ * the kernel's queue of waiters (added again), once, so that a connection
+ * wakes another worker asleep first. The first in that queue is woken for
+ * every connection that comes while it sleeps: clients that connect one
+ * after the other, each a little after the last, would all go to it. When
+ * no other worker sleeps, it is still woken. */
+void take_place(struct oribi_loop *loop)
+{
+    if (!loop->shared || !loop->accepting)
+        return;
+    if (!over_share(loop, loop->shared)) {
+        loop->behind = 0;
+    } else if (!loop->behind) {
+        set_accepting(loop, 0);
+        set_accepting(loop, 1);
+        loop->behind = 1;
+    }
+}
+
+/* Woken with the backlog readable, behind the others and over its share
+ * while another worker waits: the backlog is theirs (a connection that
+ * comes wakes them first; one that came while this one was first in the
+ * queue, it takes after ASIDE_US). The listeners leave the poller
+ * meanwhile: level-triggered, they would wake it again at once and it
+ * would take what the others were woken for before they get a CPU. */
+int stand_aside(struct oribi_loop *loop)
+{
+    const struct oribi_score_head *h = loop->shared;
+    if (!h || !loop->behind || loop->aside_owed || !others_wait(h) || !over_share(loop, h))
+        return 0;
+    set_accepting(loop, 0);
+    loop->aside_until = oribi_mono_us() + ASIDE_US;
+    return 1;
+}
+
+/* Every loop turn: back with the listeners once the others no longer wait
+ * or its share allows, or ASIDE_US went by; then it takes at least one
+ * before it stands aside again. */
+void stand_back(struct oribi_loop *loop)
+{
+    if (!loop->aside_until)
+        return;
+    const struct oribi_score_head *h = loop->shared;
+    int late = oribi_mono_us() >= loop->aside_until;
+    if (!late && others_wait(h) && over_share(loop, h))
+        return;
+    loop->aside_until = 0;
+    loop->aside_owed = late;
+    resume_accepting(loop);
 }
 
 /* Which conn a full worker closes to take a new one: the one that has
@@ -118,12 +223,13 @@ int spare_spend(struct oribi_loop *loop)
     return 1;
 }
 
-/* Accepting again, unless something still says no: a pause, every app
- * thread busy, no room, or a stop that is not (or no longer) draining. */
+/* Accepting again, unless something still says no: a pause, standing
+ * aside, every app thread busy, no room, or a stop that is not (or no
+ * longer) draining. */
 void resume_accepting(struct oribi_loop *loop)
 {
     spare_restore(loop); /* a close may have freed the fd it gave up */
-    if (!loop->accepting && !loop->accept_resume_at && !loop->hold && has_room(loop) &&
+    if (!loop->accepting && !loop->accept_resume_at && !loop->aside_until && !loop->hold && has_room(loop) &&
         (!loop->stopping || loop->draining))
         set_accepting(loop, 1);
 }
@@ -161,9 +267,8 @@ void note_backlog(struct oribi_loop *loop)
 
 /* Accepts one connection and reads it at once: with TCP_DEFER_ACCEPT the
  * request is usually there, so a connection-per-request client costs
- * accept4 + read + sendmsg + close and never touches epoll_ctl. in_turn:
- * part of a turn at the backlog (take_turn), which shares it already. */
-int accept_one(struct oribi_loop *loop, int li, int in_turn)
+ * accept4 + read + sendmsg + close and never touches epoll_ctl. */
+int accept_one(struct oribi_loop *loop, int li)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
@@ -218,6 +323,7 @@ int accept_one(struct oribi_loop *loop, int li, int in_turn)
         shed_one(loop, 0);
     }
     loop->hot_listener = li;
+    loop->aside_owed = 0;
     note_backlog(loop); /* there may be more behind it */
     if (loop->draining && loop->drain_left > 0 && --loop->drain_left == 0)
         close_listeners(loop); /* what was queued when the stop began is taken */
@@ -228,22 +334,8 @@ int accept_one(struct oribi_loop *loop, int li, int in_turn)
     c->seen_us = oribi_mono_us();
     timer_arm(loop, c, TIMER_HEAD);
     conn_read(loop, c);
-    if (!has_room(loop)) {
+    if (!has_room(loop))
         set_accepting(loop, 0);
-    } else if (loop->opt.share_accepts && (loop->timers[TIMER_IDLE][0] || loop->timers[TIMER_HEAD][0]) &&
-               !loop->stopping && !in_turn && loop->nconns < loop->opt.max_connections) {
-        /* Holding idle keep-alive connections already: stand aside for a
-         * moment, so that a burst of keep-alive clients spreads over the
-         * workers. Wakeups on an EPOLLEXCLUSIVE listener favour the worker
-         * that is running, which would otherwise take them all and leave
-         * the others idle for as long as the clients stay. A worker alone
-         * never pauses (share_accepts: other workers exist), nor one
-         * serving a connection per request, nor a full one: it has its
-         * share, and when it is shedding every worker is full, so a pause
-         * would only keep the clients behind a flood waiting longer. */
-        set_accepting(loop, 0);
-        loop->accept_resume_at = loop->now + ACCEPT_SHARE_MS;
-    }
     return 0;
 }
 
@@ -254,11 +346,12 @@ int accept_one(struct oribi_loop *loop, int li, int in_turn)
  * other connections and the timers get an epoll_wait every ACCEPT_RUN. */
 int accept_direct(struct oribi_loop *loop)
 {
-    if (loop->hot_listener < 0 || !loop->accepting || loop->ready_head || loop->hold || loop->accept_run >= ACCEPT_RUN)
+    if (loop->hot_listener < 0 || !loop->accepting || loop->ready_head || loop->hold ||
+        loop->accept_run >= ACCEPT_RUN || !may_take(loop))
         return 0;
     loop->accept_run++;
     loop->now = oribi_coarse_ms();
-    if (accept_one(loop, loop->hot_listener, 0) < 0) {
+    if (accept_one(loop, loop->hot_listener) < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             loop->backlog = 0;
         loop->hot_listener = -1;
@@ -270,11 +363,11 @@ int accept_direct(struct oribi_loop *loop)
 /* One connection from whichever listener has one, the last that did
  * first. Returns 1, 0 when none was taken, -1 when every listener said it
  * has none (the backlog is empty; no listener is hot any more). */
-int accept_any(struct oribi_loop *loop, int in_turn)
+int accept_any(struct oribi_loop *loop)
 {
     int start = loop->hot_listener >= 0 ? loop->hot_listener : 0, empty = 0;
     for (int k = 0; k < loop->nlisteners && loop->accepting; k++) {
-        if (accept_one(loop, (start + k) % loop->nlisteners, in_turn) == 0)
+        if (accept_one(loop, (start + k) % loop->nlisteners) == 0)
             return 1;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             empty++;
@@ -296,7 +389,7 @@ int take_backlog(struct oribi_loop *loop)
     if (loop->hold || loop->ready_head || !has_room(loop))
         return 0;
     loop->now = oribi_coarse_ms();
-    int r = accept_any(loop, 0);
+    int r = accept_any(loop);
     if (r < 0)
         close_listeners(loop);
     return r > 0;

@@ -54,7 +54,7 @@ struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->fd = fd;
     c->gen++;
     c->state = CONN_HEAD;
-    c->watched = c->may_read = c->keepalive = c->buf_moved = c->peer_hup = 0;
+    c->watched = c->may_read = c->keepalive = c->buf_moved = c->peer_hup = c->kept = 0;
     c->len = c->last_len = c->head_len = c->rest_off = 0;
     c->body_fd = -1;
     c->wlen = c->woff = 0;
@@ -66,6 +66,8 @@ struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->qnext = NULL;
     loop->by_fd[fd] = c;
     loop->nconns++;
+    if (loop->shared)
+        oribi_score_conns(loop->score, loop->shared, 1);
     return c;
 }
 
@@ -99,9 +101,14 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
         c->wbuf = NULL;
         c->wcap = 0;
     }
+    if (c->kept)
+        loop->nkept--;
+    c->kept = 0;
     c->qnext = loop->free_list;
     loop->free_list = c;
     loop->nconns--;
+    if (loop->shared)
+        oribi_score_conns(loop->score, loop->shared, -1);
     resume_accepting(loop);
 }
 
@@ -332,6 +339,10 @@ static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
         else
             conn_close(loop, c);
         return;
+    }
+    if (!c->kept) {
+        c->kept = 1;
+        loop->nkept++;
     }
     memmove(c->buf, c->buf + c->rest_off, c->len - c->rest_off);
     c->len -= c->rest_off;

@@ -51,6 +51,7 @@ struct oribi_conn {
     unsigned char may_read; /* the last read filled the buffer, or an edge came in since */
     uint32_t app_events;    /* poller events that came while the app had the conn */
     unsigned char peer_hup; /* ORIBI_POLL_HUP/ERR seen: read on until EOF, no edge will come again */
+    unsigned char kept;     /* kept alive after a response: counted in the loop's nkept */
 
     char *buf;
     size_t len, cap;
@@ -84,7 +85,7 @@ struct oribi_conn {
     unsigned requests; /* served on this connection */
     int64_t seen_us;   /* when the worker first saw the current request (queue_time.h), 0 not yet */
     int64_t deadline;  /* ms, monotonic */
-    int64_t ready_at;  /* ms: when it joined the ready queue (the scheduler orders by it) */
+    int64_t ready_at;  /* µs: when it joined the ready queue (the scheduler orders by it) */
     struct oribi_conn *tprev, *tnext;
     struct oribi_conn *qnext; /* ready queue, free list */
 

@@ -117,7 +117,15 @@ void oribi_loop_wake(struct oribi_loop *loop)
 int poll_events(struct oribi_loop *loop, int timeout)
 {
     struct oribi_poll_batch batch;
+    /* Asleep with the listeners on, it is the worker a new connection
+     * wakes, and the one that takes it (may_take). */
+    int waits = timeout != 0 && loop->accepting;
+    if (waits)
+        note_waiting(loop, 1);
     int n = oribi_poller_wait(loop->pfd, &batch, timeout < 0 ? -1 : (int64_t)timeout * 1000000);
+    if (waits)
+        note_waiting(loop, 0);
+    int64_t woke = oribi_mono_us();
     loop->now = oribi_coarse_ms();
     loop->accept_run = 0;
     if (n < 0)
@@ -128,17 +136,18 @@ int poll_events(struct oribi_loop *loop, int timeout)
             __atomic_store_n(&loop->wake_pending, 1, __ATOMIC_RELAXED);
         } else if (IS_TAG(p)) {
             /* Taken at once when nothing is ready; else in turns, as the
-             * ready requests are handed out (oribi_loop_take). */
+             * ready requests are handed out (oribi_loop_take). Left to a
+             * worker asleep for it, unless this one was. */
             int li = (int)(((uintptr_t)p - 3) / 2);
             note_backlog(loop);
-            if (loop->accepting && !loop->ready_head)
-                accept_one(loop, li, 0);
+            if (loop->accepting && !loop->ready_head && (waits ? !stand_aside(loop) : may_take(loop)))
+                accept_one(loop, li);
         } else {
             on_conn_event(loop, (struct oribi_conn *)p, oribi_poll_events(&batch, i));
         }
     }
     expire_timers(loop);
-    loop->polled_at = loop->now;
+    loop->polled_at = woke; /* after the events: note_backlog wants the look before */
     return n;
 }
 
@@ -164,8 +173,11 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
             continue;
         if (loop->stopping && !loop->draining && loop->nconns == 0)
             return LOOP_STOPPED;
-        if (block)
+        stand_back(loop);
+        if (block) {
             loop->now = oribi_coarse_ms(); /* the app may have run long since the last wakeup */
+            take_place(loop);
+        }
         if (!block && accept_direct(loop))
             continue;
         publish(loop);

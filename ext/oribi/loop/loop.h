@@ -79,12 +79,16 @@ struct oribi_loop {
     int hot_listener;         /* its last accept4 got a connection: try it first, -1 none */
     int accept_run;           /* accepts straight from hot_listener since the last epoll_wait */
     int backlog;              /* a listener was seen readable and not yet found empty */
-    int64_t backlog_since;    /* when it was first seen so (ms): its clients waited since */
+    int64_t backlog_since;    /* µs: its clients' turn comes before requests queued since (take_turn) */
     int queue_front;          /* queue_ready puts a conn at the head (a backlog's turn) */
+    unsigned backlog_run;     /* backlog connections served first since the queue's head last was */
+    int behind;               /* over its share, its listeners went behind the others' (take_place) */
+    int64_t aside_until;      /* µs: leaving the backlog to others until then (stand_aside), 0 not */
+    int aside_owed;           /* stood aside until aside_until: takes one before it may again */
 
-    int64_t now;                               /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup */
+    int64_t now;                               /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup: timers */
     struct oribi_date_cache date;              /* the loop's own, for the answers it gives itself */
-    int64_t polled_at;                         /* the last epoll_wait (ms) */
+    int64_t polled_at;                         /* the last epoll_wait (µs, precise: the scheduler's order) */
     struct oribi_conn *timers[TIMER_KINDS][2]; /* head, tail of each FIFO */
     int64_t timeout_ms[TIMER_KINDS];
 
@@ -104,10 +108,12 @@ struct oribi_loop {
     uint64_t requests;                /* requests handed to the app */
     uint64_t rejected;                /* requests answered with an error by the loop */
     unsigned nidle;                   /* conns waiting for a next request (on the idle timer) */
+    unsigned nkept;                   /* conns kept alive after a response: its kept-alive clients */
     struct oribi_tally shed;          /* conns closed to make room for new ones (max_connections) */
     struct oribi_tally shed_fds;      /* ... for want of a file descriptor (RLIMIT_NOFILE) */
     int spare_fd;                     /* held for an accept when out of fds (EMFILE), -1 none */
     struct oribi_score *score;        /* where the conn counts are published, or NULL */
+    struct oribi_score_head *shared;  /* what the workers share (score.h), with score, or NULL */
     struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog) */
     struct oribi_tally dropped;       /* clients dropped for reading nothing (max_write_backlog) */
     struct oribi_tally dropped_spool; /* ... whose spooled responses filled max_worker_spool */

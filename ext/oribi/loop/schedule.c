@@ -7,14 +7,14 @@
 
 #include "os/clock.h"
 
-#define TURN_POLL_MS 1 /* kept-alive clients' requests join the queue this late at most */
+#define TURN_POLL_US 1000 /* kept-alive clients' requests join the queue this late at most */
 
 void queue_ready(struct oribi_loop *loop, struct oribi_conn *c)
 {
     timer_unlink(loop, c);
     c->state = CONN_READY;
-    c->ready_at = loop->now;
-    if (loop->queue_front) { /* from the backlog, older than the queue (take_turn) */
+    c->ready_at = oribi_mono_us();
+    if (loop->queue_front) { /* from the backlog, its turn (take_turn) */
         c->qnext = loop->ready_head;
         loop->ready_head = c;
         if (!loop->ready_tail)
@@ -31,14 +31,25 @@ void queue_ready(struct oribi_loop *loop, struct oribi_conn *c)
 
 /* The scheduler, at every request handed out: one queue of clients in the
  * order they came. Kept-alive clients' requests join its tail when epoll
- * is asked (at most every TURN_POLL_MS while there are such clients, so
+ * is asked (at most every TURN_POLL_US while there are such clients, so
  * that they join about when they came, at no cost to an app that answers
- * in microseconds). A connection in the backlog has waited since the
- * backlog was first seen; once that is no later than the queue's head, one
- * is taken and served next. One per request handed out: the workers take
- * their share of a backlog at the rate they serve, and none hoards
- * connections it cannot serve soon (an idle worker takes them as they
- * come). Without a backlog or kept-alive clients this costs nothing. */
+ * in microseconds). A worker with kept-alive clients, whose queue may never
+ * empty, takes its turns at the backlog: a connection there has waited
+ * since the backlog was first seen; once that is no later than the queue's
+ * head, one is taken and served next. A burst of new connections goes
+ * first so for a round of the kept-alive clients at most (one per client):
+ * then the head goes, so that clients that keep connecting, which keep the
+ * backlog from ever being empty, cannot starve the queue (a request whose
+ * bytes came after its connect waited behind every new connection). One
+ * per request handed out: the workers
+ * take their share of a backlog at the rate they serve, and none hoards
+ * connections it cannot serve soon; none takes one that a worker asleep
+ * for it will (may_take). A worker without kept-alive clients takes new
+ * connections once its queue is empty, as the first worker free: one it
+ * took in turn would wait behind its queue while another worker may free
+ * up first. Every time compared here is from the precise clock: a coarse
+ * tick (4 ms) is longer than a request. Without a backlog or kept-alive
+ * clients this costs nothing. */
 static void take_turn(struct oribi_loop *loop)
 {
     /* TIMER_HEAD: clients whose request is on its way (a new connection
@@ -46,9 +57,9 @@ static void take_turn(struct oribi_loop *loop)
     int arriving = loop->backlog || loop->timers[TIMER_HEAD][0];
     if (!arriving && !loop->nidle)
         return;
-    loop->now = oribi_coarse_ms();
-    if (!arriving && loop->now - loop->polled_at < TURN_POLL_MS)
+    if (!arriving && oribi_mono_us() - loop->polled_at < TURN_POLL_US)
         return;
+    loop->now = oribi_coarse_ms();
     end_pause(loop);
     /* Those just answered are watched first (one accepted with its request
      * complete never was); other conns (flushes, timers) every few turns. */
@@ -57,20 +68,29 @@ static void take_turn(struct oribi_loop *loop)
         drain_pending(loop);
         poll_events(loop, 0);
     }
-    /* Without a known backlog, look anyway (every TURN_POLL_MS): with
+    /* Without a known backlog, look anyway (every TURN_POLL_US): with
      * EPOLLEXCLUSIVE only the worker a connection woke is told of it, and
      * a busy worker that never looked would leave the whole backlog to
      * that one. What it finds came after the last look. */
     int64_t since = loop->backlog ? loop->backlog_since : before;
-    if (!loop->accepting || (loop->ready_head && loop->ready_head->ready_at < since))
+    int64_t head_at = loop->ready_head ? loop->ready_head->ready_at : -1;
+    if (!loop->nkept || !loop->accepting || !may_take(loop))
         return;
+    if (head_at >= 0 && head_at < since) {
+        loop->backlog_run = 0; /* the head goes first */
+        return;
+    }
     loop->queue_front = 1;
-    int r = accept_any(loop, 1);
+    int r = accept_any(loop);
     loop->queue_front = 0;
-    if (r > 0)
+    if (r > 0 && ++loop->backlog_run >= loop->nkept) {
+        loop->backlog_run = 0;
+        loop->backlog_since = head_at >= 0 ? head_at + 1 : since; /* the head goes next */
+    } else if (r > 0) {
         loop->backlog_since = since; /* the rest waited as long at most */
-    else if (r < 0)
+    } else if (r < 0) {
         loop->backlog = 0;
+    }
 }
 
 void oribi_loop_hold(struct oribi_loop *loop, int hold)

@@ -32,3 +32,21 @@ void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_l
     s->request[n + path_len] = 0;
     __atomic_store_n(&s->busy_since_ms, since_ms, __ATOMIC_RELEASE);
 }
+
+void oribi_score_attach(struct oribi_score *s, struct oribi_score_head *h)
+{
+    /* The row first, so that a release never takes back more than was
+     * counted; the other way, it would take back one the worker never
+     * added. */
+    __atomic_store_n(&s->attached, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&h->workers, 1, __ATOMIC_RELAXED);
+}
+
+void oribi_score_release(struct oribi_score *s, struct oribi_score_head *h)
+{
+    if (__atomic_exchange_n(&s->attached, 0, __ATOMIC_RELAXED))
+        __atomic_sub_fetch(&h->workers, 1, __ATOMIC_RELAXED);
+    if (__atomic_exchange_n(&s->waiting, 0, __ATOMIC_RELAXED))
+        __atomic_sub_fetch(&h->waiting, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&h->conns, __atomic_exchange_n(&s->counted, 0, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}

@@ -29,7 +29,36 @@ struct oribi_score {
     volatile uint64_t queue_header;         /* requests whose queue time came from X-Request-Start */
     volatile uint64_t queue_header_refused; /* X-Request-Start from a trusted peer, implausible */
     char request[ORIBI_SCORE_REQUEST];      /* "GET /path" being served, no query, cut to fit */
+    /* Atomic, what this worker counts in the head (below), which the
+     * master takes back when it is gone (Scoreboard#release). */
+    uint32_t attached; /* 1: counted among the head's workers */
+    uint32_t waiting;  /* 1: counted among the head's waiting */
+    uint32_t counted;  /* its connections counted in the head's conns */
 };
+
+/* What the workers share besides their rows, at the scoreboard's head:
+ * what decides which worker takes a new connection (loop/accept.c). A
+ * worker updates its own part of each count and notes it in its row, so
+ * that the master can undo the part of one that died. Atomics. */
+struct oribi_score_head {
+    uint32_t workers; /* engines attached to a row: the workers taking connections */
+    uint32_t conns;   /* their open connections */
+    uint32_t waiting; /* of those workers, the ones asleep in the poller with their listeners on */
+};
+
+/* The engine's worker counts itself in (row and head). */
+void oribi_score_attach(struct oribi_score *s, struct oribi_score_head *h);
+
+/* Its connections went up (1) or down (-1) by one. */
+static inline void oribi_score_conns(struct oribi_score *s, struct oribi_score_head *h, int d)
+{
+    __atomic_store_n(&s->counted, s->counted + (uint32_t)d, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&h->conns, (uint32_t)d, __ATOMIC_RELAXED);
+}
+
+/* The worker is gone: what it counted in the head, taken back (the master,
+ * once it reaped it). */
+void oribi_score_release(struct oribi_score *s, struct oribi_score_head *h);
 
 /* A request goes to the app: wall_ms is the wall clock, queue_us its queue
  * time (< 0: unknown), from_header 1 when it came from X-Request-Start,

@@ -704,7 +704,9 @@ static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
 {
     struct oribi_engine *e = oribi_engine_get(self);
     e->loop.score = oribi_scoreboard_row(sb, idx);
+    e->loop.shared = oribi_scoreboard_head(sb);
     e->scoreboard = sb;
+    oribi_score_attach(e->loop.score, e->loop.shared); /* before any connection */
     return self;
 }
 
@@ -714,6 +716,10 @@ static VALUE engine_close(VALUE self)
     if (e->ready) {
         oribi_loop_free(&e->loop);
         e->ready = 0;
+    }
+    if (e->loop.shared) { /* a worker that goes on as the mold takes no more connections */
+        oribi_score_release(e->loop.score, e->loop.shared);
+        e->loop.shared = NULL;
     }
     return Qnil;
 }

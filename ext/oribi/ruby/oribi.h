@@ -13,4 +13,5 @@ void Init_oribi_log_setup(VALUE mOribi);    /* log_setup.c: Oribi.log_setup (log
 void Init_oribi_query_parser(VALUE mOribi); /* query_parser.c: Oribi::Query (fast_query_parser) */
 /* Row idx of an Oribi::Scoreboard (scoreboard.h); raises unless it is one. */
 struct oribi_score *oribi_scoreboard_row(VALUE scoreboard, VALUE idx);
+struct oribi_score_head *oribi_scoreboard_head(VALUE scoreboard);
 #endif

@@ -17,7 +17,12 @@
 
 #include "ruby/oribi.h"
 
+/* One mapping: the head, then the rows from the next cache line. */
+#define HEAD_SIZE 64
+
 struct oribi_scoreboard {
+    void *map;
+    struct oribi_score_head *head;
     struct oribi_score *rows;
     long nrows;
     size_t size;
@@ -26,8 +31,8 @@ struct oribi_scoreboard {
 static void sb_free(void *p)
 {
     struct oribi_scoreboard *sb = p;
-    if (sb->rows)
-        munmap(sb->rows, sb->size);
+    if (sb->map)
+        munmap(sb->map, sb->size);
     xfree(sb);
 }
 
@@ -52,11 +57,13 @@ static VALUE sb_init(VALUE self, VALUE n)
     long rows = NUM2LONG(n);
     if (rows < 1 || rows > 65536)
         rb_raise(rb_eArgError, "1..65536 rows");
-    sb->size = (size_t)rows * sizeof(struct oribi_score);
+    sb->size = HEAD_SIZE + (size_t)rows * sizeof(struct oribi_score);
     void *p = mmap(NULL, sb->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         rb_sys_fail("mmap");
-    sb->rows = p;
+    sb->map = p;
+    sb->head = p;
+    sb->rows = (struct oribi_score *)((char *)p + HEAD_SIZE);
     sb->nrows = rows;
     return self;
 }
@@ -68,6 +75,11 @@ struct oribi_score *oribi_scoreboard_row(VALUE self, VALUE i)
     if (idx < 0 || idx >= sb->nrows)
         rb_raise(rb_eIndexError, "row %ld out of 0...%ld", idx, sb->nrows);
     return &sb->rows[idx];
+}
+
+struct oribi_score_head *oribi_scoreboard_head(VALUE self)
+{
+    return ((struct oribi_scoreboard *)rb_check_typeddata(self, &sb_type))->head;
 }
 
 /* clear(row, pid, generation = 0): a new worker takes the row */
@@ -91,6 +103,27 @@ static VALUE sb_unbusy(VALUE self, VALUE i)
 }
 
 #define SET(h, k, v) rb_hash_aset(h, ID2SYM(rb_intern(k)), v)
+
+/* release(row): the row's worker is gone (reaped, or its engine closed):
+ * what it counted in the head, taken back (loop/score.h). Once: a second
+ * release takes back nothing. */
+static VALUE sb_release(VALUE self, VALUE i)
+{
+    struct oribi_scoreboard *sb = rb_check_typeddata(self, &sb_type);
+    oribi_score_release(oribi_scoreboard_row(self, i), sb->head);
+    return Qnil;
+}
+
+/* head → {workers:, conns:, waiting:}: what the workers share (tests) */
+static VALUE sb_head(VALUE self)
+{
+    struct oribi_scoreboard *sb = rb_check_typeddata(self, &sb_type);
+    VALUE r = rb_hash_new();
+    SET(r, "workers", UINT2NUM(__atomic_load_n(&sb->head->workers, __ATOMIC_RELAXED)));
+    SET(r, "conns", UINT2NUM(__atomic_load_n(&sb->head->conns, __ATOMIC_RELAXED)));
+    SET(r, "waiting", UINT2NUM(__atomic_load_n(&sb->head->waiting, __ATOMIC_RELAXED)));
+    return r;
+}
 
 /* stats(row) → Hash: everything the row says, for the master (worker_timeout,
  * refork) and the control endpoint. busy: seconds in the oldest request in
@@ -159,6 +192,8 @@ void Init_oribi_scoreboard(VALUE mOribi)
     rb_define_method(c, "initialize", sb_init, 1);
     rb_define_method(c, "unbusy", sb_unbusy, 1);
     rb_define_method(c, "clear", sb_clear, -1);
+    rb_define_method(c, "release", sb_release, 1);
+    rb_define_method(c, "head", sb_head, 0);
     rb_define_method(c, "stats", sb_stats, 1);
     rb_define_method(c, "size", sb_size, 0);
 }
