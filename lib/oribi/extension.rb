@@ -22,6 +22,11 @@ module Oribi
   # once, naming the step that builds ahead of the first start (a deploy
   # step, a container image): `ORIBI_BUILD=1 bundle exec ruby -roribi -e0`.
   # ORIBI_BUILD=1 builds in any environment, ORIBI_BUILD=0 in none.
+  #
+  # A platform gem (x86_64-linux, aarch64-linux: `rake native`) carries the
+  # server's extension prebuilt instead, one per Ruby minor version in
+  # lib/oribi/<minor>/, and no sources: this Ruby's is loaded, and a Ruby
+  # it was not built for is refused with the way to the source gem.
   module Extension
     ROOT = File.expand_path("../..", __dir__)
     PRODUCTION_ENVS = %w[RACK_ENV RAILS_ENV APP_ENV].freeze
@@ -32,12 +37,49 @@ module Oribi
     module_function
 
     def require!(name)
-      require "oribi/#{name}"
-    rescue LoadError => e
-      src = File.join(ROOT, "ext", name)
-      raise LoadError, "#{e.message}: and no sources to build it from in #{src}" unless File.file?(File.join(src, "extconf.rb"))
+      minors = prebuilt(name)
+      return require_prebuilt(name, minors) unless minors.empty?
 
-      require built(name, src)
+      begin
+        require "oribi/#{name}"
+      rescue LoadError => e
+        src = File.join(ROOT, "ext", name)
+        unless File.file?(File.join(src, "extconf.rb"))
+          raise LoadError, "#{e.message}: and no sources to build it from in #{src}"
+        end
+
+        require built(name, src)
+      end
+    end
+
+    # The Ruby minor versions ("3.3") a platform gem has name prebuilt for
+    def prebuilt(name, dir = __dir__)
+      Dir[File.join(dir, "[0-9]*.[0-9]*", "#{name}.#{RbConfig::CONFIG['DLEXT']}")].map { |f| File.basename(File.dirname(f)) }
+                                                                                   .sort_by { |v| v.split(".").map(&:to_i) }
+    end
+
+    SOURCE_GEM = "install the source gem, which builds the extension for this Ruby at install time (a C compiler " \
+                 "needed): `gem install oribi --platform ruby`, or with Bundler " \
+                 "`bundle config set --local force_ruby_platform true` before `bundle install`"
+
+    def require_prebuilt(name, minors, dir: __dir__, ruby: RUBY_VERSION)
+      minor = ruby[/\A\d+\.\d+/]
+      unless minors.include?(minor)
+        raise LoadError, "oribi: this gem#{platform} has its #{name} C extension prebuilt for Ruby " \
+                         "#{minors.join(', ')}, not for this Ruby #{ruby}: #{SOURCE_GEM}"
+      end
+
+      begin
+        require File.join(dir, minor, name)
+      rescue LoadError => e
+        raise LoadError, "oribi: the #{name} C extension this gem#{platform} has prebuilt for Ruby #{minor} does not " \
+                         "load (#{e.message}); it needs Linux with glibc 2.33 or later (not musl): #{SOURCE_GEM}"
+      end
+    end
+
+    def platform
+      spec = Gem.loaded_specs["oribi"] if defined?(Gem)
+      spec && spec.platform.to_s != "ruby" ? " (#{spec.platform})" : ""
     end
 
     def build_allowed?
