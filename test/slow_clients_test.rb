@@ -44,11 +44,13 @@ class SlowClientsTest < Minitest::Test
     assert wait_until(timeout: 10) { @server.worker_pids.any? }, "no worker" # forked after the master listens
     worker = @server.worker_pids
     r = scenario
-    # The machine is shared: one rerun when the tail missed the mark (a
-    # server that stalls behind slow clients misses it both times), and a
-    # visible skip when the normal client alone misses it too: then the
-    # machine, not the server, is what was measured.
-    r = scenario if p99(r) >= 100_000
+    # The machine is shared: two reruns when the tail missed the mark (a
+    # server that stalls behind slow clients misses it every time; on a
+    # busy 2-core machine a good one missed it in 1 run of 3 of the whole
+    # scenario, up to 200 ms, with builds from before and after the same
+    # change), and a visible skip when the normal client alone misses it
+    # too: then the machine, not the server, is what was measured.
+    2.times { r = scenario if p99(r) >= 100_000 }
     if p99(r) >= 100_000 && p99(baseline = scenario(trickle: 0, idle: 0)) >= 100_000
       skip "machine too loaded to measure: p99 #{p99(baseline) / 1000} ms without any slow client " \
            "(#{p99(r) / 1000} ms with them)"
