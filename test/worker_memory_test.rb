@@ -85,20 +85,7 @@ class WorkerMemoryTest < Minitest::Test
     assert_equal 200, status
     assert_match(/worker\[0\] pid #{old}: \w+ [\d.]+ MiB over max_worker_memory/,
                  @srv.log_until(/over max_worker_memory/, timeout: 10))
-    t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    res = begin
-      HTTPClient.request(@srv.tcp, "/", headers: { "Connection" => "close" })
-    rescue Timeout::Error
-      nil
-    end
-    waited = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
-    refute_nil res, "no answer in #{waited.round(1)} s while the recycled worker drained:\n#{@srv.log}"
-    assert_equal 200, res.status
-    refute_equal old, res.body[/pid (\d+)/, 1].to_i, "answered by the recycled worker"
-    assert_operator waited, :<, 5
-    assert process_alive?(old), "the recycled worker still drains (the client reads nothing)"
-    stalled.close
-    assert wait_until(timeout: 10) { !process_alive?(old) }, "the recycled worker exits once its client is gone"
+    assert_replaced_while_it_drains(@srv, old, stalled)
     assert_equal [200], Array.new(3) { get("/").first }.uniq
     refute_match(/exited with status|killed by/, @srv.log)
   ensure

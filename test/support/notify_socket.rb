@@ -41,6 +41,19 @@ class NotifySocket
     found&.last
   end
 
+  # The longest time between two messages matching re so far (nil with
+  # fewer than two), and every message so far with its time from the
+  # first: what a failed watchdog test prints.
+  def longest_gap(re)
+    times = messages.select { |_, text| text.match?(re) }.map(&:first)
+    times.each_cons(2).map { |a, b| b - a }.max
+  end
+
+  def timeline
+    seen = messages
+    seen.map { |t, text| "#{(t - seen[0][0]).round(2)} s #{text.inspect}" }.join("\n")
+  end
+
   def close
     @sock.close
     @reader.join

@@ -31,6 +31,26 @@ end
 
 def socket_count(pid) = socket_names(pid).size
 
+# A recycled worker (pid old) drains, held by stalled, a client that reads
+# nothing of its response: a new request is answered at once by its
+# replacement, the old one lives until stalled closes, then exits.
+def assert_replaced_while_it_drains(srv, old, stalled)
+  t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  res = begin
+    HTTPClient.request(srv.tcp, "/", headers: { "Connection" => "close" })
+  rescue Timeout::Error
+    nil
+  end
+  waited = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+  refute_nil res, "no answer in #{waited.round(1)} s while the recycled worker drained:\n#{srv.log}"
+  assert_equal 200, res.status
+  refute_equal old, res.body[/pid (\d+)/, 1].to_i, "answered by the recycled worker"
+  assert_operator waited, :<, 10 # the outage this guards against was 26.7 s; a loaded machine took 5
+  assert process_alive?(old), "the recycled worker still drains (the client reads nothing)"
+  stalled.close
+  assert wait_until(timeout: 10) { !process_alive?(old) }, "the recycled worker exits once its client is gone"
+end
+
 # Whether a process of group (an Oribi::ProcessGroup) holds a socket
 # listening on the TCP port, on any address, IPv4 or IPv6 (a framework may
 # bind 0.0.0.0 or [::]). Such a socket accepts, so this is a readiness
