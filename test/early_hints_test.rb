@@ -58,14 +58,15 @@ class EarlyHintsTest < Minitest::Test
   # An app sending hints in a loop to a client that reads nothing: a hint
   # goes out only when the client took the ones before, so the worker
   # keeps no more than a socket's worth. Before, every hint was kept: 40 MB
-  # for 40,000 hints of 1 KiB.
+  # for 40,000 hints of 1 KiB. The bound leaves room for the Ruby's own
+  # growth over the run: 13-15 MB on 3.1, up to 17 MB seen on 3.4.
   def test_hints_to_a_client_that_does_not_read_are_bounded
     rss = server.rss_kib
     s = server.unix
     s.write("GET /nolint/hints-flood?n=40000 HTTP/1.1\r\nHost: t\r\n\r\n")
     assert_match(/hints flood done/, server.log_until(/hints flood done/, timeout: 30))
     growth = server.rss_kib - rss
-    assert_operator growth, :<, 16 * 1024, "RSS grew #{growth} KiB" unless ENV["ORIBI_SANITIZE"]
+    assert_operator growth, :<, 24 * 1024, "RSS grew #{growth} KiB" unless ENV["ORIBI_SANITIZE"]
     t = server.unix # the worker still serves
     assert_equal 200, HTTPClient.request(t, "/pid").status
   ensure

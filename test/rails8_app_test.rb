@@ -307,17 +307,27 @@ class Rails8AppTest < Minitest::Test
   def assets_from_thruster(page)
     paths = page.body.scan(%r{"(/assets/[^"]+)"}).flatten.uniq
     assert paths.any? { |p| p.end_with?(".css") } && paths.any? { |p| p.end_with?(".js") }, "no assets on the page:\n#{page.body}"
-    paths.each do |path|
+    # Thruster stores an answer as it passes it on: a request right after the
+    # first may still miss (seen once in CI), so the second is asked until it hits
+    misses = paths.to_h do |path|
       first = get(path)
       assert_equal [200, "miss"], [first&.status, first&.[]("x-cache")], path
-      second = get(path)
-      assert_equal [200, "hit"], [second&.status, second&.[]("x-cache")], path
+      seen = []
+      second = wait_until(timeout: 5, interval: 0.05) do
+        res = get(path)
+        seen << res&.[]("x-cache")
+        res if res&.[]("x-cache") == "hit"
+      end
+      assert_equal 200, second&.status, "#{path}: never served from Thruster's cache (#{seen.tally})"
       assert second.body == first.body, "#{path}: Thruster's copy differs"
+      [path, seen.count("miss")]
     end
     # a request after them, logged once those before it were
     assert_equal 200, get("/probe/hello")&.status
     assert wait_until { requests_logged("/probe/hello") == 1 }, access_log
-    paths.each { |path| assert_equal 1, requests_logged(path), "#{path} reached Oribi more than once:\n#{access_log}" }
+    paths.each do |path|
+      assert_equal 1 + misses[path], requests_logged(path), "#{path} reached Oribi past Thruster's misses:\n#{access_log}"
+    end
   end
 
   # Requests in flight at TERM (Thruster relays it), and a client every
