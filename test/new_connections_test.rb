@@ -73,7 +73,10 @@ class NewConnectionsTest < Minitest::Test
     assert wait_until { @srv.log.include?("sleeping 1.0") }, "the worker is not in the app"
     late.write(slow_request)
     queued = Array.new(4) { @srv.unix.tap { |s| s.write(slow_request) } }
-    assert wait_until { unix_backlog(control) == 4 }, "backlog #{unix_backlog(control)}"
+    # In the backlog once connected (the worker's one thread is in the app);
+    # said by /stats where the build can read a listen queue (not the
+    # portable build, not macOS: there the backlog shows as null)
+    assert wait_until { [4, nil].include?(unix_backlog(control)) }, "backlog #{unix_backlog(control)}"
     assert_equal 200, HTTPClient.read_response(busy, timeout: 20).status
     order = Queue.new
     [[:late, late], *queued.each_with_index.map { |q, i| [i, q] }].map do |name, sock|
