@@ -509,8 +509,7 @@ module Oribi
       if !@stopping
         @solid_queue.want(now) if @notified_ready && !@degraded
         @solid_queue.start_if_due(now)
-      elsif @children.empty? && @adopted.empty? && !@solid_queue_stopped
-        @solid_queue_stopped = true
+      elsif @children.empty? && @adopted.empty? && !@solid_queue.stopping?
         @solid_queue.stop
       elsif @deadline && now >= @deadline && @solid_queue.running?
         Log.error("shutdown_timeout (#{@config[:shutdown_timeout]} s): killing the Solid Queue supervisor")

@@ -42,6 +42,8 @@ module Oribi
     # Ours, or the previous one not yet reaped: the master waits for both.
     def running? = !(@pid || @previous).nil?
 
+    def stopping? = @stopping
+
     # The next time the master must look (a start due), or nil.
     def deadline = (@start_at unless @pid || @stopping)
 
