@@ -2,7 +2,7 @@
 
 # Runs test files in parallel processes, one file per process:
 #
-#   ruby test/runner.rb [--jobs N] FILE...
+#   ruby test/runner.rb [--jobs N] [--limit SECONDS] FILE...
 #
 # Each integration test already has its own port, socket and tmpdir, and
 # most of a server test's time is spent waiting on its server, so files
@@ -30,9 +30,10 @@ class TestRunner
 
   Result = Struct.new(:file, :output, :ok, :seconds, :counts)
 
-  def initialize(files, jobs)
+  def initialize(files, jobs, limit)
     @files = files
     @jobs = jobs
+    @limit = limit
     @times = File.exist?(TIMES) ? JSON.parse(File.read(TIMES)) : {}
   end
 
@@ -66,10 +67,25 @@ class TestRunner
     Array.new(results.size) { results.pop }
   end
 
+  # A file that runs past @limit seconds is killed with its process group
+  # (its servers too) and fails with what it printed so far: a hang ends
+  # the run in a failure that names the file, not in the CI's time limit.
   def run_file(file)
     t = now
-    output = IO.popen([RbConfig.ruby, "-Ilib", "-Itest", file, err: %i[child out]], &:read)
-    ok = $?.success?
+    reader, writer = IO.pipe
+    pid = Process.spawn(RbConfig.ruby, "-Ilib", "-Itest", file, out: writer, err: writer, pgroup: true)
+    writer.close
+    output = +""
+    drain = Thread.new { output << reader.read }
+    timed_out = drain.join(@limit).nil?
+    if timed_out
+      Process.kill(:KILL, -pid)
+      drain.join(5)
+    end
+    Process.wait(pid)
+    ok = $?.success? && !timed_out
+    reader.close
+    output << "\n#{file}: killed after #{@limit} s (TEST_FILE_LIMIT)\n" if timed_out
     counts = output.scan(SUMMARY).last&.map(&:to_i)
     Result.new(file, output, ok && !counts.nil?, now - t, counts || [0, 0, 0, 0, 0])
   end
@@ -117,9 +133,13 @@ end
 
 if $PROGRAM_NAME == __FILE__
   jobs = Integer(ENV.fetch("TEST_JOBS", [Etc.nprocessors * 2, 4].min.to_s), 10)
+  limit = Integer(ENV.fetch("TEST_FILE_LIMIT", "600"), 10)
   files = OptionParser.new do |o|
-    o.banner = "Usage: ruby test/runner.rb [--jobs N] FILE..."
+    o.banner = "Usage: ruby test/runner.rb [--jobs N] [--limit S] FILE..."
     o.on("-j", "--jobs N", Integer, "files run at once (default $TEST_JOBS or 2 per CPU, at most 4)") { |n| jobs = n }
+    o.on("-l", "--limit S", Integer, "seconds a file may run before it is killed (default $TEST_FILE_LIMIT or 600)") do |s|
+      limit = s
+    end
   end.parse(ARGV)
-  exit(TestRunner.new(files, [jobs, 1].max).run ? 0 : 1)
+  exit(TestRunner.new(files, [jobs, 1].max, [limit, 1].max).run ? 0 : 1)
 end
