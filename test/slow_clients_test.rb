@@ -40,20 +40,26 @@ class SlowClientsTest < Minitest::Test
 
   def p99(r) = r[:load][:latency][:p99].to_i
 
+  # The normal client's marks: p99 under 100 ms and (open loop) nearly every
+  # scheduled request sent. A load generator starved of CPU sends fewer.
+  def missed?(r) = p99(r) >= 100_000 || r[:load][:requests] < (RATE * DURATION * 0.95).floor
+
   def test_slow_clients_do_not_hold_up_a_normal_client
     assert wait_until(timeout: 10) { @server.worker_pids.any? }, "no worker" # forked after the master listens
     worker = @server.worker_pids
     r = scenario
-    # The machine is shared: two reruns when the tail missed the mark (a
-    # server that stalls behind slow clients misses it every time; on a
-    # busy 2-core machine a good one missed it in 1 run of 3 of the whole
-    # scenario, up to 200 ms, with builds from before and after the same
-    # change), and a visible skip when the normal client alone misses it
-    # too: then the machine, not the server, is what was measured.
-    2.times { r = scenario if p99(r) >= 100_000 }
-    if p99(r) >= 100_000 && p99(baseline = scenario(trickle: 0, idle: 0)) >= 100_000
-      skip "machine too loaded to measure: p99 #{p99(baseline) / 1000} ms without any slow client " \
-           "(#{p99(r) / 1000} ms with them)"
+    # The machine is shared: two reruns when the normal client missed a mark
+    # (a server that stalls behind slow clients misses them every time; on
+    # a busy 2-core machine a good one missed the tail in 1 run of 3 of the
+    # whole scenario, up to 200 ms, with builds from before and after the
+    # same change, and the count with CI's chroots building beside it: 204
+    # of 250 sent, p99 51 ms), and a visible skip when the normal client
+    # alone misses them too: then the machine, not the server, is what was
+    # measured.
+    2.times { r = scenario if missed?(r) }
+    if missed?(r) && missed?(baseline = scenario(trickle: 0, idle: 0))
+      skip "machine too loaded to measure: without any slow client #{baseline[:load][:requests]} requests sent, " \
+           "p99 #{p99(baseline) / 1000} ms (with them #{r[:load][:requests]}, #{p99(r) / 1000} ms)"
     end
     report = SlowClients.report(r, TIMEOUT)
     load = r[:load]
