@@ -475,6 +475,58 @@ class ControlTest < Minitest::Test
     assert_equal ["200 ready"], seen.uniq, "#{seen.tally.inspect}\n#{@srv.log}"
   end
 
+  # The new image of a USR2 loads Ruby, its gems and the app (here 3 s)
+  # before its loop runs; the previous workers serve all that time, and a
+  # load balancer's health check, which gives up after a short timeout,
+  # must hear so: every probe is answered at once, /readyz with 200.
+  def test_the_control_endpoint_answers_while_the_new_code_loads
+    dir = Dir.mktmpdir("oribi-slow-load")
+    marker = File.join(dir, "slow")
+    app = File.join(dir, "app.ru")
+    File.write(app, "sleep 3 if File.exist?(#{marker.dump})\nrun ->(_env) { [200, {}, [Process.pid.to_s]] }\n")
+    @dir = Dir.mktmpdir("oribi-control")
+    @control = "tcp://127.0.0.1:#{free_port}"
+    @srv = ServerProcess.new(app, "--control", @control, "--control-token", TOKEN, "--preload", workers: 1)
+    assert wait_until(timeout: 10) { quick("/readyz")&.first == 200 }
+    File.write(marker, "")
+    Process.kill(:USR2, @srv.pid)
+    assert wait_until { @srv.log.include?("USR2: re-executing") }, @srv.log
+    seen = Hash.new { |h, k| h[k] = [] }
+    slowest = 0.0
+    until @srv.log.include?("USR2 done")
+      %w[/readyz /healthz /stats /metrics].each do |path|
+        t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        seen[path] << (quick(path) || :no_answer_in_300ms)
+        slowest = [slowest, Process.clock_gettime(Process::CLOCK_MONOTONIC) - t].max
+      end
+      flunk "no USR2 done in 30 s:\n#{@srv.log}" if seen["/readyz"].size > 600
+      sleep 0.02 # a probe's interval
+    end
+    puts "\n/readyz during a USR2 whose app loads for 3 s: #{seen['/readyz'].size} probes, #{seen['/readyz'].tally}; " \
+         "slowest answer of all #{(slowest * 1000).round} ms"
+    assert_equal [[200, "ready"]], seen["/readyz"].uniq, "#{seen['/readyz'].tally}\n#{@srv.log}"
+    assert_operator seen["/readyz"].size, :>, 20, "too few probes during the load"
+    assert_equal [[200, "ok"]], seen["/healthz"].uniq
+    assert_includes seen["/stats"], [200, true], "the previous workers' stats, said to be from the reload"
+    assert_equal [200], seen["/metrics"].map(&:first).uniq
+  ensure
+    FileUtils.rm_rf(dir) if dir
+  end
+
+  # [status, body] of a control request answered within 300 ms, else nil.
+  def quick(path)
+    sock = control_socket
+    sock.write("GET #{path}?token=#{TOKEN} HTTP/1.1\r\nHost: t\r\n\r\n")
+    res = HTTPClient.read_response(sock, timeout: 0.3)
+    return nil unless res
+
+    [res.status, path == "/stats" ? JSON.parse(res.body)["reloading"] : res.body.lines.first.strip]
+  rescue Timeout::Error, SystemCallError
+    nil
+  ensure
+    sock&.close
+  end
+
   def test_totals_keep_what_replaced_workers_served
     start("--rolling-interval", "0", workers: 1)
     4.times { get }

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "json"
 require_relative "support/websocket"
 
 # Handing the connection to the app: full hijack, partial hijack and the
@@ -171,6 +172,55 @@ class HijackTest < Minitest::Test
     assert_match(/"rack.protocol": the request asked for no upgrade/, server.log_until(/asked for no upgrade/))
   ensure
     s&.close
+  end
+
+  # What went out on a fully hijacked connection is the app's: the status
+  # the app returns is ignored (Rails returns -1, others anything), and the
+  # access log must not show it as what the client got. A partial hijack's
+  # head is the server's: its status is.
+  HIJACK_APP = <<~'RUBY'
+    run lambda { |env|
+      case env["PATH_INFO"]
+      when "/rails", "/ignored"
+        io = env["rack.hijack"].call
+        io.write("HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi")
+        io.close
+        [env["PATH_INFO"] == "/rails" ? -1 : 200, {}, []]
+      when "/partial" then [101, { "upgrade" => "x", "connection" => "upgrade", "rack.hijack" => ->(io) { io.close } }, []]
+      else [200, {}, ["ok"]]
+      end
+    }
+  RUBY
+
+  def test_the_access_log_marks_a_full_hijack_in_every_format
+    Dir.mktmpdir do |d|
+      app = File.join(d, "hijack.ru")
+      File.write(app, HIJACK_APP)
+      { "combined" => [/"GET %s HTTP\/1.1" - - "-"/, /"GET %s HTTP\/1.1" %s /],
+        "ltsv" => [/\turi:%s\tprotocol:HTTP\/1.1\tstatus:-\tsize:-\t/, /\turi:%s\tprotocol:HTTP\/1.1\tstatus:%s\t/],
+        "json" => [/"uri":"%s","protocol":"HTTP\/1.1","status":null,"size":"-"/, /"uri":"%s","protocol":"HTTP\/1.1","status":%s,/] }
+        .each do |format, (hijacked, plain)|
+        path = File.join(d, "#{format}.log")
+        srv = ServerProcess.new(app, "--access-log", path, "--access-log-format", format, workers: 1)
+        %w[/rails /ignored].each do |route|
+          assert_equal "hi", HTTPClient.request(srv.tcp, route).body
+        end
+        sock = srv.tcp
+        sock.write("GET /partial HTTP/1.1\r\nHost: t\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n")
+        assert_equal 101, HTTPClient.read_response(sock).status
+        assert_equal "ok", HTTPClient.request(srv.tcp, "/ok").body
+        assert wait_until { File.read(path).lines.size == 4 }, File.read(path)
+        log = File.read(path)
+        %w[/rails /ignored].each do |route|
+          assert_match Regexp.new(format(hijacked.source, route)), log, "#{format}: #{route}"
+        end
+        assert_match Regexp.new(format(plain.source, "/partial", "101")), log, format
+        assert_match Regexp.new(format(plain.source, "/ok", "200")), log, format
+        JSON.parse(log.lines.first) if format == "json" # still one JSON object a line
+      ensure
+        srv&.stop
+      end
+    end
   end
 
   private

@@ -27,7 +27,10 @@ module Oribi
       open_file
     end
 
-    # sent: the body bytes the server wrote
+    # sent: the body bytes the server wrote. status nil: a full hijack,
+    # whose answer was the app's to write (Rails returns -1 then): the
+    # server cannot tell it, and writes `-` (JSON null) rather than the
+    # status the app returned.
     def log(env, status, sent, started)
       now = Time.now
       f = fields(env, status, sent, now, now - started)
@@ -50,7 +53,7 @@ module Oribi
         method: env["rack.methodoverride.original_method"] || env["REQUEST_METHOD"],
         uri: query.empty? ? env["PATH_INFO"] : "#{env['PATH_INFO']}?#{query}",
         protocol: env["SERVER_PROTOCOL"],
-        status: status.to_i,
+        status: status&.to_i,
         size: sent.to_i.positive? ? sent : "-", # as Apache's %b
         referer: env["HTTP_REFERER"] || "-",
         ua: env["HTTP_USER_AGENT"] || "-",
@@ -111,7 +114,7 @@ module Oribi
       case @format
       when "ltsv"
         "host:#{clean(f[:host])}\ttime:#{f[:time].iso8601}\tmethod:#{clean(f[:method])}\turi:#{clean(f[:uri])}\t" \
-          "protocol:#{clean(f[:protocol])}\tstatus:#{f[:status]}\tsize:#{f[:size]}\t" \
+          "protocol:#{clean(f[:protocol])}\tstatus:#{f[:status] || '-'}\tsize:#{f[:size]}\t" \
           "referer:#{clean(f[:referer])}\tua:#{clean(f[:ua])}\treqtime:#{format('%.6f', f[:duration])}\n"
       when "json"
         JSON.generate(f.merge(time: f[:time].iso8601(3), duration: f[:duration].round(6)).transform_values do |v|
@@ -119,7 +122,7 @@ module Oribi
         end) << "\n"
       else
         %(#{clean(f[:host])} - - [#{f[:time].strftime('%d/%b/%Y:%H:%M:%S %z')}] ) +
-          %("#{clean(f[:method])} #{clean(f[:uri])} #{clean(f[:protocol])}" #{f[:status]} #{f[:size]} ) +
+          %("#{clean(f[:method])} #{clean(f[:uri])} #{clean(f[:protocol])}" #{f[:status] || '-'} #{f[:size]} ) +
           %("#{clean(f[:referer])}" "#{clean(f[:ua])}"\n)
       end
     end

@@ -94,6 +94,15 @@ module Oribi
       close
     end
 
+    # A stand-in (ControlStandIn) whose master's loop runs again: no new
+    # clients (the master takes them), those it took are answered.
+    def stop_accepting
+      @owned = false
+      @server.close unless @server.closed?
+    end
+
+    def idle? = @clients.empty?
+
     # In a forked worker: the master's sockets are not its own.
     def close_in_child
       @clients.each { |c| c.io.close unless c.io.closed? }

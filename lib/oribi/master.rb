@@ -12,6 +12,7 @@ module Oribi
     include Refork
     include ShutdownDelay
     include WorkerMemory
+    include ControlStandIn
 
     SIGNALS = %w[TERM INT QUIT TTIN TTOU USR1 USR2 HUP CHLD].freeze
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
@@ -59,6 +60,7 @@ module Oribi
       @promoting = nil     # refork: pid of the worker becoming the mold
       @started_at = Time.now
       @solid_queue_previous = Reexec.solid_queue # USR2: the previous image's, stopped once ours runs
+      @stand_in = Reexec.stand_in # USR2: answered the control endpoint while this image loaded
       # What workers that are gone served, so that totals never go down.
       @retired = { served: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
                    queue_from_header: 0, queue_header_refused: 0 }
@@ -83,6 +85,7 @@ module Oribi
       Oribi.child_subreaper! if refork?
       @restart_mtime = restart_mtime
       announce_memory_limit
+      ControlStandIn.stop(@stand_in) # this loop answers the control endpoint from here
       loop do
         spawn_missing unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
@@ -398,13 +401,15 @@ module Oribi
       @children.each_value { |c| Process.kill(:KILL, c.pid) unless c.booted }
       argv, dir = @server.launch
       workers = @adopted.merge(@children.select { |_, c| c.booted && !c.leaving? }.to_h { |pid, c| [pid, c.index] })
+      stand_in = fork_stand_in(workers)
       env, fds = Reexec.handover(listeners: @server.listeners, workers: workers, lifeline: @old_lifeline || @life_w,
-                                 control: @control, solid_queue: @solid_queue&.handover)
+                                 control: @control, solid_queue: @solid_queue&.handover, stand_in: stand_in)
       env.merge!(Reexec.repointed(ENV.to_h, from: @server.booted_in, to: dir), "PWD" => dir)
       argv = argv.map { |a| Reexec.repoint(a, from: @server.booted_in, to: dir) }
       drop_mold
       Log.info("USR2: re-executing in place from #{dir}, pid #{Process.pid}; " \
-               "#{workers.size} worker(s) serve until the new ones do")
+               "#{workers.size} worker(s) serve until the new ones do" \
+               "#{"; pid #{stand_in} answers the control endpoint meanwhile" if stand_in}")
       Systemd.notify("RELOADING=1")
       Systemd.notify("WATCHDOG=1") if @watchdog_interval # the new image's first comes once Ruby has started
       $stdout.flush
@@ -412,6 +417,7 @@ module Oribi
       Dir.chdir(dir)
       exec(env, [argv[0], argv[0]], *argv[1..], fds) # never through a shell
     rescue SystemCallError => e
+      ControlStandIn.stop(stand_in)
       Log.error("USR2: exec failed; this image goes on serving", e)
     end
 

@@ -17,6 +17,7 @@ module Oribi
     LIFELINE = "ORIBI_LIFELINE_FD"   # the old workers' lifeline (Worker.lifeline): kept open until they exit
     SUPERVISOR = "ORIBI_SUPERVISOR"  # start_server or systemd: the listeners stay theirs
     CONTROL = "ORIBI_CONTROL_FD"
+    STAND_IN = "ORIBI_CONTROL_STAND_IN" # the pid answering the control endpoint meanwhile (ControlStandIn)
     SOLID_QUEUE = "ORIBI_SOLID_QUEUE_PID" # the previous image's Solid Queue supervisor (SolidQueueProcess)
 
     module_function
@@ -64,9 +65,16 @@ module Oribi
       Integer(pid, 10, exception: false)
     end
 
+    # The pid of the control endpoint's stand-in, taken from the
+    # environment once; nil without one.
+    def stand_in(env = ENV)
+      pid = env.delete(STAND_IN) or return nil
+      Integer(pid, 10, exception: false)
+    end
+
     # The environment and fds exec needs to hand over listeners, workers,
     # their lifeline and the control endpoint.
-    def handover(listeners:, workers:, lifeline:, control:, solid_queue: nil)
+    def handover(listeners:, workers:, lifeline:, control:, solid_queue: nil, stand_in: nil)
       fds = listeners.all.to_h { |l| [l.fileno, l.fileno] }
       fds[lifeline.fileno] = lifeline.fileno
       env = { "ORIBI_INHERIT" => listeners.all.map { |l| "#{l.uri.split(' ').first}=#{l.fileno}" }.join(";"),
@@ -75,6 +83,7 @@ module Oribi
               SUPERVISOR => listeners.supervisor&.to_s,
               CONTROL => nil,
               SOLID_QUEUE => solid_queue&.to_s,
+              STAND_IN => stand_in&.to_s,
               "SERVER_STARTER_PORT" => nil, "LISTEN_FDS" => nil, "LISTEN_PID" => nil, "LISTEN_FDNAMES" => nil }
       if control && !control.closed?
         fds[control.fileno] = control.fileno

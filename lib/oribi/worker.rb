@@ -283,7 +283,7 @@ module Oribi
       started = Process.clock_gettime(Process::CLOCK_REALTIME) if @access_log
       status, headers, body, error = call_app(env)
       sent = @engine.respond(env, status, headers, body, error)
-      @access_log&.log(env, status, sent, Time.at(started))
+      @access_log&.log(env, sent && status, sent, Time.at(started)) # nil after a full hijack
     rescue SystemExit, SignalException
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException

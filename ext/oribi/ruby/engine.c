@@ -550,7 +550,7 @@ static VALUE respond_all(VALUE arg)
 }
 
 /* After a full hijack the socket is the app's: the response is ignored
- * (SPEC), the body still closed. */
+ * (SPEC), the body still closed. nil: what went out was the app's. */
 static VALUE respond_hijacked(struct oribi_exchange *x, VALUE env, VALUE status, VALUE headers, VALUE body, VALUE error)
 {
     struct oribi_rack_response r = {.x = x, .body = body, .to_close = body, .file_fd = -1, .spool = ORIBI_SPOOL_INIT};
@@ -562,11 +562,12 @@ static VALUE respond_hijacked(struct oribi_exchange *x, VALUE env, VALUE status,
     response_finished(env, status, headers, NIL_P(error) ? exc : error, 0);
     if (state)
         rb_jump_tag(state);
-    return INT2FIX(0);
+    return Qnil;
 }
 
 /* engine.respond(env, status, headers, body, error = nil) → the body bytes
- * written (or handed to the loop to send), for the access log. error is what the app raised (the response is
+ * written (or handed to the loop to send), for the access log; nil after a
+ * full hijack, whose status and bytes the server never saw. error is what the app raised (the response is
  * then the server's 500), for rack.response_finished. The body is always
  * closed; when the app's response cannot be sent, the client gets a 500 if
  * nothing went out yet, else a close, and the exception is raised for the
