@@ -117,8 +117,10 @@ class ServerProcess
   # other, so TCP may accept before the unix socket file exists. A port
   # this class chose must be held by this server: two tests can be handed
   # the same free port, and the other's server then accepts on it while
-  # this one fails to bind.
-  def wait_ready(timeout = 20)
+  # this one fails to bind. The bound is a ceiling for a loaded machine
+  # (an ASan build beside CI's chroot builds took more than 20 s to boot;
+  # qemu's arm64 likewise): a ready server ends the wait at once.
+  def wait_ready(timeout = 60)
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
     loop do
       begin
