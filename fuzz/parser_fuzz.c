@@ -17,7 +17,8 @@
  * any read past buf + len.
  *
  * Properties checked besides memory safety:
- *   - the AVX2, SSE4.2 and portable instantiations give identical results;
+ *   - the AVX2, SSE4.2 and portable instantiations give identical results,
+ *     and on aarch64 the NEON and portable ones;
  *   - a resumed call (last_len) that answers gives the one-shot answer, and
  *     one that says INCOMPLETE is never hiding a complete head;
  *   - an answer on a prefix is the answer on the whole input (the parse
@@ -187,6 +188,15 @@ static void fuzz_parser(const uint8_t *data, size_t size, const size_t *cuts, si
     if (__builtin_cpu_supports("avx2")) {
         static struct snap simd;
         run(data, size, 0, su, parse_avx2, &simd);
+        CHECK(memcmp(&simd, &full, sizeof(simd)) == 0);
+    }
+#endif
+#ifdef HAVE_NEON_PATH
+    {
+        static struct snap simd, portable;
+        run(data, size, 0, su, parse_neon, &simd);
+        run(data, size, 0, su, parse_portable, &portable);
+        CHECK(memcmp(&simd, &portable, sizeof(simd)) == 0);
         CHECK(memcmp(&simd, &full, sizeof(simd)) == 0);
     }
 #endif
@@ -382,6 +392,12 @@ static void fuzz_response(const uint8_t *data, size_t size, const size_t *cuts, 
         run_response(data, size, head_request, cap, parse_response_avx2, &other);
         CHECK(memcmp(&other, &full, sizeof(full)) == 0);
     }
+#endif
+#ifdef HAVE_NEON_PATH
+    run_response(data, size, head_request, cap, parse_response_neon, &other);
+    CHECK(memcmp(&other, &full, sizeof(full)) == 0);
+    run_response(data, size, head_request, cap, parse_response_portable, &other);
+    CHECK(memcmp(&other, &full, sizeof(full)) == 0);
 #endif
     /* fields stored or not, the same verdict, unless they overflowed cap */
     run_response(data, size, head_request, (size_t)-1, NULL, &other);

@@ -4,7 +4,8 @@
  * first failure an abort naming its input. Built with the target and
  * -DORIBI_FUZZ_DUMP it prints a line per input, its name and what it
  * parsed to, so that two builds (x86-64 with its SIMD paths, aarch64 with
- * the portable one) can be compared on one corpus: .ci/arm64 diffs them.
+ * NEON and the portable one) can be compared on one corpus: .ci/arm64
+ * diffs them.
  *
  *   replay FILE|DIR...     (a directory's files in name order)
  */

@@ -537,10 +537,14 @@ class ParserTest < Minitest::Test
 
   # ---- SIMD and portable paths agree ------------------------------------------
 
+  AARCH64 = RbConfig::CONFIG["host_cpu"].start_with?("aarch64")
+
   def test_simd_flag
     assert_includes [true, false], P.simd?
-    assert_includes %w[AVX2 SSE4.2 portable], P.path
+    assert_includes %w[AVX2 SSE4.2 NEON portable], P.path
     assert_equal P.path != "portable", P.simd?
+    # NEON is in every aarch64 CPU: nothing to choose at run time
+    assert_equal "NEON", P.path if AARCH64 && ENV["ORIBI_NO_NEON"].to_s.empty?
   end
 
   TCHAR = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".bytes.freeze
@@ -603,7 +607,8 @@ class ParserTest < Minitest::Test
       $stdout.binmode.write(Marshal.dump([Oribi::Parser.path, res]))
     RUBY
     lib = File.expand_path("../lib", __dir__)
-    { "ORIBI_NO_SSE42" => "portable", "ORIBI_NO_AVX2" => %w[SSE4.2 portable] }.each do |var, want|
+    held = AARCH64 ? { "ORIBI_NO_NEON" => "portable" } : { "ORIBI_NO_SSE42" => "portable", "ORIBI_NO_AVX2" => %w[SSE4.2 portable] }
+    held.each do |var, want|
       out = IO.popen({ var => "1" }, [RbConfig.ruby, "-I", lib, "-e", code], "r+b") do |io|
         io.write(Marshal.dump(inputs.map(&:b)))
         io.close_write

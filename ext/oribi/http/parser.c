@@ -7,11 +7,13 @@
  * is what makes the last_len shortcut safe.
  *
  * The hot loops are the byte scanners (field names, request-target, field
- * values). They share one shape: a wide skip over clean bytes (SSE 16 or
- * AVX2 32 at a time, or 8 at a time in a uint64_t), then a table lookup per
- * byte. The whole parse is instantiated three times, compiled for AVX2, for
- * SSE4.2 and for any CPU, and the CPU picks one at load time so a single
- * build runs everywhere.
+ * values). They share one shape: a wide skip over clean bytes (SSE or NEON
+ * 16 or AVX2 32 at a time, or 8 at a time in a uint64_t), then a table
+ * lookup per byte. On x86-64 the whole parse is instantiated three times,
+ * compiled for AVX2, for SSE4.2 and for any CPU, and the CPU picks one at
+ * load time so a single build runs everywhere. On aarch64, where NEON is
+ * part of the baseline, twice: NEON, and the portable one to test it
+ * against.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,11 @@
 #include <immintrin.h>
 #define SSE42 __attribute__((target("sse4.2")))
 #define AVX2  __attribute__((target("avx2")))
+#endif
+
+#if defined(__aarch64__) && !defined(ORIBI_NO_NEON_BUILD)
+#define HAVE_NEON_PATH 1
+#include <arm_neon.h>
 #endif
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -68,7 +75,7 @@ static const char root_path[] = "/";
 
 /* The instantiations; which one runs is set once by the load-time
  * constructor. */
-enum { PATH_PORTABLE, PATH_SSE42, PATH_AVX2 };
+enum { PATH_PORTABLE, PATH_SSE42, PATH_AVX2, PATH_NEON };
 static int path;
 
 #define ONES  0x0101010101010101ULL
@@ -91,6 +98,22 @@ static ALWAYS_INLINE const char *skip8(const char *p, const char *end, unsigned 
     }
     return p;
 }
+
+#if defined(HAVE_SSE42_PATH) || defined(HAVE_NEON_PATH)
+/* oribi_tchar as two nibble lookups: the low nibble's entry has bit h - 2
+ * set when (h << 4 | low nibble) is a tchar, h in 2..7; the high nibble's
+ * entry is that bit (none for 0x00..0x1f and 0x80..0xff). A byte is a tchar
+ * when the two entries share a bit. The fuzzer checks this against the
+ * table through the portable path. */
+static const char tchar_by_low[16] = {0x3a, 0x3f, 0x3e, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f,
+                                      0x3e, 0x3e, 0x3d, 0x15, 0x34, 0x15, 0x3d, 0x1c};
+static const char tchar_by_high[16] = {0, 0, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20};
+
+/* regname_tbl the same way (its bytes are all in 0x21..0x7e too). */
+static const char regname_by_low[16] = {0x2a, 0x3f, 0x3e, 0x3e, 0x3f, 0x3e, 0x3f, 0x3f,
+                                        0x3f, 0x3f, 0x3d, 0x17, 0x15, 0x17, 0x35, 0x1c};
+
+#endif
 
 #ifdef HAVE_SSE42_PATH
 /* Bit i set when byte i of b may stop a scan: a CTL, SP and '#' outside a
@@ -126,19 +149,6 @@ AVX2 static inline unsigned tabs32(__m256i b)
 {
     return (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, _mm256_set1_epi8('\t')));
 }
-
-/* oribi_tchar as two nibble lookups: the low nibble's entry has bit h - 2
- * set when (h << 4 | low nibble) is a tchar, h in 2..7; the high nibble's
- * entry is that bit (none for 0x00..0x1f and 0x80..0xff). A byte is a tchar
- * when the two entries share a bit. The fuzzer checks this against the
- * table through the portable path. */
-static const char tchar_by_low[16] = {0x3a, 0x3f, 0x3e, 0x3f, 0x3f, 0x3f, 0x3f, 0x3f,
-                                      0x3e, 0x3e, 0x3d, 0x15, 0x34, 0x15, 0x3d, 0x1c};
-static const char tchar_by_high[16] = {0, 0, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20};
-
-/* regname_tbl the same way (its bytes are all in 0x21..0x7e too). */
-static const char regname_by_low[16] = {0x2a, 0x3f, 0x3e, 0x3e, 0x3f, 0x3e, 0x3f, 0x3f,
-                                        0x3f, 0x3f, 0x3d, 0x17, 0x15, 0x17, 0x35, 0x1c};
 
 /* Bit i set when p[i] is outside the set the two nibble tables give. */
 SSE42 static inline unsigned outside16(const char *p, const char *by_low)
@@ -214,6 +224,72 @@ AVX2 static inline const char *skip32(const char *p, const char *end, const int 
 }
 #endif
 
+#ifdef HAVE_NEON_PATH
+/* NEON has no movemask: a compare's 16 bytes (0x00 or 0xff each) narrowed
+ * to 4 bits each make a 64-bit mask, byte i in bits 4i..4i+3, so the first
+ * set byte is ctz / 4. The same contract as the SSE4.2 functions above. */
+static inline uint64_t mask16_neon(uint8x16_t m)
+{
+    return vget_lane_u64(vreinterpret_u64_u8(vshrn_n_u16(vreinterpretq_u16_u8(m), 4)), 0);
+}
+
+#define first_neon(m) ((unsigned)__builtin_ctzll(m) >> 2)
+
+static inline uint64_t stops16_neon(uint8x16_t b, const int value)
+{
+    uint8x16_t stop = vorrq_u8(vcleq_u8(b, vdupq_n_u8(value ? 0x1f : 0x20)), vceqq_u8(b, vdupq_n_u8(0x7f)));
+    if (!value)
+        stop = vorrq_u8(stop, vceqq_u8(b, vdupq_n_u8('#')));
+    return mask16_neon(stop);
+}
+
+static inline uint64_t tabs16_neon(uint8x16_t b)
+{
+    return mask16_neon(vceqq_u8(b, vdupq_n_u8('\t')));
+}
+
+/* Byte i's nibble set when p[i] is outside the set the two nibble tables
+ * give (TBL, like PSHUFB, looks up 16 entries by the low 4 bits). */
+static inline uint64_t outside16_neon(const char *p, const char *by_low)
+{
+    const uint8x16_t b = vld1q_u8((const uint8_t *)p);
+    const uint8x16_t lo = vqtbl1q_u8(vld1q_u8((const uint8_t *)by_low), vandq_u8(b, vdupq_n_u8(0x0f)));
+    const uint8x16_t hi = vqtbl1q_u8(vld1q_u8((const uint8_t *)tchar_by_high), vshrq_n_u8(b, 4));
+    return mask16_neon(vceqq_u8(vandq_u8(lo, hi), vdupq_n_u8(0)));
+}
+
+#define nontchar16_neon(p) outside16_neon(p, tchar_by_low)
+
+static const char *skip_regname_neon(const char *p, const char *end, const char *limit)
+{
+    for (; limit - p >= 16; p += 16) {
+        uint64_t m = outside16_neon(p, regname_by_low);
+        if (m)
+            return p + first_neon(m) < end ? p + first_neon(m) : end;
+        if (end - p <= 16)
+            return end;
+    }
+    return p;
+}
+
+static inline const char *skip16_neon(const char *p, const char *end, const int value)
+{
+    if (end - p < 16)
+        return p;
+    const char *last = end - 16; /* the loop's one test */
+    do {
+        const uint8x16_t b = vld1q_u8((const uint8_t *)p);
+        uint64_t m = stops16_neon(b, value);
+        if (m && value)
+            m &= ~tabs16_neon(b);
+        if (m)
+            return p + first_neon(m);
+        p += 16;
+    } while (p <= last);
+    return p;
+}
+#endif
+
 /* Returns the first byte in [p, end) that `ok` refuses, or end; `value`
  * says which set `ok` is (field value, else request-target). */
 static ALWAYS_INLINE const char *scan(const char *p, const char *end, const unsigned char *ok, unsigned below,
@@ -222,6 +298,12 @@ static ALWAYS_INLINE const char *scan(const char *p, const char *end, const unsi
 #ifdef HAVE_SSE42_PATH
     if (level) {
         p = level == PATH_AVX2 ? skip32(p, end, value) : skip16(p, end, value);
+        if (end - p >= 16)
+            return p; /* the compares are exact: this is the stop byte */
+    }
+#elif defined(HAVE_NEON_PATH)
+    if (level) {
+        p = skip16_neon(p, end, value);
         if (end - p >= 16)
             return p; /* the compares are exact: this is the stop byte */
     }
@@ -255,6 +337,16 @@ static ALWAYS_INLINE const char *scan_token(const char *p, const char *end, cons
             p += 16;
         } while (p <= last);
     }
+#elif defined(HAVE_NEON_PATH)
+    if (level && end - p >= 16) {
+        const char *last = end - 16; /* the loop's one test */
+        do {
+            uint64_t m = nontchar16_neon(p);
+            if (m)
+                return p + first_neon(m);
+            p += 16;
+        } while (p <= last);
+    }
 #else
     (void)level;
 #endif
@@ -276,6 +368,15 @@ static ALWAYS_INLINE const char *scan_name(const char *p, const char *end, const
         const unsigned bad = nontchar16(p);
         if (colon && !(bad & ((colon & -colon) - 1)))
             return p + __builtin_ctz(colon);
+    }
+#elif defined(HAVE_NEON_PATH)
+    if (level && end - p >= 16) {
+        const uint64_t colon = mask16_neon(vceqq_u8(vld1q_u8((const uint8_t *)p), vdupq_n_u8(':')));
+        const uint64_t bad = nontchar16_neon(p);
+        /* a byte's 4 bits are all set or all clear: colon & -colon is the
+         * first colon's lowest bit, and below it the bytes before it */
+        if (colon && !(bad & ((colon & -colon) - 1)))
+            return p + first_neon(colon);
     }
 #endif
     return scan_token(p, end, level);
@@ -352,6 +453,9 @@ static ALWAYS_INLINE int valid_authority(const char *p, const char *end, int nee
 #ifdef HAVE_SSE42_PATH
             if (level)
                 p = (level == PATH_AVX2 ? skip_regname_avx2 : skip_regname_sse42)(p, end, limit);
+#elif defined(HAVE_NEON_PATH)
+            if (level)
+                p = skip_regname_neon(p, end, limit);
 #else
             (void)limit, (void)level;
 #endif
@@ -923,6 +1027,13 @@ SSE42 static int parse_sse42(const char *buf, size_t len, struct oribi_request *
 }
 #endif
 
+#ifdef HAVE_NEON_PATH
+static int parse_neon(const char *buf, size_t len, struct oribi_request *req, const struct oribi_limits *lim)
+{
+    return parse_head(buf, len, req, lim, PATH_NEON);
+}
+#endif
+
 static int parse_portable(const char *buf, size_t len, struct oribi_request *req, const struct oribi_limits *lim)
 {
     return parse_head(buf, len, req, lim, PATH_PORTABLE);
@@ -983,6 +1094,10 @@ int oribi_parse_request(const char *buf, size_t len, size_t last_len, struct ori
     if (path == PATH_SSE42)
         return parse_sse42(buf, len, req, &lim);
 #endif
+#ifdef HAVE_NEON_PATH
+    if (path == PATH_NEON)
+        return parse_neon(buf, len, req, &lim);
+#endif
     return parse_portable(buf, len, req, &lim);
 }
 
@@ -995,6 +1110,13 @@ AVX2 static int parse_response_avx2(const char *buf, size_t len, int head_reques
 SSE42 static int parse_response_sse42(const char *buf, size_t len, int head_request, struct oribi_response_head *res)
 {
     return parse_response_head(buf, len, head_request, res, PATH_SSE42);
+}
+#endif
+
+#ifdef HAVE_NEON_PATH
+static int parse_response_neon(const char *buf, size_t len, int head_request, struct oribi_response_head *res)
+{
+    return parse_response_head(buf, len, head_request, res, PATH_NEON);
 }
 #endif
 
@@ -1011,6 +1133,10 @@ int oribi_parse_response(const char *buf, size_t len, int head_request, struct o
     if (path == PATH_SSE42)
         return parse_response_sse42(buf, len, head_request, res);
 #endif
+#ifdef HAVE_NEON_PATH
+    if (path == PATH_NEON)
+        return parse_response_neon(buf, len, head_request, res);
+#endif
     return parse_response_portable(buf, len, head_request, res);
 }
 
@@ -1021,11 +1147,11 @@ int oribi_parser_simd(void)
 
 const char *oribi_parser_path(void)
 {
-    static const char *const names[] = {"portable", "SSE4.2", "AVX2"};
+    static const char *const names[] = {"portable", "SSE4.2", "AVX2", "NEON"};
     return names[path];
 }
 
-#ifdef HAVE_SSE42_PATH
+#if defined(HAVE_SSE42_PATH) || defined(HAVE_NEON_PATH)
 static int env_set(const char *name)
 {
     const char *v = getenv(name);
@@ -1034,8 +1160,9 @@ static int env_set(const char *name)
 #endif
 
 /* ORIBI_NO_SSE42=1 in the environment forces the portable path, and
- * ORIBI_NO_AVX2=1 the SSE4.2 one (tests and benchmarks compare them on one
- * machine). */
+ * ORIBI_NO_AVX2=1 the SSE4.2 one; on aarch64, ORIBI_NO_NEON=1 the portable
+ * one (tests and benchmarks compare them on one machine). NEON is in every
+ * aarch64 CPU's baseline: nothing to ask the CPU. */
 __attribute__((constructor)) static void choose_path(void)
 {
 #ifdef HAVE_SSE42_PATH
@@ -1046,5 +1173,7 @@ __attribute__((constructor)) static void choose_path(void)
         path = PATH_SSE42;
     else
         path = PATH_AVX2;
+#elif defined(HAVE_NEON_PATH)
+    path = env_set("ORIBI_NO_NEON") ? PATH_PORTABLE : PATH_NEON;
 #endif
 }

@@ -119,13 +119,14 @@ struct oribi_response_head {
  */
 int oribi_parse_response(const char *buf, size_t len, int head_request, struct oribi_response_head *res);
 
-/* 1 when the CPU path in use is a SIMD one (AVX2 or SSE4.2), 0 for the
- * portable one. The path is chosen once at load time from the CPU;
+/* 1 when the CPU path in use is a SIMD one (AVX2, SSE4.2 or NEON), 0 for
+ * the portable one. The path is chosen once at load time from the CPU;
  * ORIBI_NO_SSE42=1 in the environment forces the portable one, and
- * ORIBI_NO_AVX2=1 the SSE4.2 one (to test or benchmark them). */
+ * ORIBI_NO_AVX2=1 the SSE4.2 one; on aarch64 (NEON always) ORIBI_NO_NEON=1
+ * the portable one (to test or benchmark them). */
 int oribi_parser_simd(void);
 
-/* The path in use: "AVX2", "SSE4.2" or "portable". */
+/* The path in use: "AVX2", "SSE4.2", "NEON" or "portable". */
 const char *oribi_parser_path(void);
 
 #endif
