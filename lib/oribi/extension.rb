@@ -20,7 +20,8 @@ module Oribi
   # (RACK_ENV, RAILS_ENV or APP_ENV is production) never builds: a minute
   # of compiling, or a missing compiler, would surprise there. It fails at
   # once, naming the step that builds ahead of the first start (a deploy
-  # step, a container image): `ORIBI_BUILD=1 bundle exec ruby -roribi -e0`.
+  # step, a container image): `ORIBI_BUILD=1 bundle exec ruby -e 'require "oribi"'` (not
+  # `-roribi`: Ruby takes -r before Bundler puts a path: gem on the load path).
   # ORIBI_BUILD=1 builds in any environment, ORIBI_BUILD=0 in none.
   #
   # A platform gem (x86_64-linux, aarch64-linux: `rake native`) carries the
@@ -94,7 +95,7 @@ module Oribi
       why = ENV["ORIBI_BUILD"] == "0" ? "ORIBI_BUILD=0" : "a production environment"
       raise LoadError, "oribi: the #{name} C extension is not built for Ruby #{RUBY_VERSION} in #{cache_root}, and " \
                        "#{why} does not build it at boot: build it ahead with " \
-                       "`ORIBI_BUILD=1 bundle exec ruby -roribi -e0` (as the same user, with the same ORIBI_BUILD_DIR), " \
+                       "`ORIBI_BUILD=1 bundle exec ruby -e 'require \"oribi\"'` (as the same user, with the same ORIBI_BUILD_DIR), " \
                        "or install the gem from a gem or git source, which builds it at install time"
     end
 
