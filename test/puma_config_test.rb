@@ -320,6 +320,30 @@ class PumaConfigTest < Minitest::Test
     end
   end
 
+  # What the server refuses at start, --check-config refuses too, in one
+  # line naming the file (DEPLOYMENT.md's host config without its token or
+  # without the variable it reads).
+  def test_check_config_refuses_what_the_server_would
+    Dir.mktmpdir do |d|
+      path = File.join(d, "oribi.rb")
+      check = lambda do |env|
+        out, _, status = run_command(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--check-config", path,
+                                     env: env.merge("BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile")), timeout: 20,
+                                     merge: true)
+        [out, status]
+      end
+      File.write(path, "control \"tcp://\#{ENV.fetch('PRIVATE_IP')}:9293\"\n")
+      out, status = check.call("PRIVATE_IP" => "127.0.0.1", "ORIBI_CONTROL_TOKEN" => nil)
+      assert_equal 2, status.exitstatus, out
+      assert_equal "oribi: control tcp://127.0.0.1:9293 is TCP: set control_token (or ORIBI_CONTROL_TOKEN) too\n", out
+      out, status = check.call("PRIVATE_IP" => "127.0.0.1", "ORIBI_CONTROL_TOKEN" => "t")
+      assert status.success?, out
+      out, status = check.call("PRIVATE_IP" => nil)
+      assert_equal 2, status.exitstatus, out
+      assert_equal "oribi: #{path}:1: key not found: \"PRIVATE_IP\"\n", out
+    end
+  end
+
   # docs/MIGRATING.md names every Puma word Oribi reads, mapped or ignored.
   def test_migrating_md_names_every_puma_word
     doc = File.read(File.join(ROOT, "docs/MIGRATING.md"))

@@ -89,11 +89,21 @@ module Oribi
       if self[:min_requests].positive? && self[:max_requests] < self[:min_requests]
         raise Error, "min_requests (#{self[:min_requests]}) is above max_requests (#{self[:max_requests]})"
       end
+      # Whoever reaches a TCP port could stop the server: never without a token.
+      if self[:control] && control_kind == :tcp && self[:control_token].nil?
+        raise Error, "control #{self[:control]} is TCP: set control_token (or ORIBI_CONTROL_TOKEN) too"
+      end
       if self[:refork_after].any? && Oribi.respond_to?(:child_subreaper?) && !Oribi.child_subreaper?
         raise Error, "refork_after needs a child subreaper, which this platform lacks (Linux and FreeBSD have one)"
       end
 
       self
+    end
+
+    def control_kind
+      Listeners.parse(self[:control]).first
+    rescue ArgumentError => e
+      raise Error, "control: #{e.message}"
     end
 
     def engine_options
@@ -132,7 +142,7 @@ module Oribi
         dsl.__finish
       rescue Error => e
         raise Error, "#{path}:#{error_line(e, path)}#{e.message}"
-      rescue SyntaxError, NameError, ArgumentError, TypeError => e
+      rescue ScriptError, StandardError => e # the file's own code failed (ENV.fetch's KeyError): one line too
         raise Error, "#{path}:#{error_line(e, path)}#{e.message.lines.first.chomp}"
       end
 

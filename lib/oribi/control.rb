@@ -44,9 +44,7 @@ module Oribi
       @token_digest = Digest::SHA256.digest(token) if token
       @clients = []
       kind, host_or_path, port = Listeners.parse(uri)
-      # Whoever reaches a TCP port could stop the server: never without a token.
-      raise Config::Error, "control #{uri} is TCP: set control_token (or ORIBI_CONTROL_TOKEN) too" if kind == :tcp && token.nil?
-
+      # (a TCP endpoint has a token: Config#check!)
       @path = host_or_path if kind == :unix
       @owned = fd.nil?
       @takeover = takeover
