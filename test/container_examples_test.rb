@@ -146,5 +146,10 @@ class ContainerExamplesTest < Minitest::Test
     writable = unit[/^ReadWritePaths=(.*)$/, 1].split
     dir = unit[/^WorkingDirectory=(.*)$/, 1]
     assert_equal %w[log tmp storage].map { |d| File.join(dir, d) }.sort, writable.sort
+    # RAILS.md's sockets: their directory made by the unit, the listener's
+    # path offered by the socket unit
+    bind = File.read(File.join(ROOT, "docs/RAILS.md"))[%r{^bind "unix://(/run/[^"]+)"}, 1]
+    assert_includes unit.lines.map(&:strip), "RuntimeDirectory=#{File.basename(File.dirname(bind))}"
+    assert_includes File.read(File.join(EXAMPLES, "systemd/oribi.socket")), "ListenStream=#{bind}"
   end
 end

@@ -154,6 +154,9 @@ class InheritTest < Minitest::Test
       assert_equal 200, get(port).status
       assert_match(/inherited fd 3/, File.read(log))
       refute_match(/:1\b/, File.read(log)[/listening on .*/]) # --bind is ignored when sockets are handed over
+      # and the log says so
+      assert_match(%r{bind tcp://127\.0\.0\.1:1 not used: the listening sockets come from systemd \(LISTEN_FDS\)},
+                   File.read(log))
       Process.kill(:TERM, pid)
       assert notify.next_matching(/STOPPING=1/, timeout: 10), "no STOPPING=1:\n#{File.read(log)}"
       _, status = Process.wait2(pid)

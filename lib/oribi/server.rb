@@ -159,6 +159,10 @@ module Oribi
                "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}" \
                "#{", #{@config[:threads]} threads per worker" if @config[:threads] > 1}")
       @listeners.all.each { |l| Log.info("listening on #{l}#{l.access}") }
+      handed = { systemd: "systemd (LISTEN_FDS)", start_server: "start_server (SERVER_STARTER_PORT)" }[@listeners.supervisor]
+      return if handed.nil? || @config.default?(:binds)
+
+      Log.info("bind #{@config[:binds].join(', ')} not used: the listening sockets come from #{handed}")
     end
 
     # Where a worker count nobody wrote down came from.
