@@ -17,7 +17,6 @@ module Oribi
   # not know it: an older Oribi).
   module ControlStandIn
     LOOK_EVERY = 0.2 # s: how often it looks for the master and the previous workers
-    PROC = File.directory?("/proc/self")
 
     # In the new image: the stand-in has nothing more to do.
     def self.stop(pid)
@@ -51,7 +50,7 @@ module Oribi
       trap(:TERM) { done = true }
       until done && @control.idle?
         @control.stop_accepting if done
-        break if Process.ppid != master || workers.none? { |pid, _| serving?(pid) }
+        break if Process.ppid != master || workers.none? { |pid, _| Platform.alive?(pid) }
 
         reads, writes = @control.wait_ios
         left = [@control.next_deadline.to_f - now, LOOK_EVERY].min
@@ -70,24 +69,12 @@ module Oribi
         return [409, "text/plain", "a hot restart is under way: the new code is loading\n", { "retry-after" => "1" }]
       end
 
-      alive = workers.select { |pid, _| serving?(pid) }
+      alive = workers.select { |pid, _| Platform.alive?(pid) }
       @children.select! { |pid, _| alive.key?(pid) }
       @adopted.select! { |pid, _| alive.key?(pid) }
       return [200, "application/json", Stats.json(stats.merge(reloading: true))] if path == "/stats" && method == "GET"
 
       control_request(method, path)
-    end
-
-    # Alive and not a zombie (its master reaps it once its loop runs).
-    def serving?(pid)
-      if PROC
-        stat = File.read("/proc/#{pid}/stat")
-        return stat[stat.rindex(")") + 2] != "Z"
-      end
-      Process.kill(0, pid)
-      true
-    rescue SystemCallError
-      false
     end
   end
 end

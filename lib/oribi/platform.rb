@@ -41,6 +41,18 @@ module Oribi
       {}
     end
 
+    # Whether pid runs: exists and is not a zombie (its parent has not
+    # reaped it yet).
+    def alive?(pid)
+      if procfs?
+        stat = File.read("/proc/#{pid}/stat")
+        return stat[stat.rindex(")") + 2] != "Z"
+      end
+      (row = processes([pid])[pid]) && row.state != "Z"
+    rescue SystemCallError
+      false
+    end
+
     # Seconds in a ps TIME, nil when it is not one.
     def ps_time(text)
       m = TIME.match(text) or return nil
