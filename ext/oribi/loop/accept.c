@@ -255,20 +255,11 @@ void close_listeners(struct oribi_loop *loop)
     loop->hot_listener = -1;
 }
 
-/* Connections may wait in the backlog: since the last poll at the latest
- * (take_turn orders them against the ready queue by that). */
-void note_backlog(struct oribi_loop *loop)
-{
-    if (!loop->backlog) {
-        loop->backlog = 1;
-        loop->backlog_since = loop->polled_at;
-    }
-}
-
 /* Accepts one connection and reads it at once: with TCP_DEFER_ACCEPT the
  * request is usually there, so a connection-per-request client costs
- * accept4 + read + sendmsg + close and never touches epoll_ctl. */
-int accept_one(struct oribi_loop *loop, int li)
+ * accept4 + read + sendmsg + close and never touches epoll_ctl. A request
+ * found complete joins the ready queue at end. */
+int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
@@ -324,7 +315,7 @@ int accept_one(struct oribi_loop *loop, int li)
     }
     loop->hot_listener = li;
     loop->aside_owed = 0;
-    note_backlog(loop); /* there may be more behind it */
+    oribi_sched_backlog_seen(&loop->sched); /* there may be more behind it */
     if (loop->draining && loop->drain_left > 0 && --loop->drain_left == 0)
         close_listeners(loop); /* what was queued when the stop began is taken */
     c->listener = li;
@@ -333,7 +324,7 @@ int accept_one(struct oribi_loop *loop, int li)
     c->may_read = 1;
     c->seen_us = oribi_mono_us();
     timer_arm(loop, c, TIMER_HEAD);
-    conn_read(loop, c);
+    conn_read(loop, c, end);
     if (!has_room(loop))
         set_accepting(loop, 0);
     return 0;
@@ -346,14 +337,14 @@ int accept_one(struct oribi_loop *loop, int li)
  * other connections and the timers get an epoll_wait every ACCEPT_RUN. */
 int accept_direct(struct oribi_loop *loop)
 {
-    if (loop->hot_listener < 0 || !loop->accepting || loop->ready_head || loop->hold ||
+    if (loop->hot_listener < 0 || !loop->accepting || loop->sched.head || loop->hold ||
         loop->accept_run >= ACCEPT_RUN || !may_take(loop))
         return 0;
     loop->accept_run++;
     loop->now = oribi_coarse_ms();
-    if (accept_one(loop, loop->hot_listener) < 0) {
+    if (accept_one(loop, loop->hot_listener, SCHED_BACK) < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
-            loop->backlog = 0;
+            oribi_sched_backlog_empty(&loop->sched);
         loop->hot_listener = -1;
         return 0;
     }
@@ -361,13 +352,14 @@ int accept_direct(struct oribi_loop *loop)
 }
 
 /* One connection from whichever listener has one, the last that did
- * first. Returns 1, 0 when none was taken, -1 when every listener said it
- * has none (the backlog is empty; no listener is hot any more). */
-int accept_any(struct oribi_loop *loop)
+ * first, its request (if complete) queued at end. Returns 1, 0 when none
+ * was taken, -1 when every listener said it has none (the backlog is
+ * empty; no listener is hot any more). */
+int accept_any(struct oribi_loop *loop, enum oribi_queue_end end)
 {
     int start = loop->hot_listener >= 0 ? loop->hot_listener : 0, empty = 0;
     for (int k = 0; k < loop->nlisteners && loop->accepting; k++) {
-        if (accept_one(loop, (start + k) % loop->nlisteners) == 0)
+        if (accept_one(loop, (start + k) % loop->nlisteners, end) == 0)
             return 1;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             empty++;
@@ -386,10 +378,10 @@ int accept_any(struct oribi_loop *loop)
  * was taken. */
 int take_backlog(struct oribi_loop *loop)
 {
-    if (loop->hold || loop->ready_head || !has_room(loop))
+    if (loop->hold || loop->sched.head || !has_room(loop))
         return 0;
     loop->now = oribi_coarse_ms();
-    int r = accept_any(loop);
+    int r = accept_any(loop, SCHED_BACK);
     if (r < 0)
         close_listeners(loop);
     return r > 0;

@@ -1,8 +1,9 @@
 /*
  * The loop itself: setting up and tearing down a worker's epoll set, one
- * epoll_wait and what it reported, and oribi_loop_run, which ties accepts,
- * connections, timers and the scheduler together. The rest of loop/ has
- * the pieces (internal.h).
+ * epoll_wait and what it reported, oribi_loop_run, which ties accepts,
+ * connections, timers and the scheduler together, and oribi_loop_take,
+ * which does what the scheduler says before each hand-out. The rest of
+ * loop/ has the pieces (internal.h).
  */
 #include "loop/internal.h"
 
@@ -139,15 +140,15 @@ int poll_events(struct oribi_loop *loop, int timeout)
              * ready requests are handed out (oribi_loop_take). Left to a
              * worker asleep for it, unless this one was. */
             int li = (int)(((uintptr_t)p - 3) / 2);
-            note_backlog(loop);
-            if (loop->accepting && !loop->ready_head && (waits ? !stand_aside(loop) : may_take(loop)))
-                accept_one(loop, li);
+            oribi_sched_backlog_seen(&loop->sched);
+            if (loop->accepting && !loop->sched.head && (waits ? !stand_aside(loop) : may_take(loop)))
+                accept_one(loop, li, SCHED_BACK);
         } else {
             on_conn_event(loop, (struct oribi_conn *)p, oribi_poll_events(&batch, i));
         }
     }
     expire_timers(loop);
-    loop->polled_at = woke; /* after the events: note_backlog wants the look before */
+    oribi_sched_looked(&loop->sched, woke); /* after the events: a backlog seen dates from the look before */
     return n;
 }
 
@@ -158,7 +159,7 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
         /* Over max_write_backlog no request is handed out, so that no new
          * response adds to it, until shed_backlog or the clients bring it
          * down. */
-        if (loop->ready_head && !loop->hold && !over_budget(loop)) {
+        if (loop->sched.head && !loop->hold && !over_budget(loop)) {
             publish(loop);
             return LOOP_READY;
         }
@@ -188,7 +189,61 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
                 continue;
             return LOOP_INTERRUPTED;
         }
-        if (!block && (!loop->ready_head || loop->hold || over_budget(loop)))
+        if (!block && (!loop->sched.head || loop->hold || over_budget(loop)))
             return LOOP_IDLE;
     }
+}
+
+/* A turn at the backlog, as the scheduler says (scheduler.c): a look at the
+ * poller first when it is due, then one connection from the backlog, its
+ * request served next, when its clients waited longer than the queue's
+ * head. */
+static void take_turn(struct oribi_loop *loop)
+{
+    struct oribi_scheduler *s = &loop->sched;
+    enum oribi_sched_step step = oribi_sched_step(s, loop->nidle, loop->timers[TIMER_HEAD][0] != NULL, oribi_mono_us());
+    if (step == SCHED_HAND_OUT)
+        return;
+    loop->now = oribi_coarse_ms();
+    end_pause(loop);
+    if (step == SCHED_LOOK) {
+        drain_pending(loop);
+        poll_events(loop, 0);
+    }
+    struct oribi_turn t;
+    if (!oribi_sched_turn(s, loop->nkept, loop->accepting && may_take(loop), &t))
+        return;
+    oribi_sched_took(s, loop->nkept, &t, accept_any(loop, SCHED_FRONT));
+}
+
+void oribi_loop_hold(struct oribi_loop *loop, int hold)
+{
+    if (loop->hold == hold)
+        return;
+    loop->hold = hold;
+    if (hold)
+        set_accepting(loop, 0);
+    else
+        resume_accepting(loop);
+}
+
+struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
+{
+    if (over_budget(loop))
+        return NULL; /* see oribi_loop_run */
+    take_turn(loop);
+    struct oribi_conn *c = oribi_sched_pop(&loop->sched);
+    if (!c)
+        return NULL;
+    c->state = CONN_APP;
+    c->app_events = 0;
+    loop->requests++;
+    if (c->buf_moved) { /* the body grew the buffer: point the head at it again */
+        c->req.headers = c->headers;
+        c->req.num_headers = loop->opt.limits.max_headers;
+        oribi_parse_request(c->buf, c->head_len, 0, &c->req, &loop->opt.limits);
+        c->buf_moved = 0;
+    }
+    keepalive_decide(loop, c);
+    return c;
 }
