@@ -110,7 +110,7 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
     loop->nconns--;
     if (loop->shared)
         oribi_score_conns(loop->score, loop->shared, -1);
-    resume_accepting(loop);
+    spare_restore(loop); /* the fd it gave up may be free again */
 }
 
 void conn_close(struct oribi_loop *loop, struct oribi_conn *c)
@@ -476,4 +476,43 @@ void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t event
     }
     if (note_readable(c, events))
         conn_read(loop, c, SCHED_BACK);
+}
+
+/* Its timer ran out (timer_expired): silence for a connection that never
+ * sent a byte; 408 for one caught mid-request (slowloris); plain close
+ * otherwise. */
+void conn_timed_out(struct oribi_loop *loop, struct oribi_conn *c, int kind)
+{
+    if ((kind == TIMER_HEAD && c->len > 0) || kind == TIMER_BODY)
+        conn_reject(loop, c, 408);
+    else
+        conn_close(loop, c);
+}
+
+/* Bodies that came slower than min_body_rate on average since they began,
+ * once past the grace, get 408 and a close: a connection past its head is
+ * never shed, so clients trickling bodies just above what body_timeout
+ * catches (8 KiB per timeout) could otherwise hold every connection ("slow
+ * POST"). Every body in progress is on the body timer list. */
+void conn_check_body_rates(struct oribi_loop *loop)
+{
+    loop->rate_check_at = 0;
+    uint64_t cut = 0;
+    struct oribi_conn *c = loop->timers[TIMER_BODY][0], *next;
+    for (; c; c = next) {
+        next = c->tnext;
+        int64_t elapsed = loop->now - c->body_start;
+        if (c->state != CONN_BODY || elapsed < ORIBI_BODY_RATE_GRACE_MS ||
+            c->body_total >= loop->opt.min_body_rate * elapsed / 1000)
+            continue;
+        conn_reject(loop, c, 408);
+        cut++;
+    }
+    loop->slow_bodies.count += cut;
+    uint64_t n = oribi_tally_due(&loop->slow_bodies, loop->now, SHED_LOG_MS);
+    if (n)
+        oribi_log("answered 408 to %llu request(s) whose body came slower than min_body_rate (%lld bytes/s)",
+                  (unsigned long long)n, (long long)loop->opt.min_body_rate);
+    if (loop->timers[TIMER_BODY][0])
+        loop->rate_check_at = loop->now + ORIBI_BODY_RATE_CHECK_MS;
 }

@@ -1,9 +1,13 @@
 /*
  * What the files of the worker's loop share and nothing else sees: the
- * loop itself (loop.c: init, the wait, run), a connection's life
- * (conn.c), accepting, shedding and the drain (accept.c), the timers
- * (timer.{c,h}); the scheduler (scheduler.{c,h}) is a policy of its own
- * that the loop drives. Every function here runs on the loop's thread.
+ * loop itself (loop.c: init, the wait, run, the hand-out, the stop),
+ * accepting, shedding and the drain (accept.c), a connection's life
+ * (conn.c), the spare fd (spare.c), the timers (timer.{c,h}); the
+ * scheduler (scheduler.{c,h}) is a policy of its own that the loop drives.
+ * The calls point one way, down that list: loop.c asks the others, and
+ * hands the timers that ran out to conn.c; accept.c takes conns (conn.c);
+ * the rest call up to none of them. Every function here runs on the
+ * loop's thread.
  */
 #ifndef ORIBI_LOOP_INTERNAL_H
 #define ORIBI_LOOP_INTERNAL_H
@@ -65,14 +69,16 @@ void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status);
 void conn_read(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_end end);
 void drain_pending(struct oribi_loop *loop);
 void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t events);
+void conn_timed_out(struct oribi_loop *loop, struct oribi_conn *c, int kind);
+void conn_check_body_rates(struct oribi_loop *loop);
 
-/* accept.c */
-void set_accepting(struct oribi_loop *loop, int on);
-uint64_t tally_due(struct oribi_tally *t, int64_t now, int64_t every_ms);
+/* spare.c */
 void spare_restore(struct oribi_loop *loop);
 int spare_spend(struct oribi_loop *loop);
-void resume_accepting(struct oribi_loop *loop);
-void end_pause(struct oribi_loop *loop);
+
+/* accept.c */
+int accept_open(const struct oribi_loop *loop);
+void update_listeners(struct oribi_loop *loop);
 void close_listeners(struct oribi_loop *loop);
 void note_waiting(struct oribi_loop *loop, int on);
 int may_take(const struct oribi_loop *loop);

@@ -14,6 +14,7 @@
 #include "os/clock.h"
 #include "os/wakeup.h"
 #include "loop/conn.h"
+#include "loop/log.h"
 #include "loop/output.h"
 #include "http/parser.h"
 #include "http/response.h"
@@ -60,14 +61,6 @@ struct oribi_pending {
     uint32_t gen;
 };
 
-/* A count the log reports as it grows, at most every so often, so that a
- * flood of events cannot flood the log too. */
-struct oribi_tally {
-    uint64_t count;
-    uint64_t told;   /* of which a log line told already */
-    int64_t told_at; /* when (ms) */
-};
-
 struct oribi_loop {
     int pfd;                  /* the poller (os/poller.h) */
     struct oribi_wakeup wake; /* interrupts the wait from any thread */
@@ -75,11 +68,12 @@ struct oribi_loop {
     struct oribi_options opt;
     struct oribi_listener listeners[ORIBI_MAX_LISTENERS];
     int nlisteners;
-    int accepting;            /* listeners are in the epoll set */
+    int accepting;            /* listeners are in the poller: update_listeners alone sets it */
     int64_t accept_resume_at; /* after EMFILE: when to try again (ms), 0 = not paused */
     int hot_listener;         /* its last accept4 got a connection: try it first, -1 none */
     int accept_run;           /* accepts straight from hot_listener since the last epoll_wait */
     int behind;               /* over its share, its listeners went behind the others' (take_place) */
+    int requeue;              /* ... and go there at the next update_listeners */
     int64_t aside_until;      /* µs: leaving the backlog to others until then (stand_aside), 0 not */
     int aside_owed;           /* stood aside until aside_until: takes one before it may again */
 
