@@ -1,14 +1,15 @@
 /*
- * Taking connections: accept (straight from a busy listener, or when epoll
- * says), which worker takes one (one waiting for it, when there is one),
- * the pause after EMFILE and the spare fd that avoids it, shedding (idle
- * connections for new ones at max_connections, stalled readers over
- * max_write_backlog) and the graceful drain of the backlog on a stop.
+ * Taking connections: whether the listeners are in the poller (decided in
+ * one place, update_listeners, from what the loop's fields say), accept
+ * (straight from a busy listener, or when epoll says), which worker takes
+ * one (one waiting for it, when there is one), the pause after EMFILE,
+ * shedding (idle connections for new ones at max_connections, stalled
+ * readers over max_write_backlog) and the graceful drain of the backlog on
+ * a stop.
  */
 #include "loop/internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -18,9 +19,9 @@
 
 #define ACCEPT_PAUSE_MS 100 /* after EMFILE/ENFILE */
 
-void set_accepting(struct oribi_loop *loop, int on)
+static void set_accepting(struct oribi_loop *loop, int on)
 {
-    if (loop->accepting == on || (on && !loop->listening))
+    if (loop->accepting == on)
         return;
     for (int i = 0; i < loop->nlisteners; i++) {
         /* EPOLLEXCLUSIVE: one waiting worker wakes per connection; a worker
@@ -93,14 +94,12 @@ int may_take(const struct oribi_loop *loop)
  * no other worker sleeps, it is still woken. */
 void take_place(struct oribi_loop *loop)
 {
-    if (!loop->shared || !loop->accepting)
+    if (!loop->shared || !accept_open(loop))
         return;
     if (!over_share(loop, loop->shared)) {
         loop->behind = 0;
     } else if (!loop->behind) {
-        set_accepting(loop, 0);
-        set_accepting(loop, 1);
-        loop->behind = 1;
+        loop->behind = loop->requeue = 1;
     }
 }
 
@@ -115,7 +114,6 @@ int stand_aside(struct oribi_loop *loop)
     const struct oribi_score_head *h = loop->shared;
     if (!h || !loop->behind || loop->aside_owed || !others_wait(h) || !over_share(loop, h))
         return 0;
-    set_accepting(loop, 0);
     loop->aside_until = oribi_mono_us() + ASIDE_US;
     return 1;
 }
@@ -133,7 +131,6 @@ void stand_back(struct oribi_loop *loop)
         return;
     loop->aside_until = 0;
     loop->aside_owed = late;
-    resume_accepting(loop);
 }
 
 /* Which conn a full worker closes to take a new one: the one that has
@@ -144,7 +141,7 @@ void stand_back(struct oribi_loop *loop)
  * the app, a response being written): its client has committed a request
  * and the server owes it an answer; closing it would cost a request, not
  * a reconnect, and would let a flood of connects cancel work in flight. */
-static struct oribi_conn *shed_candidate(struct oribi_loop *loop)
+static struct oribi_conn *shed_candidate(const struct oribi_loop *loop)
 {
     struct oribi_conn *idle = loop->timers[TIMER_IDLE][0], *head = loop->timers[TIMER_HEAD][0];
     if (!idle || !head)
@@ -154,21 +151,9 @@ static struct oribi_conn *shed_candidate(struct oribi_loop *loop)
 }
 
 /* Room for one more connection, if need be by shedding one. */
-static int has_room(struct oribi_loop *loop)
+static int has_room(const struct oribi_loop *loop)
 {
     return loop->nconns < loop->opt.max_connections || shed_candidate(loop);
-}
-
-/* How many the tally counted since its last log line, when one is due now
- * (the first at once, then at most every every_ms), else 0. */
-uint64_t tally_due(struct oribi_tally *t, int64_t now, int64_t every_ms)
-{
-    if (t->count == t->told || (t->told && now - t->told_at < every_ms))
-        return 0;
-    uint64_t n = t->count - t->told;
-    t->told = t->count;
-    t->told_at = now;
-    return n;
 }
 
 /* A new connection took the place of the oldest that was not sending a
@@ -186,7 +171,7 @@ static void shed_one(struct oribi_loop *loop, int fds)
     struct oribi_tally *t = fds ? &loop->shed_fds : &loop->shed;
     t->count++;
     int first = t->told == 0;
-    uint64_t n = tally_due(t, loop->now, SHED_LOG_MS);
+    uint64_t n = oribi_tally_due(t, loop->now, SHED_LOG_MS);
     if (!n)
         return;
     const char *since = first ? "" : " since the last such line";
@@ -202,73 +187,55 @@ static void shed_one(struct oribi_loop *loop, int fds)
     }
 }
 
-/* The spare fd back in place, when the fd it gave up is free again. */
-void spare_restore(struct oribi_loop *loop)
+/* Whether connections may be taken now: the listeners are open and no
+ * stop closes them, no pause after EMFILE (over once its time has come),
+ * no standing aside, an app thread free (hold), and room, if need be by
+ * shedding (a full worker may have room again without a close: a conn
+ * that went idle can be shed). Read by every accept; the poller is told
+ * by update_listeners alone. */
+int accept_open(const struct oribi_loop *loop)
 {
-    if (loop->spare_fd < 0)
-        loop->spare_fd = fcntl(loop->wake.rfd, F_DUPFD_CLOEXEC, 0);
+    return loop->listening && (!loop->stopping || loop->draining) &&
+           (!loop->accept_resume_at || loop->accept_resume_at <= loop->now) && !loop->aside_until && !loop->hold &&
+           has_room(loop);
 }
 
-/* A watch that takes an fd of its own (libkqueue's twin) found none left:
- * the spare gives its place, 0 if it is gone already. The conn just taken
- * is kept, not closed under its client; the next accept then finds EMFILE
- * and pauses, as where a watch costs no fd, until a close brings the spare
- * back (resume_accepting). */
-int spare_spend(struct oribi_loop *loop)
-{
-    if (loop->spare_fd < 0)
-        return 0;
-    close(loop->spare_fd);
-    loop->spare_fd = -1;
-    return 1;
-}
-
-/* Accepting again, unless something still says no: a pause, standing
- * aside, every app thread busy, no room, or a stop that is not (or no
- * longer) draining. */
-void resume_accepting(struct oribi_loop *loop)
-{
-    spare_restore(loop); /* a close may have freed the fd it gave up */
-    if (!loop->accepting && !loop->accept_resume_at && !loop->aside_until && !loop->hold && has_room(loop) &&
-        (!loop->stopping || loop->draining))
-        set_accepting(loop, 1);
-}
-
-/* The pause after an accept (or EMFILE) is over once its time has come.
- * A full worker may have room again without a close, too: a conn that
- * went idle can be shed. */
-void end_pause(struct oribi_loop *loop)
+/* The one place the listeners enter or leave the poller, once per loop
+ * turn before the wait (poll_events), from what accept_open reads; the
+ * rest of the loop only sets those fields. Level-triggered, listeners left
+ * in while the worker may not take would wake it again at once; and over
+ * its share it goes behind the other workers (take_place) by going out and
+ * in again. */
+void update_listeners(struct oribi_loop *loop)
 {
     if (loop->accept_resume_at && loop->accept_resume_at <= loop->now)
         loop->accept_resume_at = 0;
-    resume_accepting(loop);
+    int open = accept_open(loop);
+    if (open && loop->requeue)
+        set_accepting(loop, 0);
+    loop->requeue = 0;
+    set_accepting(loop, open);
 }
 
+/* The listeners leave the poller and close: found empty when draining,
+ * the drain's share taken, a stop without a drain, the loop freed. */
 void close_listeners(struct oribi_loop *loop)
 {
-    set_accepting(loop, 0);
-    if (loop->listening)
+    int open = loop->listening;
+    loop->listening = 0;
+    update_listeners(loop);
+    if (open)
         for (int i = 0; i < loop->nlisteners; i++)
             close(loop->listeners[i].fd);
-    loop->listening = 0;
     loop->draining = 0;
     loop->hot_listener = -1;
 }
 
-/* Connections may wait in the backlog: since the last poll at the latest
- * (take_turn orders them against the ready queue by that). */
-void note_backlog(struct oribi_loop *loop)
-{
-    if (!loop->backlog) {
-        loop->backlog = 1;
-        loop->backlog_since = loop->polled_at;
-    }
-}
-
 /* Accepts one connection and reads it at once: with TCP_DEFER_ACCEPT the
  * request is usually there, so a connection-per-request client costs
- * accept4 + read + sendmsg + close and never touches epoll_ctl. */
-int accept_one(struct oribi_loop *loop, int li)
+ * accept4 + read + sendmsg + close and never touches epoll_ctl. A request
+ * found complete joins the ready queue at end. */
+int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
@@ -287,8 +254,7 @@ int accept_one(struct oribi_loop *loop, int li)
          * makes room for the accept, the shed (below) for the spare. A
          * client behind idle ones is served, not left in the backlog until
          * a header or keep-alive timeout frees an fd. */
-        close(loop->spare_fd);
-        loop->spare_fd = -1;
+        spare_spend(loop);
         sl = sizeof(ss);
         fd = oribi_accept(loop->listeners[li].fd, (struct sockaddr *)&ss, &sl);
         fds_short = fd >= 0;
@@ -301,10 +267,8 @@ int accept_one(struct oribi_loop *loop, int li)
     if (fd < 0) {
         /* Out of fds with none to shed (or the spare gone): a pause, and
          * the backlog's clients wait for a close here or another worker. */
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-            set_accepting(loop, 0);
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
             loop->accept_resume_at = loop->now + ACCEPT_PAUSE_MS;
-        }
         return -1;
     }
     struct oribi_conn *c = conn_new(loop, fd);
@@ -324,7 +288,7 @@ int accept_one(struct oribi_loop *loop, int li)
     }
     loop->hot_listener = li;
     loop->aside_owed = 0;
-    note_backlog(loop); /* there may be more behind it */
+    oribi_sched_backlog_seen(&loop->sched); /* there may be more behind it */
     if (loop->draining && loop->drain_left > 0 && --loop->drain_left == 0)
         close_listeners(loop); /* what was queued when the stop began is taken */
     c->listener = li;
@@ -333,9 +297,7 @@ int accept_one(struct oribi_loop *loop, int li)
     c->may_read = 1;
     c->seen_us = oribi_mono_us();
     timer_arm(loop, c, TIMER_HEAD);
-    conn_read(loop, c);
-    if (!has_room(loop))
-        set_accepting(loop, 0);
+    conn_read(loop, c, end);
     return 0;
 }
 
@@ -346,14 +308,15 @@ int accept_one(struct oribi_loop *loop, int li)
  * other connections and the timers get an epoll_wait every ACCEPT_RUN. */
 int accept_direct(struct oribi_loop *loop)
 {
-    if (loop->hot_listener < 0 || !loop->accepting || loop->ready_head || loop->hold ||
-        loop->accept_run >= ACCEPT_RUN || !may_take(loop))
+    if (loop->hot_listener < 0 || loop->sched.head || loop->accept_run >= ACCEPT_RUN)
+        return 0;
+    loop->now = oribi_coarse_ms();
+    if (!accept_open(loop) || !may_take(loop))
         return 0;
     loop->accept_run++;
-    loop->now = oribi_coarse_ms();
-    if (accept_one(loop, loop->hot_listener) < 0) {
+    if (accept_one(loop, loop->hot_listener, SCHED_BACK) < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
-            loop->backlog = 0;
+            oribi_sched_backlog_empty(&loop->sched);
         loop->hot_listener = -1;
         return 0;
     }
@@ -361,13 +324,14 @@ int accept_direct(struct oribi_loop *loop)
 }
 
 /* One connection from whichever listener has one, the last that did
- * first. Returns 1, 0 when none was taken, -1 when every listener said it
- * has none (the backlog is empty; no listener is hot any more). */
-int accept_any(struct oribi_loop *loop)
+ * first, its request (if complete) queued at end. Returns 1, 0 when none
+ * was taken, -1 when every listener said it has none (the backlog is
+ * empty; no listener is hot any more). */
+int accept_any(struct oribi_loop *loop, enum oribi_queue_end end)
 {
     int start = loop->hot_listener >= 0 ? loop->hot_listener : 0, empty = 0;
-    for (int k = 0; k < loop->nlisteners && loop->accepting; k++) {
-        if (accept_one(loop, (start + k) % loop->nlisteners) == 0)
+    for (int k = 0; k < loop->nlisteners && accept_open(loop); k++) {
+        if (accept_one(loop, (start + k) % loop->nlisteners, end) == 0)
             return 1;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             empty++;
@@ -386,10 +350,10 @@ int accept_any(struct oribi_loop *loop)
  * was taken. */
 int take_backlog(struct oribi_loop *loop)
 {
-    if (loop->hold || loop->ready_head || !has_room(loop))
-        return 0;
     loop->now = oribi_coarse_ms();
-    int r = accept_any(loop);
+    if (loop->sched.head || !accept_open(loop))
+        return 0;
+    int r = accept_any(loop, SCHED_BACK);
     if (r < 0)
         close_listeners(loop);
     return r > 0;
@@ -414,7 +378,7 @@ void shed_backlog(struct oribi_loop *loop)
         }
     }
     loop->dropped.count += dropped;
-    uint64_t n = tally_due(&loop->dropped, loop->now, 1000);
+    uint64_t n = oribi_tally_due(&loop->dropped, loop->now, 1000);
     if (n)
         oribi_log("write backlog %zu bytes over max_write_backlog %zu: dropped %llu client(s) that read nothing for "
                   "%d ms",
@@ -436,46 +400,8 @@ void shed_spooled(struct oribi_loop *loop)
         }
     }
     loop->dropped_spool.count += dropped;
-    uint64_t n = tally_due(&loop->dropped_spool, loop->now, 1000);
+    uint64_t n = oribi_tally_due(&loop->dropped_spool, loop->now, 1000);
     if (n)
         oribi_log("max_worker_spool (%zu bytes) nearly full: dropped %llu client(s) that read nothing for %d ms",
                   loop->budget.spool_cap, (unsigned long long)n, SHED_STALL_MS);
-}
-
-void oribi_loop_stop(struct oribi_loop *loop, long drain)
-{
-    if (loop->stopping) {
-        if (!drain)
-            close_listeners(loop); /* e.g. retired (max_requests) while draining */
-        return;
-    }
-    loop->stopping = 1;
-    loop->accept_resume_at = 0;
-    /* Connections in the backlog were accepted by the kernel and have sent
-     * their request: they are in flight, and served before the listeners
-     * close (take_backlog). Not taken all at once here: a worker busy in
-     * the app would hold them while the others sit idle. */
-    if (drain) {
-        loop->draining = 1;
-        loop->drain_left = drain;
-        resume_accepting(loop);
-    } else {
-        close_listeners(loop);
-    }
-    /* Idle keep-alive connections are not cut at once: a client may be
-     * sending its next request right now, and a close racing it is a failed
-     * request. For a short grace each one's next request is still answered
-     * (with connection: close); the ones that stay silent are closed then. */
-    if (loop->timeout_ms[TIMER_IDLE] > ORIBI_DRAIN_IDLE_MS)
-        loop->timeout_ms[TIMER_IDLE] = ORIBI_DRAIN_IDLE_MS;
-    /* Nor is a head still coming a request in flight: it gets the same
-     * grace (the rest of a head split over segments is on its way), then
-     * its 408, instead of a header_timeout that would outlast the drain. */
-    if (loop->timeout_ms[TIMER_HEAD] > ORIBI_DRAIN_IDLE_MS)
-        loop->timeout_ms[TIMER_HEAD] = ORIBI_DRAIN_IDLE_MS;
-    for (int fd = 0; fd < loop->by_fd_cap; fd++) {
-        struct oribi_conn *c = loop->by_fd[fd];
-        if (c && c->state == CONN_HEAD)
-            timer_arm(loop, c, c->len == 0 ? TIMER_IDLE : TIMER_HEAD);
-    }
 }

@@ -17,6 +17,7 @@
 #include "loop/body.h"
 #include "os/clock.h"
 #include "loop/log.h"
+#include "loop/scheduler.h"
 #include "http/response.h"
 
 #define CONN_BUF_INITIAL 8192
@@ -109,7 +110,7 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
     loop->nconns--;
     if (loop->shared)
         oribi_score_conns(loop->score, loop->shared, -1);
-    resume_accepting(loop);
+    spare_restore(loop); /* the fd it gave up may be free again */
 }
 
 void conn_close(struct oribi_loop *loop, struct oribi_conn *c)
@@ -217,8 +218,16 @@ static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c
     return 1;
 }
 
+/* The request is complete: the app's, when the scheduler hands it out. */
+static void conn_ready(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_end end)
+{
+    timer_unlink(loop, c);
+    c->state = CONN_READY;
+    oribi_sched_queue(&loop->sched, c, end, oribi_mono_us());
+}
+
 /* A head is complete: check what the loop must answer itself, then read the body. */
-static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_len)
+static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_len, enum oribi_queue_end end)
 {
     c->head_len = (size_t)head_len;
     c->buf_moved = 0;
@@ -233,7 +242,7 @@ static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_le
     }
     int r = oribi_body_begin(loop, c);
     if (r == REQ_BODY_DONE) {
-        queue_ready(loop, c);
+        conn_ready(loop, c, end);
     } else if (r == REQ_BODY_MORE) {
         c->state = CONN_BODY;
         c->body_start = loop->now;
@@ -245,8 +254,9 @@ static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_le
     }
 }
 
-/* Acts on the bytes in c->buf according to the state. */
-static void conn_process(struct oribi_loop *loop, struct oribi_conn *c)
+/* Acts on the bytes in c->buf according to the state; a request they
+ * complete joins the ready queue at end. */
+static void conn_process(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_end end)
 {
     if (c->state == CONN_HEAD) {
         if (c->len == 0)
@@ -257,7 +267,7 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c)
         c->req.num_headers = loop->opt.limits.max_headers;
         int r = oribi_parse_request(c->buf, c->len, c->last_len, &c->req, &loop->opt.limits);
         if (r > 0)
-            head_done(loop, c, r);
+            head_done(loop, c, r, end);
         else if (r == ORIBI_PARSE_INCOMPLETE)
             c->last_len = c->len;
         else if (!(c->req.status == 417 && conn_refuse_expectation(loop, c)))
@@ -265,7 +275,7 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c)
     } else if (c->state == CONN_BODY) {
         int r = oribi_body_feed(loop, c);
         if (r == REQ_BODY_DONE) {
-            queue_ready(loop, c);
+            conn_ready(loop, c, end);
         } else if (r == REQ_BODY_MORE) {
             if (c->body_total - c->body_mark >= ORIBI_BODY_PROGRESS) {
                 c->body_mark = c->body_total;
@@ -279,8 +289,9 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c)
     }
 }
 
-/* Reads while the socket has bytes and the conn wants them. */
-void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
+/* Reads while the socket has bytes and the conn wants them; a request
+ * they complete joins the ready queue at end. */
+void conn_read(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_end end)
 {
     while (c->may_read && (c->state == CONN_HEAD || c->state == CONN_BODY || c->state == CONN_LINGER)) {
         size_t want = c->state == CONN_HEAD ? 4096 : 16384;
@@ -309,7 +320,7 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
              * client that aborts mid-body would hold its fd (and its
              * tmpfile) until the body timeout. */
             c->may_read = (size_t)n == space || c->peer_hup;
-            conn_process(loop, c);
+            conn_process(loop, c, end);
         } else if (n == 0) {
             /* EOF: an idle or partial request just ends; a half-sent body is
              * never handed to the app. */
@@ -380,12 +391,12 @@ void drain_pending(struct oribi_loop *loop)
         if (c->gen != p.gen || c->state != CONN_HEAD)
             continue; /* closed (and maybe reused) since */
         if (c->len)
-            conn_process(loop, c);
+            conn_process(loop, c, SCHED_BACK);
         if (c->state == CONN_HEAD || c->state == CONN_BODY) {
             if (conn_watch(loop, c) < 0)
                 conn_close(loop, c);
             else
-                conn_read(loop, c);
+                conn_read(loop, c, SCHED_BACK);
         }
     }
 }
@@ -464,5 +475,44 @@ void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t event
         }
     }
     if (note_readable(c, events))
-        conn_read(loop, c);
+        conn_read(loop, c, SCHED_BACK);
+}
+
+/* Its timer ran out (timer_expired): silence for a connection that never
+ * sent a byte; 408 for one caught mid-request (slowloris); plain close
+ * otherwise. */
+void conn_timed_out(struct oribi_loop *loop, struct oribi_conn *c, int kind)
+{
+    if ((kind == TIMER_HEAD && c->len > 0) || kind == TIMER_BODY)
+        conn_reject(loop, c, 408);
+    else
+        conn_close(loop, c);
+}
+
+/* Bodies that came slower than min_body_rate on average since they began,
+ * once past the grace, get 408 and a close: a connection past its head is
+ * never shed, so clients trickling bodies just above what body_timeout
+ * catches (8 KiB per timeout) could otherwise hold every connection ("slow
+ * POST"). Every body in progress is on the body timer list. */
+void conn_check_body_rates(struct oribi_loop *loop)
+{
+    loop->rate_check_at = 0;
+    uint64_t cut = 0;
+    struct oribi_conn *c = loop->timers[TIMER_BODY][0], *next;
+    for (; c; c = next) {
+        next = c->tnext;
+        int64_t elapsed = loop->now - c->body_start;
+        if (c->state != CONN_BODY || elapsed < ORIBI_BODY_RATE_GRACE_MS ||
+            c->body_total >= loop->opt.min_body_rate * elapsed / 1000)
+            continue;
+        conn_reject(loop, c, 408);
+        cut++;
+    }
+    loop->slow_bodies.count += cut;
+    uint64_t n = oribi_tally_due(&loop->slow_bodies, loop->now, SHED_LOG_MS);
+    if (n)
+        oribi_log("answered 408 to %llu request(s) whose body came slower than min_body_rate (%lld bytes/s)",
+                  (unsigned long long)n, (long long)loop->opt.min_body_rate);
+    if (loop->timers[TIMER_BODY][0])
+        loop->rate_check_at = loop->now + ORIBI_BODY_RATE_CHECK_MS;
 }

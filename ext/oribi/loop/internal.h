@@ -1,9 +1,13 @@
 /*
  * What the files of the worker's loop share and nothing else sees: the
- * loop itself (loop.c: init, the wait, run), a connection's life
- * (conn.c), accepting, shedding and the drain (accept.c), the timers
- * (timer.{c,h}) and the scheduler (schedule.c). Every function here runs on
- * the loop's thread.
+ * loop itself (loop.c: init, the wait, run, the hand-out, the stop),
+ * accepting, shedding and the drain (accept.c), a connection's life
+ * (conn.c), the spare fd (spare.c), the timers (timer.{c,h}); the
+ * scheduler (scheduler.{c,h}) is a policy of its own that the loop drives.
+ * The calls point one way, down that list: loop.c asks the others, and
+ * hands the timers that ran out to conn.c; accept.c takes conns (conn.c);
+ * the rest call up to none of them. Every function here runs on the
+ * loop's thread.
  */
 #ifndef ORIBI_LOOP_INTERNAL_H
 #define ORIBI_LOOP_INTERNAL_H
@@ -62,32 +66,30 @@ int poll_events(struct oribi_loop *loop, int timeout);
 struct oribi_conn *conn_new(struct oribi_loop *loop, int fd);
 void conn_close(struct oribi_loop *loop, struct oribi_conn *c);
 void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status);
-void conn_read(struct oribi_loop *loop, struct oribi_conn *c);
+void conn_read(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_end end);
 void drain_pending(struct oribi_loop *loop);
 void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t events);
+void conn_timed_out(struct oribi_loop *loop, struct oribi_conn *c, int kind);
+void conn_check_body_rates(struct oribi_loop *loop);
 
-/* accept.c */
-void set_accepting(struct oribi_loop *loop, int on);
-uint64_t tally_due(struct oribi_tally *t, int64_t now, int64_t every_ms);
+/* spare.c */
 void spare_restore(struct oribi_loop *loop);
 int spare_spend(struct oribi_loop *loop);
-void resume_accepting(struct oribi_loop *loop);
-void end_pause(struct oribi_loop *loop);
+
+/* accept.c */
+int accept_open(const struct oribi_loop *loop);
+void update_listeners(struct oribi_loop *loop);
 void close_listeners(struct oribi_loop *loop);
-void note_backlog(struct oribi_loop *loop);
 void note_waiting(struct oribi_loop *loop, int on);
 int may_take(const struct oribi_loop *loop);
 void take_place(struct oribi_loop *loop);
 int stand_aside(struct oribi_loop *loop);
 void stand_back(struct oribi_loop *loop);
-int accept_one(struct oribi_loop *loop, int li);
+int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end);
 int accept_direct(struct oribi_loop *loop);
-int accept_any(struct oribi_loop *loop);
+int accept_any(struct oribi_loop *loop, enum oribi_queue_end end);
 int take_backlog(struct oribi_loop *loop);
 void shed_backlog(struct oribi_loop *loop);
 void shed_spooled(struct oribi_loop *loop);
-
-/* schedule.c */
-void queue_ready(struct oribi_loop *loop, struct oribi_conn *c);
 
 #endif

@@ -106,3 +106,13 @@ void oribi_log(const char *fmt, ...)
     ssize_t w = write(2, line, n);
     (void)w;
 }
+
+uint64_t oribi_tally_due(struct oribi_tally *t, int64_t now, int64_t every_ms)
+{
+    if (t->count == t->told || (t->told && now - t->told_at < every_ms))
+        return 0;
+    uint64_t n = t->count - t->told;
+    t->told = t->count;
+    t->told_at = now;
+    return n;
+}

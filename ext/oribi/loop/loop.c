@@ -1,8 +1,9 @@
 /*
  * The loop itself: setting up and tearing down a worker's epoll set, one
- * epoll_wait and what it reported, and oribi_loop_run, which ties accepts,
- * connections, timers and the scheduler together. The rest of loop/ has
- * the pieces (internal.h).
+ * epoll_wait and what it reported, oribi_loop_run, which ties accepts,
+ * connections, timers and the scheduler together, and oribi_loop_take,
+ * which does what the scheduler says before each hand-out. The rest of
+ * loop/ has the pieces (internal.h).
  */
 #include "loop/internal.h"
 
@@ -75,7 +76,6 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, co
         return -1;
     }
     spare_restore(loop); /* none is no error: EMFILE then pauses as it would */
-    set_accepting(loop, 1);
     return 0;
 }
 
@@ -112,11 +112,28 @@ void oribi_loop_wake(struct oribi_loop *loop)
     oribi_wakeup_send(&loop->wake);
 }
 
+/* Everything whose time has come: shedding over the write and spool
+ * budgets, the look at slow bodies, the timers that ran out. */
+static void expire_timers(struct oribi_loop *loop)
+{
+    if (over_budget(loop))
+        shed_backlog(loop);
+    if (spool_full(loop))
+        shed_spooled(loop);
+    if (loop->rate_check_at && loop->rate_check_at <= loop->now)
+        conn_check_body_rates(loop);
+    struct oribi_conn *c;
+    int kind;
+    while ((c = timer_expired(loop, &kind)))
+        conn_timed_out(loop, c, kind);
+}
+
 /* One wait and what it reported, then the timers. Returns what the wait
  * returned (-1 with errno: nothing was done). */
 int poll_events(struct oribi_loop *loop, int timeout)
 {
     struct oribi_poll_batch batch;
+    update_listeners(loop); /* once a turn, before the wait */
     /* Asleep with the listeners on, it is the worker a new connection
      * wakes, and the one that takes it (may_take). */
     int waits = timeout != 0 && loop->accepting;
@@ -139,15 +156,15 @@ int poll_events(struct oribi_loop *loop, int timeout)
              * ready requests are handed out (oribi_loop_take). Left to a
              * worker asleep for it, unless this one was. */
             int li = (int)(((uintptr_t)p - 3) / 2);
-            note_backlog(loop);
-            if (loop->accepting && !loop->ready_head && (waits ? !stand_aside(loop) : may_take(loop)))
-                accept_one(loop, li);
+            oribi_sched_backlog_seen(&loop->sched);
+            if (accept_open(loop) && !loop->sched.head && (waits ? !stand_aside(loop) : may_take(loop)))
+                accept_one(loop, li, SCHED_BACK);
         } else {
             on_conn_event(loop, (struct oribi_conn *)p, oribi_poll_events(&batch, i));
         }
     }
     expire_timers(loop);
-    loop->polled_at = woke; /* after the events: note_backlog wants the look before */
+    oribi_sched_looked(&loop->sched, woke); /* after the events: a backlog seen dates from the look before */
     return n;
 }
 
@@ -158,7 +175,7 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
         /* Over max_write_backlog no request is handed out, so that no new
          * response adds to it, until shed_backlog or the clients bring it
          * down. */
-        if (loop->ready_head && !loop->hold && !over_budget(loop)) {
+        if (loop->sched.head && !loop->hold && !over_budget(loop)) {
             publish(loop);
             return LOOP_READY;
         }
@@ -188,7 +205,91 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
                 continue;
             return LOOP_INTERRUPTED;
         }
-        if (!block && (!loop->ready_head || loop->hold || over_budget(loop)))
+        if (!block && (!loop->sched.head || loop->hold || over_budget(loop)))
             return LOOP_IDLE;
+    }
+}
+
+/* A turn at the backlog, as the scheduler says (scheduler.c): a look at the
+ * poller first when it is due, then one connection from the backlog, its
+ * request served next, when its clients waited longer than the queue's
+ * head. */
+static void take_turn(struct oribi_loop *loop)
+{
+    struct oribi_scheduler *s = &loop->sched;
+    enum oribi_sched_step step = oribi_sched_step(s, loop->nidle, loop->timers[TIMER_HEAD][0] != NULL, oribi_mono_us());
+    if (step == SCHED_HAND_OUT)
+        return;
+    loop->now = oribi_coarse_ms();
+    if (step == SCHED_LOOK) {
+        drain_pending(loop);
+        poll_events(loop, 0);
+    }
+    struct oribi_turn t;
+    if (!oribi_sched_turn(s, loop->nkept, accept_open(loop) && may_take(loop), &t))
+        return;
+    oribi_sched_took(s, loop->nkept, &t, accept_any(loop, SCHED_FRONT));
+}
+
+void oribi_loop_hold(struct oribi_loop *loop, int hold)
+{
+    loop->hold = hold; /* the listeners follow at the next wait (update_listeners) */
+}
+
+struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
+{
+    if (over_budget(loop))
+        return NULL; /* see oribi_loop_run */
+    take_turn(loop);
+    struct oribi_conn *c = oribi_sched_pop(&loop->sched);
+    if (!c)
+        return NULL;
+    c->state = CONN_APP;
+    c->app_events = 0;
+    loop->requests++;
+    if (c->buf_moved) { /* the body grew the buffer: point the head at it again */
+        c->req.headers = c->headers;
+        c->req.num_headers = loop->opt.limits.max_headers;
+        oribi_parse_request(c->buf, c->head_len, 0, &c->req, &loop->opt.limits);
+        c->buf_moved = 0;
+    }
+    keepalive_decide(loop, c);
+    return c;
+}
+
+void oribi_loop_stop(struct oribi_loop *loop, long drain)
+{
+    if (loop->stopping) {
+        if (!drain)
+            close_listeners(loop); /* e.g. retired (max_requests) while draining */
+        return;
+    }
+    loop->stopping = 1;
+    loop->accept_resume_at = 0;
+    /* Connections in the backlog were accepted by the kernel and have sent
+     * their request: they are in flight, and served before the listeners
+     * close (take_backlog). Not taken all at once here: a worker busy in
+     * the app would hold them while the others sit idle. */
+    if (drain) {
+        loop->draining = 1;
+        loop->drain_left = drain;
+    } else {
+        close_listeners(loop);
+    }
+    /* Idle keep-alive connections are not cut at once: a client may be
+     * sending its next request right now, and a close racing it is a failed
+     * request. For a short grace each one's next request is still answered
+     * (with connection: close); the ones that stay silent are closed then. */
+    if (loop->timeout_ms[TIMER_IDLE] > ORIBI_DRAIN_IDLE_MS)
+        loop->timeout_ms[TIMER_IDLE] = ORIBI_DRAIN_IDLE_MS;
+    /* Nor is a head still coming a request in flight: it gets the same
+     * grace (the rest of a head split over segments is on its way), then
+     * its 408, instead of a header_timeout that would outlast the drain. */
+    if (loop->timeout_ms[TIMER_HEAD] > ORIBI_DRAIN_IDLE_MS)
+        loop->timeout_ms[TIMER_HEAD] = ORIBI_DRAIN_IDLE_MS;
+    for (int fd = 0; fd < loop->by_fd_cap; fd++) {
+        struct oribi_conn *c = loop->by_fd[fd];
+        if (c && c->state == CONN_HEAD)
+            timer_arm(loop, c, c->len == 0 ? TIMER_IDLE : TIMER_HEAD);
     }
 }

@@ -14,9 +14,11 @@
 #include "os/clock.h"
 #include "os/wakeup.h"
 #include "loop/conn.h"
+#include "loop/log.h"
 #include "loop/output.h"
 #include "http/parser.h"
 #include "http/response.h"
+#include "loop/scheduler.h"
 #include "loop/score.h"
 
 #define ORIBI_MAX_LISTENERS 64
@@ -59,14 +61,6 @@ struct oribi_pending {
     uint32_t gen;
 };
 
-/* A count the log reports as it grows, at most every so often, so that a
- * flood of events cannot flood the log too. */
-struct oribi_tally {
-    uint64_t count;
-    uint64_t told;   /* of which a log line told already */
-    int64_t told_at; /* when (ms) */
-};
-
 struct oribi_loop {
     int pfd;                  /* the poller (os/poller.h) */
     struct oribi_wakeup wake; /* interrupts the wait from any thread */
@@ -74,28 +68,24 @@ struct oribi_loop {
     struct oribi_options opt;
     struct oribi_listener listeners[ORIBI_MAX_LISTENERS];
     int nlisteners;
-    int accepting;            /* listeners are in the epoll set */
+    int accepting;            /* listeners are in the poller: update_listeners alone sets it */
     int64_t accept_resume_at; /* after EMFILE: when to try again (ms), 0 = not paused */
     int hot_listener;         /* its last accept4 got a connection: try it first, -1 none */
     int accept_run;           /* accepts straight from hot_listener since the last epoll_wait */
-    int backlog;              /* a listener was seen readable and not yet found empty */
-    int64_t backlog_since;    /* µs: its clients' turn comes before requests queued since (take_turn) */
-    int queue_front;          /* queue_ready puts a conn at the head (a backlog's turn) */
-    unsigned backlog_run;     /* backlog connections served first since the queue's head last was */
     int behind;               /* over its share, its listeners went behind the others' (take_place) */
+    int requeue;              /* ... and go there at the next update_listeners */
     int64_t aside_until;      /* µs: leaving the backlog to others until then (stand_aside), 0 not */
     int aside_owed;           /* stood aside until aside_until: takes one before it may again */
 
     int64_t now;                               /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup: timers */
     struct oribi_date_cache date;              /* the loop's own, for the answers it gives itself */
-    int64_t polled_at;                         /* the last epoll_wait (µs, precise: the scheduler's order) */
     struct oribi_conn *timers[TIMER_KINDS][2]; /* head, tail of each FIFO */
     int64_t timeout_ms[TIMER_KINDS];
 
     struct oribi_conn **by_fd; /* conn of each fd, for tokens */
     int by_fd_cap;
     unsigned nconns;
-    struct oribi_conn *ready_head, *ready_tail;
+    struct oribi_scheduler sched; /* the ready queue and the backlog's turns */
     struct oribi_conn *free_list;
     struct oribi_pending *pending; /* responses done: look at the conn again */
     int npending, pending_cap;

@@ -48,7 +48,8 @@ static inline void timer_arm(struct oribi_loop *loop, struct oribi_conn *c, int 
  * rate check, the write backlog's next look), -1 none, at most a minute. */
 int next_timeout(struct oribi_loop *loop);
 
-/* Acts on every deadline that has come. */
-void expire_timers(struct oribi_loop *loop);
+/* A conn whose deadline has come, taken off its list (its kind in *kind),
+ * or NULL: the first of the earliest kind first. */
+struct oribi_conn *timer_expired(struct oribi_loop *loop, int *kind);
 
 #endif
