@@ -36,9 +36,18 @@ class SolidQueueTest < Minitest::Test
 
   def write(name, text) = File.join(@root, name).tap { |path| File.write(path, text) }
 
+  # The first request to a Rails app's new workers (after a hot restart)
+  # on a loaded machine, whose SQLite a supervisor starting and one
+  # stopping write to as well: given 30 s, and the server's log if not.
   def enqueue(id)
-    res = HTTPClient.request(@srv.tcp, "/enqueue?id=#{id}", headers: { "Connection" => "close" })
-    assert_equal 200, res.status, res.body
+    sock = @srv.tcp
+    sock.write("GET /enqueue?id=#{id} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+    res = HTTPClient.read_response(sock, timeout: 30)
+    assert_equal 200, res&.status, "#{res&.body}\n#{@srv.log}"
+  rescue Timeout::Error
+    flunk "/enqueue?id=#{id}: no answer in 30 s\n#{@srv.log}"
+  ensure
+    sock&.close
   end
 
   # [pid, release] of row id once a job wrote it, or nil after timeout.
