@@ -23,6 +23,9 @@ APPS = File.join(__dir__, "apps")
 class ServerProcess
   attr_reader :port, :sock, :log_path
 
+  # The servers the running test started, for ServerLogs below
+  def self.started = (Thread.current[:oribi_servers] ||= [])
+
   # spawn: extra Process.spawn options, e.g. rlimit_nofile: 64; exe: the
   # oribi command to run (a copy elsewhere)
   def initialize(app, *args, workers: 0, tcp: true, unix: true, env: {}, sock: nil, port: nil, spawn: {},
@@ -44,6 +47,7 @@ class ServerProcess
       # named in args are bound too (the server binds in order).
       cmd = [RbConfig.ruby, exe, *(["-w", workers.to_s] if workers), *args, *binds, app]
       @group = Oribi::ProcessGroup.new(cmd, env: env, log: @log_path, **spawn)
+      ServerProcess.started << self
       begin
         wait_ready
         break
@@ -57,7 +61,7 @@ class ServerProcess
   end
 
   def pid = @group.pid
-  def log = @final_log || File.read(@log_path)
+  def log = @final_log || (File.read(@log_path) if File.exist?(@log_path)).to_s
 
   # The log once it matches re (or as it is after timeout): what a worker
   # logs can come just after the client saw the response.
@@ -271,3 +275,21 @@ module SharedServer
     warn "#{self.class}: the shared server ended (#{srv.status.inspect}); its log:\n#{srv.log}"
   end
 end
+
+# A test that fails or errs (a Timeout in a client, say, whose message
+# cannot name the server) shows the end of the log of each server it
+# started, read after its teardown stopped them.
+module ServerLogs
+  def after_teardown
+    super
+    unless passed? || skipped?
+      ServerProcess.started.each do |srv|
+        text = srv.log
+        $stdout.puts "--- #{name}: the last lines of server #{srv.pid}'s log\n#{text.lines.last(40).join}"
+      end
+    end
+  ensure
+    ServerProcess.started.clear
+  end
+end
+Minitest::Test.prepend(ServerLogs)
