@@ -2,7 +2,7 @@
 
 # Runs test files in parallel processes, one file per process:
 #
-#   ruby test/runner.rb [--jobs N] [--limit SECONDS] FILE...
+#   ruby test/runner.rb [--jobs N] [--limit SECONDS] [--no-rerun] FILE...
 #
 # Each integration test already has its own port, socket and tmpdir, and
 # most of a server test's time is spent waiting on its server, so files
@@ -12,8 +12,10 @@
 # times of the previous run (tmp/test-times), else by size.
 #
 # Prints a line per file as it ends, then the output of every file that
-# failed, then one minitest summary line for the whole suite. Exits 1 when
-# a file failed.
+# failed, then one minitest summary line for the whole suite. A file that
+# failed runs once more, alone: one that then passes is named FLAKY with
+# its first output, and does not fail the run. Exits 1 when a file failed
+# twice.
 require "etc"
 require "fileutils"
 require "json"
@@ -30,10 +32,11 @@ class TestRunner
 
   Result = Struct.new(:file, :output, :ok, :seconds, :counts)
 
-  def initialize(files, jobs, limit)
+  def initialize(files, jobs, limit, reruns: true)
     @files = files
     @jobs = jobs
     @limit = limit
+    @reruns = reruns
     @times = File.exist?(TIMES) ? JSON.parse(File.read(TIMES)) : {}
   end
 
@@ -42,7 +45,22 @@ class TestRunner
     alone, shared = @files.partition { |f| ALONE.include?(File.basename(f)) }
     puts "#{@files.size} test files, #{@jobs} at a time (#{alone.size} alone at the end)"
     results = run_pool(longest_first(shared), @jobs) + run_pool(alone, 1)
+    results, @flaky = rerun(results) if @reruns
     report(results, now - started)
+  end
+
+  # A file that failed runs once more, alone on the machine, and its second
+  # result stands. Both are printed: the first failure's output is kept,
+  # marked, so a rare failure (a race, a hang) is seen and can be chased,
+  # while a file that fails on a quiet machine too still fails the run.
+  def rerun(results)
+    failed = results.reject(&:ok)
+    return [results, []] if failed.empty?
+
+    puts "#{failed.size} failed file(s) once more, one at a time"
+    again = failed.to_h { |r| [r.file, run_file(r.file).tap { |x| progress(x) }] }
+    flaky = failed.select { |r| again[r.file].ok }
+    [results.map { |r| again.fetch(r.file, r) }, flaky]
   end
 
   private
@@ -111,11 +129,13 @@ class TestRunner
 
   def report(results, wall)
     failed = results.reject(&:ok)
+    @flaky.to_a.each { |r| puts "\n===== #{r.file} (failed, then passed when run again: FLAKY)\n#{r.output}" }
     failed.each { |r| puts "\n===== #{r.file}\n#{r.output}" }
     save_times(results)
     totals = results.map(&:counts).transpose.map(&:sum)
     totals = [0, 0, 0, 0, 0] if totals.empty?
     puts "\nFinished in #{wall.round(1)} s (#{results.sum(&:seconds).round(1)} s of files)" \
+         "#{", flaky: #{@flaky.map(&:file).join(' ')}" unless @flaky.to_a.empty?}" \
          "#{", failed: #{failed.map(&:file).join(' ')}" unless failed.empty?}"
     puts format("%d runs, %d assertions, %d failures, %d errors, %d skips", *totals)
     failed.empty?
@@ -134,12 +154,14 @@ end
 if $PROGRAM_NAME == __FILE__
   jobs = Integer(ENV.fetch("TEST_JOBS", [Etc.nprocessors * 2, 4].min.to_s), 10)
   limit = Integer(ENV.fetch("TEST_FILE_LIMIT", "600"), 10)
+  reruns = ENV["TEST_RERUN"] != "0"
   files = OptionParser.new do |o|
     o.banner = "Usage: ruby test/runner.rb [--jobs N] [--limit S] FILE..."
     o.on("-j", "--jobs N", Integer, "files run at once (default $TEST_JOBS or 2 per CPU, at most 4)") { |n| jobs = n }
     o.on("-l", "--limit S", Integer, "seconds a file may run before it is killed (default $TEST_FILE_LIMIT or 600)") do |s|
       limit = s
     end
+    o.on("--[no-]rerun", "run a failed file once more, alone (default on; TEST_RERUN=0 turns it off)") { |r| reruns = r }
   end.parse(ARGV)
-  exit(TestRunner.new(files, [jobs, 1].max, [limit, 1].max).run ? 0 : 1)
+  exit(TestRunner.new(files, [jobs, 1].max, [limit, 1].max, reruns: reruns).run ? 0 : 1)
 end

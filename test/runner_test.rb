@@ -9,6 +9,36 @@ require "tmpdir"
 class RunnerTest < Minitest::Test
   RUNNER = File.expand_path("runner.rb", __dir__)
 
+  # A file that fails once and then passes (a rare race) is named FLAKY,
+  # with its first failure, and the run passes; one that fails twice fails it.
+  def test_a_failed_file_runs_once_more_and_is_named_flaky_when_it_passes
+    Dir.mktmpdir do |dir|
+      flaky = File.join(dir, "flaky_test.rb")
+      File.write(flaky, <<~RUBY)
+        require "minitest/autorun"
+        class FlakyTest < Minitest::Test
+          def test_second_time
+            marker = #{File.join(dir, 'ran').inspect}
+            first = !File.exist?(marker)
+            File.write(marker, "")
+            refute first, "the first run fails"
+          end
+        end
+      RUBY
+      broken = File.join(dir, "broken_test.rb")
+      File.write(broken, "require 'minitest/autorun'\nclass BrokenTest < Minitest::Test\n  def test_no = flunk('always')\nend\n")
+      run = ->(*files) { IO.popen([RbConfig.ruby, RUNNER, *files, err: %i[child out]], chdir: File.expand_path("..", __dir__), &:read) }
+
+      out = run.call(flaky)
+      assert $?.success?, out
+      assert_match(/^===== .*flaky_test\.rb \(failed, then passed when run again: FLAKY\)\n.*the first run fails/m, out)
+      assert_match(/flaky: .*flaky_test\.rb$/, out)
+      out = run.call(broken)
+      refute $?.success?, out
+      assert_equal 2, out.scan(/^FAIL .*broken_test\.rb/).size, out
+    end
+  end
+
   def test_a_file_past_the_limit_is_killed_with_its_children_and_fails
     Dir.mktmpdir do |dir|
       pidfile = File.join(dir, "child.pid")
