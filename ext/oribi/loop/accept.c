@@ -218,16 +218,26 @@ void update_listeners(struct oribi_loop *loop)
 }
 
 /* The listeners leave the poller and close: found empty when draining,
- * the drain's share taken, a stop without a drain, the loop freed. */
-void close_listeners(struct oribi_loop *loop)
+ * the drain's share taken, a stop without a drain, the loop freed. On a
+ * stop (hand_over), out of the poller first, then a connection taken for
+ * each wake-up this worker owes: EPOLLEXCLUSIVE woke it alone for those,
+ * and a worker still listening is never told of them (it would sleep
+ * beside a client in the backlog until another connection woke it). What
+ * comes after the poller let go wakes the others. */
+void close_listeners(struct oribi_loop *loop, int hand_over)
 {
     int open = loop->listening;
     loop->listening = 0;
+    loop->draining = 0; /* accept_one below must not close them again */
     update_listeners(loop);
+    for (int i = 0; open && hand_over && i < loop->nlisteners; i++)
+        while (loop->listeners[i].owed > 0 && accept_one(loop, i, SCHED_BACK) == 0)
+            ;
     if (open)
-        for (int i = 0; i < loop->nlisteners; i++)
+        for (int i = 0; i < loop->nlisteners; i++) {
             close(loop->listeners[i].fd);
-    loop->draining = 0;
+            loop->listeners[i].owed = 0;
+        }
     loop->hot_listener = -1;
 }
 
@@ -288,9 +298,11 @@ int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end)
     }
     loop->hot_listener = li;
     loop->aside_owed = 0;
+    if (loop->listeners[li].owed > 0)
+        loop->listeners[li].owed--;
     oribi_sched_backlog_seen(&loop->sched); /* there may be more behind it */
     if (loop->draining && loop->drain_left > 0 && --loop->drain_left == 0)
-        close_listeners(loop); /* what was queued when the stop began is taken */
+        close_listeners(loop, 1); /* what was queued when the stop began is taken */
     c->listener = li;
     memcpy(&c->peer, &ss, sl < sizeof(ss) ? sl : sizeof(ss));
     c->peer_len = sl;
@@ -355,7 +367,7 @@ int take_backlog(struct oribi_loop *loop)
         return 0;
     int r = accept_any(loop, SCHED_BACK);
     if (r < 0)
-        close_listeners(loop);
+        close_listeners(loop, 1);
     return r > 0;
 }
 

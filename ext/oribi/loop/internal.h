@@ -77,9 +77,10 @@ void spare_restore(struct oribi_loop *loop);
 int spare_spend(struct oribi_loop *loop);
 
 /* accept.c */
+#define OWED_MAX 64 /* wake-ups a listener may owe: what a stop takes at most */
 int accept_open(const struct oribi_loop *loop);
 void update_listeners(struct oribi_loop *loop);
-void close_listeners(struct oribi_loop *loop);
+void close_listeners(struct oribi_loop *loop, int hand_over);
 void note_waiting(struct oribi_loop *loop, int on);
 int may_take(const struct oribi_loop *loop);
 void take_place(struct oribi_loop *loop);

@@ -54,7 +54,7 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, co
     for (int i = 0; i < n; i++) {
         int fl = fcntl(loop->listeners[i].fd, F_GETFL);
         if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(loop->listeners[i].fd, F_SETFL, fl | O_NONBLOCK) < 0)) {
-            close_listeners(loop);
+            close_listeners(loop, 0);
             return -1;
         }
     }
@@ -97,7 +97,7 @@ void oribi_loop_free(struct oribi_loop *loop)
     free(loop->pending);
     loop->pending = NULL;
     loop->npending = loop->pending_cap = 0;
-    close_listeners(loop);
+    close_listeners(loop, 0);
     if (loop->pfd >= 0)
         close(loop->pfd);
     oribi_wakeup_close(&loop->wake);
@@ -157,6 +157,8 @@ int poll_events(struct oribi_loop *loop, int timeout)
              * worker asleep for it, unless this one was. */
             int li = (int)(((uintptr_t)p - 3) / 2);
             oribi_sched_backlog_seen(&loop->sched);
+            if (waits && loop->listeners[li].owed < OWED_MAX)
+                loop->listeners[li].owed++; /* the kernel woke this worker alone for it */
             if (accept_open(loop) && !loop->sched.head && (waits ? !stand_aside(loop) : may_take(loop)))
                 accept_one(loop, li, SCHED_BACK);
         } else {
@@ -261,7 +263,7 @@ void oribi_loop_stop(struct oribi_loop *loop, long drain)
 {
     if (loop->stopping) {
         if (!drain)
-            close_listeners(loop); /* e.g. retired (max_requests) while draining */
+            close_listeners(loop, 1); /* e.g. retired (max_requests) while draining */
         return;
     }
     loop->stopping = 1;
@@ -274,7 +276,7 @@ void oribi_loop_stop(struct oribi_loop *loop, long drain)
         loop->draining = 1;
         loop->drain_left = drain;
     } else {
-        close_listeners(loop);
+        close_listeners(loop, 1);
     }
     /* Idle keep-alive connections are not cut at once: a client may be
      * sending its next request right now, and a close racing it is a failed

@@ -54,6 +54,10 @@ struct oribi_options {
 struct oribi_listener {
     int fd;
     int is_unix;
+    /* Wake-ups for it this worker took from the poller asleep and has not
+     * answered with an accept: under EPOLLEXCLUSIVE no other worker was
+     * woken for those connections (close_listeners hands them over). */
+    unsigned owed;
 };
 
 struct oribi_pending {
