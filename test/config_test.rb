@@ -79,6 +79,18 @@ class ConfigTest < Minitest::Test
     assert_match(/min_requests \(20\) is above max_requests \(10\)/, e.message)
   end
 
+  # What the engine (C) or the kernel cannot hold is refused by the table,
+  # where --check-config sees it, not after the fork (a max_connections
+  # past 32 bits once passed the check and stopped every worker).
+  def test_values_past_what_the_engine_holds_are_refused_by_the_table
+    { max_connections: 2**32, keepalive_requests: 2**32, min_body_rate: 2**32, max_body: 2**63,
+      max_request_line: 2**63, backlog: 2**31 }.each do |name, value|
+      e = assert_raises(Oribi::Config::Error, name) { Oribi::Config.load(name => value) }
+      assert_match(/invalid value for #{name}: #{value} \(expected an integer \d+\.\.#{value - 1}\)/, e.message)
+      Oribi::Config.load(name => value - 1) # the largest one passes
+    end
+  end
+
   def test_user_needs_workers
     e = assert_raises(Oribi::Config::Error) { Oribi::Config.load(user: "nobody", workers: 0) }
     assert_match(/user nobody is for workers/, e.message)

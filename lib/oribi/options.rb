@@ -196,8 +196,14 @@ module Oribi
 
     def self.opt(*fields) = Option.new(*fields)
 
+    # What the engine's C side and the kernel hold these in: each bound is
+    # written here once, where --check-config reads it (engine.c asserts
+    # the same ranges).
+    UINT32_MAX = (2**32) - 1
+    INT32_MAX = (2**31) - 1
+    INT64_MAX = (2**63) - 1
     THREADS = int(1..Engine::MAX_THREADS)
-    GC_EVERY = int(0.., "requests between GCs, 0 = off")
+    GC_EVERY = int(0..INT64_MAX, "requests between GCs, 0 = off")
     CONTROL_URI = check("nil, tcp://HOST:PORT or unix:///PATH") do |v|
       v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
     end
@@ -218,25 +224,25 @@ module Oribi
       opt(:solid_queue,        ["--[no-]solid-queue"],        BOOL,    false,                               nil,                 "run Solid Queue's supervisor (Rails jobs) beside the workers"),
       opt(:keepalive,          ["--[no-]keepalive"],          BOOL,    true,                                nil,                 "keep HTTP/1.1 connections open between requests"),
       opt(:keepalive_timeout,  ["--keepalive-timeout SEC"],   SECONDS, 20,                                  POSITIVE,            "close idle keep-alive connections after SEC"),
-      opt(:keepalive_requests, ["--keepalive-requests N"],    INT,     1000,                                int(0..),            "requests per connection before close; 0 = no limit"),
+      opt(:keepalive_requests, ["--keepalive-requests N"],    INT,     1000,                                int(0..UINT32_MAX),  "requests per connection before close; 0 = no limit"),
       opt(:header_timeout,     ["--header-timeout SEC"],      SECONDS, 30,                                  POSITIVE,            "408 when a request head takes longer"),
       opt(:body_timeout,       ["--body-timeout SEC"],        SECONDS, 30,                                  POSITIVE,            "408 when a body gains less than 8 KiB in SEC"),
       opt(:write_timeout,      ["--write-timeout SEC"],       SECONDS, 30,                                  POSITIVE,            "drop a client that reads nothing for SEC"),
-      opt(:min_body_rate,      ["--min-body-rate BYTES"],     INT,     1024,                                int(0..(2**32) - 1),  "408 for a body slower than BYTES per second after 5 s; 0 = no minimum"),
-      opt(:max_body,           ["--max-body BYTES"],          INT,     100 * 1024 * 1024,                   int(0..),            "413 for larger request bodies; 0 = no limit"),
-      opt(:body_buffer,        ["--body-buffer BYTES"],       INT,     112 * 1024,                          int(0..),            "bodies larger than this go to a tmpfile"),
-      opt(:max_request_line,   ["--max-request-line BYTES"],  INT,     Parser::DEFAULT_MAX_REQUEST_LINE,    int(16..),           "414 for longer request lines"),
-      opt(:max_header_bytes,   ["--max-header-bytes BYTES"],  INT,     Parser::DEFAULT_MAX_HEADER_BYTES,    int(16..),           "431 for a larger header section"),
-      opt(:max_headers,        ["--max-headers N"],           INT,     Parser::DEFAULT_MAX_HEADERS,         int(1..),            "431 for more header fields"),
-      opt(:max_connections,    ["--max-connections N"],       INT,     1024,                                int(1..),            "open connections per worker"),
+      opt(:min_body_rate,      ["--min-body-rate BYTES"],     INT,     1024,                                int(0..UINT32_MAX),  "408 for a body slower than BYTES per second after 5 s; 0 = no minimum"),
+      opt(:max_body,           ["--max-body BYTES"],          INT,     100 * 1024 * 1024,                   int(0..INT64_MAX),   "413 for larger request bodies; 0 = no limit"),
+      opt(:body_buffer,        ["--body-buffer BYTES"],       INT,     112 * 1024,                          int(0..INT64_MAX),   "bodies larger than this go to a tmpfile"),
+      opt(:max_request_line,   ["--max-request-line BYTES"],  INT,     Parser::DEFAULT_MAX_REQUEST_LINE,    int(16..INT64_MAX),  "414 for longer request lines"),
+      opt(:max_header_bytes,   ["--max-header-bytes BYTES"],  INT,     Parser::DEFAULT_MAX_HEADER_BYTES,    int(16..INT64_MAX),  "431 for a larger header section"),
+      opt(:max_headers,        ["--max-headers N"],           INT,     Parser::DEFAULT_MAX_HEADERS,         int(1..INT64_MAX),   "431 for more header fields"),
+      opt(:max_connections,    ["--max-connections N"],       INT,     1024,                                int(1..UINT32_MAX),  "open connections per worker"),
       opt(:early_hints,        ["--[no-]early-hints"],        BOOL,    false,                               nil,                 "offer env[\"rack.early_hints\"] (103s); nginx before 1.29 takes a 103 for the answer"),
-      opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    int(0..),            "response bytes a worker keeps for slow clients; 0 = no cap"),
-      opt(:max_response_spool, ["--max-response-spool BYTES"], INT,    1024 * 1024 * 1024,                  int(0..),            "bytes of one response spooled to tmpdir for a slow client; 0 = never"),
-      opt(:max_worker_spool,   ["--max-worker-spool BYTES"],  INT,     256 * 1024 * 1024,                   int(0..),            "bytes of all responses one worker keeps spooled at once; 0 = no cap"),
+      opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    int(0..INT64_MAX),   "response bytes a worker keeps for slow clients; 0 = no cap"),
+      opt(:max_response_spool, ["--max-response-spool BYTES"], INT,    1024 * 1024 * 1024,                  int(0..INT64_MAX),   "bytes of one response spooled to tmpdir for a slow client; 0 = never"),
+      opt(:max_worker_spool,   ["--max-worker-spool BYTES"],  INT,     256 * 1024 * 1024,                   int(0..INT64_MAX),   "bytes of all responses one worker keeps spooled at once; 0 = no cap"),
       opt(:max_requests,       ["--max-requests N"],          INT,     0,                                   int(0..),            "recycle a worker after N requests; 0 = never"),
       opt(:max_worker_memory,  ["--max-worker-memory BYTES"], INT,    unset("memory.max ÷ workers when the cgroup limits memory, else off"), MEMORY, "recycle a worker whose PSS (else RSS) outgrows BYTES; 0 = off"),
       opt(:min_requests,       ["--min-requests N"],          INT,     0,                                   int(0..),            "with max_requests: draw each worker's limit from N..max"),
-      opt(:backlog,            ["--backlog N"],               INT,     1024,                                int(1..),            "listen(2) backlog"),
+      opt(:backlog,            ["--backlog N"],               INT,     1024,                                int(1..INT32_MAX),   "listen(2) backlog"),
       opt(:reuse_port,         ["--[no-]reuse-port"],         BOOL,    false,                               nil,                 "SO_REUSEPORT on TCP listeners"),
       opt(:unix_mode,          ["--unix-mode MODE"],          MODE,    0o660,                               nil,                 "permissions of unix sockets, octal"),
       opt(:umask,              ["--umask MODE"],              MODE,    unset("inherited"),                  nil,                 "process umask, octal"),
