@@ -72,9 +72,8 @@ class BenchSuiteTest < Minitest::Test
       RUBY
       group = Bench::Suite::ProcessGroup.new([RbConfig.ruby, "-e", script], env: {}, log: File.join(dir, "log"), chdir: dir)
       begin
-        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
-        sleep 0.05 until File.size?(ready) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline # its pid written
-        assert File.size?(ready), "the worker never burnt its CPU"
+        # its pid written
+        assert wait_until(timeout: 20, interval: 0.05) { File.size?(ready) }, "the worker never burnt its CPU"
         worker = File.read(ready).to_i
         stats = group.stats
         assert_includes stats.keys, worker

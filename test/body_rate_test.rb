@@ -14,8 +14,6 @@ class BodyRateTest < Minitest::Test
   CHUNK = 30 # bytes per tick
   TICK = 0.1
 
-  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-
   # Drives every socket from one thread: each gets its chunk every tick
   # until it has sent total bytes or got an answer; → each one's [status,
   # seconds from its start to the answer].

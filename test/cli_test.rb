@@ -234,8 +234,7 @@ class CLITest < Minitest::Test
       FileUtils.cp(File.join(APPS, "env.ru"), File.join(d, "config.ru"))
       sock = File.join(d, "s")
       pid = Process.spawn(RbConfig.ruby, OribiExe, "-w", "1", "-b", "unix://#{sock}", chdir: d, err: File::NULL)
-      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
-      sleep 0.02 until File.socket?(sock) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      wait_until(timeout: 10) { File.socket?(sock) }
       assert_equal 200, HTTPClient.request(UNIXSocket.new(sock), "/").status
     ensure
       Process.kill(:TERM, pid)

@@ -53,8 +53,4 @@ class FairnessTest < Minitest::Test
     stop = true
     srv&.stop
   end
-
-  private
-
-  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 end

@@ -68,8 +68,6 @@ class FleetTest < Minitest::Test
     skip reason
   end
 
-  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-
   # What the configs say: the hosts (haproxy's server lines), the
   # balancer's address (the hosts trust its X-Request-Start), the checks.
   def layout

@@ -9,8 +9,6 @@ class KeepaliveTest < Minitest::Test
   server "echo.ru", "--keepalive-timeout", "1", "--keepalive-requests", "3",
          "--header-timeout", "2", "--body-timeout", "1"
 
-  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-
   def test_idle_connection_is_closed_after_the_keepalive_timeout
     s = server.tcp
     assert_equal 200, HTTPClient.request(s, "/").status

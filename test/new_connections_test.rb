@@ -136,8 +136,6 @@ class NewConnectionsTest < Minitest::Test
 
   private
 
-  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-
   # Seconds from the connect (sock, just opened) to the response's end.
   def exchange(sock)
     t = now

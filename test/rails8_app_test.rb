@@ -46,8 +46,6 @@ class Rails8AppTest < Minitest::Test
     FileUtils.rm_rf(@tmp) if @tmp
   end
 
-  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-
   # What the app's commands run with, and nothing of the suite's bundle
   # (BUNDLE_*, RUBYOPT from `bundle exec rake`): a home of their own, gems
   # installed into @gems. The gems the suite's bundle holds are found too

@@ -89,9 +89,7 @@ class SendfileTest < Minitest::Test
     20.times { assert_equal 200, get(s, "/file?name=small.bin").status }
     s.close
     assert_match(/file body closed small.bin/, server.log_until(/file body closed/))
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
-    sleep 0.02 until Dir.children("/proc/#{pid}/fd").size <= before ||
-                     Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+    wait_until { Dir.children("/proc/#{pid}/fd").size <= before }
     assert_operator Dir.children("/proc/#{pid}/fd").size, :<=, before
   end
 

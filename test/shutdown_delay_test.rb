@@ -21,8 +21,6 @@ class ShutdownDelayTest < Minitest::Test
     FileUtils.rm_rf(@dir)
   end
 
-  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-
   def start(*args, workers: 2)
     control = workers.positive? ? ["--control", @control] : []
     @srv = ServerProcess.new("slow.ru", *control, *args, workers: workers, unix: false)

@@ -200,8 +200,4 @@ class SlowReadersTest < Minitest::Test
   ensure
     stalled&.each(&:close)
   end
-
-  private
-
-  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 end

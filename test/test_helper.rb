@@ -65,15 +65,7 @@ class ServerProcess
 
   # The log once it matches re (or as it is after timeout): what a worker
   # logs can come just after the client saw the response.
-  def log_until(re, timeout: 5)
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
-    loop do
-      text = log
-      return text if text.match?(re) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-
-      sleep 0.01
-    end
-  end
+  def log_until(re, timeout: 5) = wait_until(timeout: timeout) { (text = log).match?(re) && text } || log
 
   # pids of the master's live children (the workers)
   def worker_pids = @group.worker_pids

@@ -6,7 +6,6 @@ require "test_helper"
 # (docs/THREADS.md). Real server processes; rates are coarse functional
 # bounds with wide margins (the box is shared), measured in bench/threads.rb.
 class ThreadsTest < Minitest::Test
-  def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
   def closed_loop_rate(srv, path, connections:, duration: 2)
     req = "GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n"
