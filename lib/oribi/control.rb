@@ -27,6 +27,26 @@ module Oribi
     # path => the method it answers (the master answers them, `oribi ctl` asks)
     ROUTES = { "/stats" => "GET", "/metrics" => "GET", "/readyz" => "GET", "/healthz" => "GET",
                "/restart" => "POST", "/stop" => "POST" }.freeze
+    PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+
+    # The answer to a request, from what master knows (#stats, #readiness)
+    # and does (#control_restart, #control_stop: their answers, the action
+    # once it is out). → [status, content type, body(, headers)]
+    def self.route(method, path, master)
+      want = ROUTES[path] or return [404, "text/plain", "Not Found\n"]
+      return [405, "text/plain", "use #{want}\n", { "allow" => want }] unless method == want
+
+      case path
+      when "/stats" then [200, "application/json", Stats.json(master.stats)]
+      when "/metrics" then [200, PROMETHEUS, Stats.prometheus(master.stats)]
+      when "/readyz"
+        state = master.readiness
+        [state == "ready" ? 200 : 503, "text/plain", "#{state}\n"]
+      when "/healthz" then [200, "text/plain", "ok\n"]
+      when "/restart" then master.control_restart
+      when "/stop" then master.control_stop
+      end
+    end
 
     Client = Struct.new(:io, :buf, :out, :deadline, keyword_init: true)
 

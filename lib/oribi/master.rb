@@ -110,6 +110,37 @@ module Oribi
       @status
     end
 
+
+    # What the control endpoint reads and asks (Control.route).
+    def stats
+      Stats.snapshot(children: @children.values, scoreboard: @scoreboard, retired: @retired, started_at: @started_at,
+                     configured: @count, state: readiness, listening: @server.listeners)
+    end
+
+    # "ready", or why not: "stopping" once draining, "booting" until the
+    # configured number of workers serve (during a USR2, old or new).
+    def readiness
+      return "stopping" if stopping?
+      serving = @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) }
+      serving += @adopted.size unless @adopted_draining # USR2: the previous workers serve meanwhile
+      return "booting" if serving < @count
+
+      "ready"
+    end
+
+    def control_restart
+      return [409, "text/plain", "stopping\n"] if stopping?
+      return [409, "text/plain", "a rolling restart is under way\n"] if @rolling.any?
+
+      @control_action = :restart
+      [202, "text/plain", "rolling restart of #{@children.size} worker(s)\n"]
+    end
+
+    def control_stop
+      @control_action = :stop
+      [202, "text/plain", "stopping\n"]
+    end
+
     private
 
     def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
@@ -560,77 +591,9 @@ module Oribi
       end
     end
 
-    # → [status, content type, body]; actions run once the answer is out.
-    def control_request(method, path)
-      want = Control::ROUTES[path] or return [404, "text/plain", "Not Found\n"]
-      return [405, "text/plain", "use #{want}\n", { "allow" => want }] unless method == want
+    def control_request(method, path) = Control.route(method, path, self)
 
-      case path
-      when "/stats" then [200, "application/json", Stats.json(stats)]
-      when "/metrics" then [200, "text/plain; version=0.0.4; charset=utf-8", Stats.prometheus(stats)]
-      when "/readyz"
-        state = readiness
-        [state == "ready" ? 200 : 503, "text/plain", "#{state}\n"]
-      when "/healthz" then [200, "text/plain", "ok\n"]
-      when "/restart"
-        return [409, "text/plain", "stopping\n"] if stopping?
-        return [409, "text/plain", "a rolling restart is under way\n"] if @rolling.any?
-
-        @control_action = :restart
-        [202, "text/plain", "rolling restart of #{@children.size} worker(s)\n"]
-      when "/stop"
-        @control_action = :stop
-        [202, "text/plain", "stopping\n"]
-      end
-    end
-
-    # "ready", or why not: "stopping" once draining, "booting" until the
-    # configured number of workers serve (during a USR2, old or new).
-    def readiness
-      return "stopping" if stopping?
-      serving = @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) }
-      serving += @adopted.size unless @adopted_draining # USR2: the previous workers serve meanwhile
-      return "booting" if serving < @count
-
-      "ready"
-    end
-
-    def retire_counters(row)
-      w = @scoreboard.stats(row)
-      @retired[:served] += w[:served]
-      @retired[:queue] = @retired[:queue].zip(w[:queue]).map(&:sum)
-      @retired[:queue_sum] += w[:queue_sum]
-      @retired[:queue_from_header] += w[:queue_from_header]
-      @retired[:queue_header_refused] += w[:queue_header_refused]
-    end
-
-    def stats
-      children = @children.values.sort_by { |s| [s.index, s.started] }
-      rss = Stats.rss_of(children.map(&:pid))
-      workers = children.map do |child|
-        w = @scoreboard.stats(child.row)
-        { index: child.index, pid: child.pid, generation: w[:generation], booted: !!child.booted,
-          retiring: !!child.leaving?, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
-          served: w[:served], connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
-          last_request_at: w[:last_request_at], rss: rss[child.pid], queue: w[:queue],
-          queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header],
-          queue_header_refused: w[:queue_header_refused] }
-      end
-      queue = workers.map { |w| w[:queue] }.reduce(@retired[:queue]) { |a, b| a.zip(b).map(&:sum) }
-      state = readiness
-      { pid: Process.pid, version: VERSION, started_at: @started_at.to_f.round(3),
-        uptime: (Time.now - @started_at).round(3), state: state, ready: state == "ready",
-        workers_configured: @count, workers_booted: workers.count { |w| w[:booted] && !w[:retiring] },
-        requests_total: @retired[:served] + workers.sum { |w| w[:served] },
-        listeners: Stats.listeners(@server.listeners),
-        queue_time: { buckets: Stats.cumulative(queue), sum: (@retired[:queue_sum] + workers.sum { |w| w[:queue_sum] }).round(6),
-                      count: queue.sum,
-                      from_header: @retired[:queue_from_header] + workers.sum { |w| w[:queue_from_header] },
-                      header_refused: @retired[:queue_header_refused] + workers.sum { |w| w[:queue_header_refused] } },
-        workers: workers.map do |w|
-          w.except(:queue, :queue_sum, :queue_from_header, :queue_header_refused).merge(queue_count: w[:queue].sum)
-        end }
-    end
+    def retire_counters(row) = Stats.retire(@retired, @scoreboard.stats(row))
 
     def enforce_deadline
       return unless @deadline && now >= @deadline && !@children.empty?

@@ -49,6 +49,47 @@ module Oribi
 
     # The scoreboard's request lines are the clients' bytes: as text
     # (Log.utf8) like every other string here.
+    # The master's report (/stats, /metrics): its workers' rows of the
+    # scoreboard (children: Master's records of them), the totals of those
+    # gone (retired), the queue-time histogram summed over all.
+    def snapshot(children:, scoreboard:, retired:, started_at:, configured:, state:, listening:)
+      children = children.sort_by { |s| [s.index, s.started] }
+      rss = rss_of(children.map(&:pid))
+      workers = children.map { |child| worker(child, scoreboard.stats(child.row), rss[child.pid]) }
+      queue = workers.map { |w| w[:queue] }.reduce(retired[:queue]) { |a, b| a.zip(b).map(&:sum) }
+      { pid: Process.pid, version: VERSION, started_at: started_at.to_f.round(3),
+        uptime: (Time.now - started_at).round(3), state: state, ready: state == "ready",
+        workers_configured: configured, workers_booted: workers.count { |w| w[:booted] && !w[:retiring] },
+        requests_total: retired[:served] + workers.sum { |w| w[:served] },
+        listeners: listeners(listening),
+        queue_time: { buckets: cumulative(queue), sum: (retired[:queue_sum] + workers.sum { |w| w[:queue_sum] }).round(6),
+                      count: queue.sum,
+                      from_header: retired[:queue_from_header] + workers.sum { |w| w[:queue_from_header] },
+                      header_refused: retired[:queue_header_refused] + workers.sum { |w| w[:queue_header_refused] } },
+        workers: workers.map do |w|
+          w.except(:queue, :queue_sum, :queue_from_header, :queue_header_refused).merge(queue_count: w[:queue].sum)
+        end }
+    end
+
+    def worker(child, w, rss)
+      { index: child.index, pid: child.pid, generation: w[:generation], booted: !!child.booted,
+        retiring: !!child.leaving?, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
+        served: w[:served], connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
+        last_request_at: w[:last_request_at], rss: rss, queue: w[:queue],
+        queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header],
+        queue_header_refused: w[:queue_header_refused] }
+    end
+
+    # A worker's counters (a scoreboard row's stats) into the totals of
+    # those gone, as it goes.
+    def retire(retired, w)
+      retired[:served] += w[:served]
+      retired[:queue] = retired[:queue].zip(w[:queue]).map(&:sum)
+      retired[:queue_sum] += w[:queue_sum]
+      retired[:queue_from_header] += w[:queue_from_header]
+      retired[:queue_header_refused] += w[:queue_header_refused]
+    end
+
     def json(snapshot) = "#{JSON.pretty_generate(text(snapshot))}\n"
 
     def text(value)
