@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "loop/internal.h"
+#include "fixture.h"
 
 #define KEPT 6 /* X's idle keep-alive clients: over its share of 2 workers */
 
@@ -80,17 +81,7 @@ static void *worker_x(void *arg)
 
 static void init(struct oribi_loop *loop, struct oribi_score *score, int lfd)
 {
-    struct oribi_options opt = {
-        .limits = {ORIBI_DEFAULT_MAX_REQUEST_LINE, ORIBI_DEFAULT_MAX_HEADER_BYTES, ORIBI_DEFAULT_MAX_HEADERS},
-        .keepalive = 1,
-        .keepalive_timeout_ms = 5000,
-        .header_timeout_ms = 5000,
-        .body_timeout_ms = 5000,
-        .write_timeout_ms = 5000,
-        .body_buffer = 65536,
-        .max_connections = 1024,
-        .tmpdir = "/tmp",
-    };
+    struct oribi_options opt = fixture_options();
     struct oribi_listener l = {.fd = dup(lfd)};
     if (l.fd < 0 || oribi_loop_init(loop, &opt, &l, 1) < 0)
         die("oribi_loop_init");
@@ -101,14 +92,7 @@ static void init(struct oribi_loop *loop, struct oribi_score *score, int lfd)
 
 int main(void)
 {
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t sl = sizeof(sa);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 128) < 0 ||
-        getsockname(lfd, (struct sockaddr *)&sa, &sl) < 0)
-        die("listen");
-    port = ntohs(sa.sin_port);
+    int lfd = fixture_listen(&port);
     init(&x, &score_x, lfd);
 
     /* X takes KEPT connections while it is the only worker */
