@@ -164,7 +164,7 @@ int main(void)
     int lfd = fixture_listen(&port);
 
     struct oribi_options opt = fixture_options();
-    struct oribi_listener l = {lfd, 0};
+    struct oribi_listener l = {.fd = lfd};
     if (oribi_loop_init(&loop, &opt, &l, 1) < 0)
         die("oribi_loop_init");
 
