@@ -39,6 +39,7 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, co
     /* Copies of its own: a draining worker serves the backlog after the
      * process has closed its listeners, and closes these once it is empty. */
     for (int i = 0; i < n; i++) {
+        loop->listeners[i].owed = 0; /* the loop's own count, whatever the caller's struct held */
         loop->listeners[i].fd = fcntl(listeners[i].fd, F_DUPFD_CLOEXEC, 0);
         if (loop->listeners[i].fd < 0) {
             while (i--)
