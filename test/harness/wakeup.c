@@ -82,9 +82,15 @@ static void *worker_x(void *arg)
 static void init(struct oribi_loop *loop, struct oribi_score *score, int lfd)
 {
     struct oribi_options opt = fixture_options();
-    struct oribi_listener l = {.fd = dup(lfd)};
+    /* what a caller's array may hold in the loop's own fields (engine.c's
+     * is not zeroed): the loop starts owing nothing */
+    struct oribi_listener l = {.fd = dup(lfd), .owed = 12345};
     if (l.fd < 0 || oribi_loop_init(loop, &opt, &l, 1) < 0)
         die("oribi_loop_init");
+    if (loop->listeners[0].owed != 0) {
+        fprintf(stderr, "wakeup: a new loop owes %u wake-ups\n", loop->listeners[0].owed);
+        exit(1);
+    }
     loop->score = score;
     loop->shared = &head;
     oribi_score_attach(score, &head);
