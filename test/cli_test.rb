@@ -234,8 +234,14 @@ class CLITest < Minitest::Test
       FileUtils.cp(File.join(APPS, "env.ru"), File.join(d, "config.ru"))
       sock = File.join(d, "s")
       pid = Process.spawn(RbConfig.ruby, OribiExe, "-w", "1", "-b", "unix://#{sock}", chdir: d, err: File::NULL)
-      wait_until(timeout: 10) { File.socket?(sock) }
-      assert_equal 200, HTTPClient.request(UNIXSocket.new(sock), "/").status
+      # accepting, not only bound: the file exists from bind(2), before listen(2)
+      client = wait_until(timeout: 10) do
+        UNIXSocket.new(sock)
+      rescue Errno::ENOENT, Errno::ECONNREFUSED
+        nil
+      end
+      assert client, "the server never accepted on #{sock}"
+      assert_equal 200, HTTPClient.request(client, "/").status
     ensure
       Process.kill(:TERM, pid)
       Process.wait(pid)
