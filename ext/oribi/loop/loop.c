@@ -158,8 +158,10 @@ int poll_events(struct oribi_loop *loop, int timeout)
              * worker asleep for it, unless this one was. */
             int li = (int)(((uintptr_t)p - 3) / 2);
             oribi_sched_backlog_seen(&loop->sched);
-            if (waits && loop->listeners[li].owed < OWED_MAX)
-                loop->listeners[li].owed++; /* the kernel woke this worker alone for it */
+            /* the kernel woke this worker alone for it (where it wakes one:
+             * kqueue wakes them all, and nothing is owed) */
+            if (ORIBI_POLL_EXCLUSIVE && waits && loop->listeners[li].owed < OWED_MAX)
+                loop->listeners[li].owed++;
             if (accept_open(loop) && !loop->sched.head && (waits ? !stand_aside(loop) : may_take(loop)))
                 accept_one(loop, li, SCHED_BACK);
         } else {
