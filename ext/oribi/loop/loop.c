@@ -160,7 +160,7 @@ int poll_events(struct oribi_loop *loop, int timeout)
             oribi_sched_backlog_seen(&loop->sched);
             /* the kernel woke this worker alone for it (where it wakes one:
              * kqueue wakes them all, and nothing is owed) */
-            if (ORIBI_POLL_EXCLUSIVE && waits && loop->listeners[li].owed < OWED_MAX)
+            if (ORIBI_POLL_EXCLUSIVE != 0 && waits && loop->listeners[li].owed < OWED_MAX)
                 loop->listeners[li].owed++;
             if (accept_open(loop) && !loop->sched.head && (waits ? !stand_aside(loop) : may_take(loop)))
                 accept_one(loop, li, SCHED_BACK);
