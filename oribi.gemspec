@@ -22,12 +22,10 @@ Gem::Specification.new do |s|
   # What serving needs and nothing of the development bundle (Gemfile): the
   # server extension's sources (built by `gem install`, or on first load
   # from a path: source, lib/oribi/extension.rb), the docs and the examples.
-  # The load generator and the tuner are the oribi-bench gem's
-  # (oribi-bench.gemspec): a production install compiles and ships neither.
-  # (That gem also carries the codec it borrows from ext/oribi/.)
-  tools = Gem::Specification.load(File.join(__dir__, "oribi-bench.gemspec")).files.grep(%r{\A(lib|ext/oribi_bench|docs)/})
-  s.files = Dir["lib/oribi.rb", "lib/oribi/*.rb", "lib/rack/**/*.rb", "lib/rackup/**/*.rb", "ext/oribi/**/*.{c,h,rb}",
-                "exe/*", "*.md", "docs/*.md", "examples/**/*", "LICENSE"] - tools
+  # The load generator and the tuner are the oribi-bench gem's, in a folder
+  # of its own (oribi-bench/): a production install compiles and ships
+  # neither.
+  s.files = Dir["lib/**/*.rb", "ext/oribi/**/*.{c,h,rb}", "exe/*", "*.md", "docs/*.md", "examples/**/*", "LICENSE"]
   s.bindir = "exe"
   s.executables = ["oribi"]
   s.extensions = ["ext/oribi/extconf.rb"]

@@ -17,7 +17,7 @@
 # (its whole process group) and its socket removed. The box is shared by the
 # servers and the load generator, so keep the load modest and compare ratios,
 # not absolute numbers.
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__), File.expand_path("../oribi-bench/lib", __dir__))
 require "oribi/loadgen"
 require "oribi/bench/targets"
 require_relative "pin"

@@ -27,8 +27,8 @@ require "rbconfig"
 require "socket"
 require "tmpdir"
 require "fileutils"
-require_relative "../lib/oribi/loadgen"
-require_relative "../lib/oribi/bench"
+require_relative "../oribi-bench/lib/oribi/loadgen"
+require_relative "../oribi-bench/lib/oribi/bench"
 
 roots = []
 requests = 2000

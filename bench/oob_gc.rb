@@ -16,7 +16,7 @@
 # run in turn, --rounds times (off, 1, 4, 16, off, 1, ...), so that a noisy
 # neighbour hits them alike; the table has each setting's median round
 # (by p99) and the spread of p99 over the rounds.
-$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__), File.expand_path("../oribi-bench/lib", __dir__))
 require "oribi"
 require "oribi/loadgen"
 require "oribi/bench/progress"

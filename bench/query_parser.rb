@@ -12,7 +12,7 @@
 # growing inputs (1 KB to 1 MB of the 4 KB form's pairs, with the params
 # and bytesize limits raised for both) show whether time per byte stays
 # flat: it does for both when neither is quadratic.
-$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__), File.expand_path("../oribi-bench/lib", __dir__))
 require "oribi/query_parser"
 require "optparse"
 

@@ -12,7 +12,7 @@
 # forked — then reads Rss and Pss of each process from
 # /proc/PID/smaps_rollup. Pss divides shared pages among the processes that
 # share them: the sum of Pss is the memory the server really takes.
-$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__), File.expand_path("../oribi-bench/lib", __dir__))
 require "oribi"
 require "oribi/loadgen"
 require "oribi/tune/resources"

@@ -24,7 +24,7 @@ require "optparse"
 require "socket"
 require "tmpdir"
 require "rbconfig"
-$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__), File.expand_path("../oribi-bench/lib", __dir__))
 require "oribi/process_group"
 
 module Soak

@@ -13,7 +13,7 @@
 # `--modes` to pick. The time it will take is printed first; a progress line
 # follows. Compare ratios within one run: the servers, nginx and the load
 # generator share the machine.
-$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__), File.expand_path("../oribi-bench/lib", __dir__))
 require "oribi"
 require "oribi/loadgen"
 require "etc"

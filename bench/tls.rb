@@ -9,13 +9,13 @@
 # Each round runs keep-alive and a connection per request (a full TLS
 # handshake each: no session resumption), plain then TLS, alternating so
 # drift hits both alike. Prints requests/s per round, the best of each and
-# TLS as a share of plain. Numbers in docs/BENCH.md.
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+# TLS as a share of plain. Numbers in oribi-bench/docs/BENCH.md.
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__), File.expand_path("../oribi-bench/lib", __dir__))
 require "optparse"
 require "stringio"
 require "json"
 require "oribi/bench"
-require_relative "../test/support/tls_nginx"
+require_relative "../oribi-bench/test/support/tls_nginx"
 
 opts = { threads: 1, connections: 8, duration: 3, rounds: 3 }
 OptionParser.new do |o|

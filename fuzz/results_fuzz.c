@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: records of `oribi bench --output` files, read back by
- * `oribi bench report` (ext/oribi_bench/results.c). Any bytes are added up
+ * `oribi bench report` (oribi-bench/ext/oribi_bench/results.c). Any bytes are added up
  * (invalid records and summaries skipped over), then every interval's
  * HdrHistogram V2 encoding is built and decoded again: its counts must sum
  * to the interval's samples and fit the bound the caller allocates.

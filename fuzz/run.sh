@@ -23,7 +23,7 @@ parser) corpus=$root/fuzz/corpus-run seeds=$root/fuzz/seeds sources=$root/ext/or
 query) corpus=$root/fuzz/corpus-query seeds=$root/fuzz/seeds-query sources=$root/ext/oribi/http/query.c ;;
 results)
     corpus=$root/fuzz/corpus-results seeds=$root/fuzz/seeds-results
-    sources="$root/ext/oribi_bench/results.c $root/ext/oribi_bench/histogram.c $root/ext/oribi_bench/loadgen_series.c"
+    sources="$root/oribi-bench/ext/oribi_bench/results.c $root/oribi-bench/ext/oribi_bench/histogram.c $root/oribi-bench/ext/oribi_bench/loadgen_series.c"
     ;;
 *) echo "TARGET must be parser, query or results" >&2; exit 2 ;;
 esac
@@ -31,7 +31,7 @@ mkdir -p "$build" "$corpus"
 
 ${CLANG:-clang} -g -O1 -std=gnu11 -Wall -Wextra -Wno-unused-function \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root/ext/oribi" -I"$root/ext/oribi_bench" -o "$build/${target}_fuzz" \
+    -I"$root/ext/oribi" -I"$root/oribi-bench/ext/oribi_bench" -o "$build/${target}_fuzz" \
     "$root/fuzz/${target}_fuzz.c" $sources
 
 cd "$build"

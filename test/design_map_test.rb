@@ -7,7 +7,7 @@ require "minitest/autorun"
 # fails here.
 class DesignMapTest < Minitest::Test
   ROOT = File.expand_path("..", __dir__)
-  SOURCES = %w[ext/**/*.{c,h,rb} lib/**/*.rb exe/*].freeze
+  SOURCES = %w[ext/**/*.{c,h,rb} lib/**/*.rb exe/* oribi-bench/ext/oribi_bench/*.{c,h,rb} oribi-bench/lib/**/*.rb].freeze
 
   # The paths a map row names: `dir/file` sets the row's folder, a bare
   # `file` is in it, `name.{c,h}` is both.

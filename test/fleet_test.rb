@@ -407,7 +407,7 @@ class FleetTest < Minitest::Test
     end
   end
 
-  # A record's error field: 1 + the kind (docs/BENCH.md)
+  # A record's error field: 1 + the kind (oribi-bench/docs/BENCH.md)
   LOAD_ERRORS = [nil, "connect", "read", "write", "timeout", "parse", "tls"].freeze
 
   # A run's records: what happened to the requests due in a time window.

@@ -8,15 +8,17 @@ require "rubygems/package"
 # install time) and from a Bundler `path:` source (built on first load),
 # each in a copy of the sources with no extension built, serving a request.
 class PackagingTest < Minitest::Test
-  # The sources a checkout holds (tracked, or new and not ignored).
+  # The sources a checkout holds (tracked, or new and not ignored), links
+  # as links (the tools' ext/oribi).
   def copy_sources(to)
     files, status = Open3.capture2("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", chdir: ROOT)
     skip "not a git checkout" unless status.success?
     files.split("\0").each do |f|
-      next unless File.file?(File.join(ROOT, f))
+      from = File.join(ROOT, f)
+      next unless File.symlink?(from) || File.file?(from)
 
       FileUtils.mkdir_p(File.join(to, File.dirname(f)))
-      FileUtils.cp(File.join(ROOT, f), File.join(to, f))
+      File.symlink?(from) ? File.symlink(File.readlink(from), File.join(to, f)) : FileUtils.cp(from, File.join(to, f))
     end
     refute_empty Dir[File.join(to, "lib/oribi/*.rb")]
     assert_empty Dir[File.join(to, "**/*.so")]
@@ -46,7 +48,8 @@ class PackagingTest < Minitest::Test
       copy_sources(src = File.join(d, "oribi"))
       app = File.join(d, "app")
       FileUtils.mkdir_p(app)
-      File.write(File.join(app, "Gemfile"), "source \"https://rubygems.org\"\ngem \"oribi\", path: \"../oribi\"\n")
+      File.write(File.join(app, "Gemfile"), "source \"https://rubygems.org\"\ngem \"oribi\", path: \"../oribi\"\n" \
+                                            "gem \"oribi-bench\", path: \"../oribi/oribi-bench\"\n")
       File.write(File.join(app, "config.ru"), "run ->(_env) { [200, {}, [\"hello\"]] }\n")
       env = { "ORIBI_BUILD_DIR" => File.join(d, "cache"), "BUNDLE_GEMFILE" => File.join(app, "Gemfile"),
               "GEM_HOME" => File.join(d, "gems") }
@@ -81,10 +84,10 @@ class PackagingTest < Minitest::Test
   def test_gem_install_builds_the_server_alone_and_oribi_bench_the_tools
     Dir.mktmpdir("oribi-pkg") do |d|
       copy_sources(src = File.join(d, "oribi"))
-      server, tools = %w[oribi oribi-bench].map do |name|
-        out, status = Open3.capture2e(user_env({}), "gem", "build", "#{name}.gemspec", chdir: src)
+      server, tools = { "oribi" => src, "oribi-bench" => File.join(src, "oribi-bench") }.map do |name, dir|
+        out, status = Open3.capture2e(user_env({}), "gem", "build", "#{name}.gemspec", chdir: dir)
         assert status.success?, out
-        Dir[File.join(src, "#{name}-[0-9]*.gem")].first
+        Dir[File.join(dir, "#{name}-[0-9]*.gem")].first
       end
       spec = Gem::Package.new(server).spec
       assert_equal ["rack"], spec.runtime_dependencies.map(&:name), "nothing of the development bundle"
@@ -99,6 +102,8 @@ class PackagingTest < Minitest::Test
       assert_equal [["oribi", [spec.version.to_s]]],
                    tools_spec.runtime_dependencies.map { |dep| [dep.name, dep.requirement.requirements.map { |r| r[1].to_s }] }
       assert_includes tools_spec.files, "lib/oribi/report/uplot/LICENSE"
+      assert_includes tools_spec.files, "docs/BENCH.md"
+      refute_includes spec.files, "docs/BENCH.md"
       assert_includes tools_spec.files, "ext/oribi/http/parser.c" # the codec it borrows
       assert_includes tools_spec.files, "lib/oribi/process_group.rb" # tune's servers
       refute_includes spec.files, "lib/oribi/process_group.rb"

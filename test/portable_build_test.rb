@@ -15,6 +15,8 @@ class PortableBuildTest < Minitest::Test
     "kqueue" => { "ORIBI_EVENT_LOOP" => "kqueue", "ORIBI_PORTABLE" => nil },
     "portable" => { "ORIBI_PORTABLE" => "1", "ORIBI_EVENT_LOOP" => nil },
   }.freeze
+  # each extension: its sources, and the lib/ it loads from
+  EXTS = { "oribi" => %w[ext/oribi lib], "oribi_bench" => %w[oribi-bench/ext/oribi_bench oribi-bench/lib] }.freeze
 
   # What the portable build may import, besides Ruby's C API (rb_*, ruby_*)
   # and OpenSSL's (the load generator's https): POSIX, kqueue, pthreads,
@@ -40,22 +42,23 @@ class PortableBuildTest < Minitest::Test
 
   def build(name)
     self.class.built[name] ||= begin
-      # A copy of exe/ and lib/ with the build's extensions in it: exe/oribi
-      # puts its own lib/ first.
+      # A copy of exe/, lib/ and the tools' lib/ with the build's extensions
+      # in them: exe/oribi puts its own lib/ and the tools' beside it first.
       dir = Dir.mktmpdir("oribi-#{name}-build")
       FileUtils.cp_r(File.join(ROOT, "exe"), dir)
       FileUtils.cp_r(File.join(ROOT, "lib"), dir)
-      lib = File.join(dir, "lib", "oribi")
-      %w[oribi oribi_bench].each do |ext|
+      FileUtils.mkdir_p(File.join(dir, "oribi-bench"))
+      FileUtils.cp_r(File.join(ROOT, "oribi-bench", "lib"), File.join(dir, "oribi-bench"))
+      EXTS.each do |ext, (src, lib)|
         obj = File.join(dir, ext)
         FileUtils.mkdir_p(obj)
         env = BUILDS.fetch(name).merge("ORIBI_WERROR" => "1")
-        out, _, status = run_command(RbConfig.ruby, File.join(ROOT, "ext", ext, "extconf.rb"), env: env, chdir: obj,
-                                                                                              merge: true, timeout: 120)
+        out, _, status = run_command(RbConfig.ruby, File.join(ROOT, src, "extconf.rb"), env: env, chdir: obj,
+                                                                                       merge: true, timeout: 120)
         assert status.success?, "#{name}: extconf.rb for #{ext} failed:\n#{log_end(out)}"
         out, _, status = run_command("make", "-j#{Etc.nprocessors}", env: env, chdir: obj, merge: true, timeout: 300)
         assert status.success?, "#{name}: make for #{ext} failed (a warning is an error):\n#{log_end(out)}"
-        FileUtils.cp(File.join(obj, "#{ext}.so"), lib)
+        FileUtils.cp(File.join(obj, "#{ext}.so"), File.join(dir, lib, "oribi"))
       end
       dir
     end
@@ -63,7 +66,7 @@ class PortableBuildTest < Minitest::Test
 
   # Ruby with the build's lib/ ahead of the checkout's (RUBYOPT: the tests
   # run under Bundler, which puts its paths before RUBYLIB's).
-  def env_for(name) = { "RUBYOPT" => "-I#{build(name)}/lib #{ENV.fetch('RUBYOPT', '')}" }
+  def env_for(name) = { "RUBYOPT" => "-I#{build(name)}/lib -I#{build(name)}/oribi-bench/lib #{ENV.fetch('RUBYOPT', '')}" }
 
   def libkqueue!
     return if File.exist?("/usr/include/kqueue/sys/event.h") || File.exist?("/usr/include/sys/event.h")
@@ -113,8 +116,8 @@ class PortableBuildTest < Minitest::Test
 
   def test_the_portable_build_imports_nothing_macos_or_freebsd_lacks
     libkqueue!
-    %w[oribi oribi_bench].each do |ext|
-      so = File.join(build("portable"), "lib", "oribi", "#{ext}.so")
+    EXTS.each do |ext, (_, lib)|
+      so = File.join(build("portable"), lib, "oribi", "#{ext}.so")
       assert_empty foreign_imports(so), "#{ext}.so (portable) imports what macOS or FreeBSD lack"
     end
   end

@@ -30,7 +30,7 @@ module Oribi
       parser = OptionParser.new do |o|
         o.banner = "Usage: oribi [options] [RACKUP_FILE (default #{Options::ALL[:rackup].shown})]\n" \
                    "       oribi ctl #{Ctl::COMMANDS.keys.join('|')} (docs/CONTROL.md)\n" \
-                   "       oribi bench URL (docs/BENCH.md)"
+                   "       oribi bench URL (oribi-bench/docs/BENCH.md)"
         o.separator ""
         Options::ALL.each_value { |opt| on(o, opt, v) if opt.flags }
         o.on("--check-config FILE", "say what each word of FILE (config/oribi.rb or config/puma.rb) does, then exit") do |f|

@@ -37,19 +37,20 @@ module Oribi
 
     module_function
 
-    def require!(name)
+    # root: the gem whose ext/NAME it is (the tools gem's own, for oribi_bench)
+    def require!(name, root: ROOT)
       minors = prebuilt(name)
       return require_prebuilt(name, minors) unless minors.empty?
 
       begin
         require "oribi/#{name}"
       rescue LoadError => e
-        src = File.join(ROOT, "ext", name)
+        src = File.join(root, "ext", name)
         unless File.file?(File.join(src, "extconf.rb"))
           raise LoadError, "#{e.message}: and no sources to build it from in #{src}"
         end
 
-        require built(name, src)
+        require built(name, src, root)
       end
     end
 
@@ -100,8 +101,8 @@ module Oribi
     end
 
     # The .so for the sources in src, built unless the cache has it.
-    def built(name, src)
-      dir = File.join(cache_root, "#{name}-#{key(src)}")
+    def built(name, src, root = ROOT)
+      dir = File.join(cache_root, "#{name}-#{key(src, root)}")
       so = File.join(dir, "#{name}.#{RbConfig::CONFIG['DLEXT']}")
       return so if File.file?(so)
 
@@ -120,11 +121,12 @@ module Oribi
       end
     end
 
-    # Sources (the extension's and the shared codec's) and the Ruby ABI.
-    def key(src)
+    # Sources (the extension's and the shared codec's, which the tools gem
+    # reaches through a link: ext/*/ follows it) and the Ruby ABI.
+    def key(src, root = ROOT)
       d = Digest::SHA256.new
-      Dir[File.join(ROOT, "ext", "**", "*.{c,h,rb}")].sort.each { |f| d << f.delete_prefix(ROOT) << File.binread(f) }
-      d << RUBY_VERSION << RbConfig::CONFIG["arch"] << src.delete_prefix(ROOT)
+      Dir[File.join(root, "ext", "*", "**", "*.{c,h,rb}")].sort.each { |f| d << f.delete_prefix(root) << File.binread(f) }
+      d << RUBY_VERSION << RbConfig::CONFIG["arch"] << src.delete_prefix(root)
       BUILD_ENV.each { |k| d << "#{k}=#{ENV.fetch(k, '')}" }
       d.hexdigest[0, 16]
     end

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "test_helper"
+require_relative "../../test/test_helper"
 require "json"
 require "pty"
 require "oribi/tune/resources"

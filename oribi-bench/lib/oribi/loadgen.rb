@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require "oribi/extension"
-Oribi::Extension.require!("oribi_bench")
+Oribi::Extension.require!("oribi_bench", root: File.expand_path("../..", __dir__))
 require "oribi/bench/options"
 
 module Oribi

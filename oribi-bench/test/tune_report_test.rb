@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__), File.expand_path("../../lib", __dir__))
 require "minitest/autorun"
 require "stringio"
 require "json"
@@ -158,7 +158,7 @@ class TuneReportTest < Minitest::Test
 
   def parse(*argv) = Oribi::Tune::CLI.new(StringIO.new, StringIO.new).parse(argv)
 
-  def app = File.expand_path("apps/io_bound.ru", __dir__)
+  def app = File.expand_path("../../test/apps/io_bound.ru", __dir__)
 
   def test_command_line
     o = parse("-w", "1..3", "-t", "1,4,2", "--slo", "p95=50ms", "--memory-limit", "1.5G", "--quick", "-d", "2s", app)

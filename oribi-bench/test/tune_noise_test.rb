@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__), File.expand_path("../../lib", __dir__))
 require "minitest/autorun"
 require "oribi/tune"
 require "stringio"
@@ -140,7 +140,7 @@ class TuneNoiseTest < Minitest::Test
 
   def tune_canned(rates)
     cli = CannedCLI.new(rates)
-    o = cli.parse(["-w", "1", "-t", "1,4,8", File.expand_path("apps/io_bound.ru", __dir__)])
+    o = cli.parse(["-w", "1", "-t", "1,4,8", File.expand_path("../../test/apps/io_bound.ru", __dir__)])
     [cli.tune(o), cli.calls]
   end
 

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # What every bench CLI test loads: minitest, the bench and a JSON reader.
-$LOAD_PATH.unshift(File.expand_path("../../lib", __dir__))
+$LOAD_PATH.unshift(File.expand_path("../../lib", __dir__), File.expand_path("../../../lib", __dir__))
 require "minitest/autorun"
 require "json"
 require "stringio"

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "test_helper"
+require_relative "../../test/test_helper"
 require "oribi/bench"
 require "oribi/tune"
 
@@ -39,7 +39,7 @@ class ToolDocsTest < Minitest::Test
 
   def test_the_docs_follow_the_option_tables
     problems = TABLES.flat_map do |path, tables|
-      doc = File.read(File.join(ROOT, path))
+      doc = File.read(File.join(__dir__, "..", path))
       tables.flat_map { |heading, options| self.class.mismatches(doc, heading, options).map { |m| "#{path} #{m}" } }
     end
     assert_empty problems

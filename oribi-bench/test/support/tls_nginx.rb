@@ -2,7 +2,7 @@
 
 require "etc"
 require "open3"
-require_relative "proxy_process"
+require_relative "../../../test/support/proxy_process"
 
 # A real nginx serving HTTPS with a self-signed certificate made here by
 # `openssl req` (names: localhost, a.test, IP 127.0.0.1), and plain HTTP on

@@ -4,6 +4,7 @@ require "rbconfig"
 require "tmpdir"
 require "fileutils"
 require "socket"
+require "oribi/extension"
 require "oribi/process_group"
 
 module Oribi
@@ -16,7 +17,8 @@ module Oribi
     class Server
       class BootError < StandardError; end
 
-      EXE = File.expand_path("../../../exe/oribi", __dir__)
+      # the server gem's command (its root: a checkout's, or the installed gem's)
+      EXE = File.join(Extension::ROOT, "exe/oribi")
       KINDS = %w[oribi puma unicorn].freeze
       # How to run a setting by hand, per server: shown with the recommendation.
       RUN_WITH = { "oribi" => "oribi -w {workers} -t {threads}", "puma" => "puma -w {workers} -t {threads}:{threads}",

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "support/bench_cli"
-require_relative "support/process"
+require_relative "../../test/support/process"
 require "socket"
 require "open3"
 require "tempfile"
@@ -83,7 +83,7 @@ class BenchCLITest < Minitest::Test
 
   def test_help_names_the_plot_file_as_written
     out, = Open3.capture3(RbConfig.ruby, "-Ilib", "exe/oribi", "bench", "--help",
-                          chdir: File.expand_path("..", __dir__))
+                          chdir: File.expand_path("../..", __dir__))
     line = out.lines.grep(/--plot/).first
     refute_match(/FILE\.html/, line, "--plot FILE writes FILE itself")
   end
@@ -153,7 +153,7 @@ class BenchCLITest < Minitest::Test
     acceptor&.join(2)
   end
 
-  EXE = File.expand_path("../exe/oribi", __dir__)
+  EXE = File.expand_path("../../exe/oribi", __dir__)
 
   def test_exe_dispatches_bench
     out, st = Open3.capture2e(RbConfig.ruby, EXE, "bench", "--bogus")
