@@ -44,14 +44,18 @@ static void oob_gc(void)
 static void engine_mark(void *p)
 {
     struct oribi_engine *e = p;
-    for (int i = 0; i < e->loop.nlisteners; i++) {
+    /* Every slot, not up to loop.nlisteners and nexchanges: Engine.new
+     * sets those only once it made the slots' objects, and an object held
+     * only here is swept by any allocation in between (the next slot's).
+     * A slot not filled in yet is 0, Qfalse, which rb_gc_mark skips. */
+    for (int i = 0; i < ORIBI_MAX_LISTENERS; i++) {
         rb_gc_mark(e->listeners[i].server_name);
         rb_gc_mark(e->listeners[i].server_port);
     }
     rb_gc_mark(e->tmpdir);
     rb_gc_mark(e->dispatcher);
     rb_gc_mark(e->scoreboard);
-    for (int i = 0; i < e->nexchanges; i++) {
+    for (int i = 0; i < e->exchanges_len; i++) {
         struct oribi_exchange *x = &e->exchanges[i];
         rb_gc_mark(x->env);
         rb_gc_mark(x->io);
@@ -70,7 +74,7 @@ static void engine_free(void *p)
     struct oribi_engine *e = p;
     if (e->ready)
         oribi_loop_free(&e->loop);
-    for (int i = 0; i < e->nexchanges; i++)
+    for (int i = 0; i < e->exchanges_len; i++)
         free(e->exchanges[i].out);
     xfree(e->exchanges);
     oribi_handbacks_free(&e->hb);
@@ -269,6 +273,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     e->hb.direct = threads == 1; /* the loop is not running while the only thread responds */
     e->hb.in_loop = &e->in_loop;
     e->exchanges = ZALLOC_N(struct oribi_exchange, threads);
+    e->exchanges_len = (int)threads;
     for (int i = 0; i < threads; i++) {
         exchange_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse, early_hints);
         e->nexchanges = i + 1;

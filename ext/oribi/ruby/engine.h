@@ -27,6 +27,7 @@ struct oribi_engine {
     VALUE tmpdir;
     int nexchanges, busy; /* one exchange per app thread, those in use */
     struct oribi_exchange *exchanges;
+    int exchanges_len;         /* allocated: marked while Engine.new is still filling them in */
     int in_loop;               /* the dispatcher is in the loop without the GVL */
     VALUE dispatcher;          /* the thread that calls next_request (marked by Ruby's thread list) */
     int stop_pending;          /* #stop from an app thread meanwhile */
