@@ -305,6 +305,19 @@ class PumaConfigTest < Minitest::Test
     end
   end
 
+  # A mode is said as it is written, in octal (0600 read back as 384 did not
+  # look like the file's value).
+  def test_check_config_says_a_mode_in_octal
+    Dir.mktmpdir do |d|
+      path = File.join(d, "oribi.rb")
+      File.write(path, "unix_mode 0o600\nworkers 3\n")
+      out, status = FrameworkProcess.capture(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--check-config", path)
+      assert status.success?, out
+      assert_match(/^  oribi +unix_mode 0600$/, out)
+      assert_match(/^  oribi +workers 3$/, out)
+    end
+  end
+
   # RAILS.md's example bound unix:///run/app/..., which nothing created:
   # --check-config called it fine and the server then failed to bind.
   def test_check_config_refuses_a_socket_in_a_missing_directory

@@ -169,15 +169,21 @@ module Oribi
         if HOOKS.include?(name)
           define_method(name) { |&blk| __set(name, blk, name.to_s) }
         else
-          define_method(name) { |value| __set(name, value, "#{name} #{value.inspect}") }
+          define_method(name) { |value| __set(name, value, name.to_s) }
         end
       end
 
       # A value as the option's type reads text: `workers
       # ENV.fetch("WEB_CONCURRENCY") { 2 }` gives "3", which is 3, as in Puma.
-      def __set(name, value, shown = nil)
-        @report&.push([:oribi, shown, nil]) if shown
-        @config[name] = OPTIONS.fetch(name).type.parse_text(value)
+      # The report says it as the type writes it (a mode in octal).
+      def __set(name, value, word = nil)
+        type = OPTIONS.fetch(name).type
+        @config[name] = type.parse_text(value)
+        return unless word
+
+        v = @config[name]
+        shown = type.show && !value.respond_to?(:call) && (type.check.nil? || type.check.call(v)) ? type.show.call(v) : value.inspect
+        @report&.push([:oribi, HOOKS.include?(name) ? word : "#{word} #{shown}", nil])
       end
 
       # A Puma word that sets an Oribi option.
