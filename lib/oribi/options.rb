@@ -169,8 +169,12 @@ module Oribi
     PORT = 9292 # rackup's too
     PORT_BIND = env_int("PORT", PORT) { |port| ["tcp://0.0.0.0:#{port}"] }
 
-    # One option; flags is nil for those the config file alone sets.
-    Option = Struct.new(:name, :flags, :type, :default, :check, :help) do
+    # One option, the server's and the tools' (oribi-bench's ToolOptions
+    # tables hold these too); flags is nil for those the config file alone
+    # sets. set stores a flag's value where values[name] = value would not
+    # do, as (values, value): a tool's flag that sets another option (its
+    # --json sets the format); the server's options have none.
+    Option = Struct.new(:name, :flags, :type, :default, :check, :help, :set) do
       def value = default.respond_to?(:call) ? default.call : default
       def valid?(value) = (check || type.check).call(value)
       def hint = (check || type.check).hint
@@ -185,6 +189,9 @@ module Oribi
       end
 
       def help_line = "#{help} (default #{shown})"
+
+      # How a doc's option table names it: "-c, --connections N".
+      def synopsis = flags.join(", ")
 
       # The name a placeholder gives the value: "N" in --workers N.
       def arg

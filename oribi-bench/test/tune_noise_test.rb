@@ -120,11 +120,11 @@ class TuneNoiseTest < Minitest::Test
 
   # A sweep whose settings are canned: 1×8 comes out at 49/s the first
   # time (a neighbour took the CPU) and 180/s when measured again.
-  class CannedCLI < Oribi::Tune::CLI
+  class CannedSession < Oribi::Tune::Session
     attr_reader :calls
 
-    def initialize(rates)
-      super(StringIO.new, StringIO.new)
+    def initialize(o, rates)
+      super(o, StringIO.new)
       @rates = rates
       @calls = []
     end
@@ -139,9 +139,9 @@ class TuneNoiseTest < Minitest::Test
   end
 
   def tune_canned(rates)
-    cli = CannedCLI.new(rates)
-    o = cli.parse(["-w", "1", "-t", "1,4,8", File.expand_path("../../test/apps/io_bound.ru", __dir__)])
-    [cli.tune(o), cli.calls]
+    o = Oribi::Tune::CLI.new(StringIO.new, StringIO.new).parse(["-w", "1", "-t", "1,4,8", File.expand_path("../../test/apps/io_bound.ru", __dir__)])
+    session = CannedSession.new(o, rates)
+    [session.run, session.calls]
   end
 
   def test_a_contradiction_is_measured_again_and_the_better_run_stands

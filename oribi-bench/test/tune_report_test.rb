@@ -172,10 +172,24 @@ class TuneReportTest < Minitest::Test
     u = parse("--server", "unicorn", app)
     assert_equal [["unicorn"], [1]], [[u[:server]], u[:threads]] # one thread per worker unless -t says otherwise
     a = parse("--apply", "deploy {workers} {threads}", "--url", "http://127.0.0.1:3000/", "-w", "1..2", "-t", "4")
-    cli = Oribi::Tune::CLI.new(StringIO.new, StringIO.new)
-    assert_equal [[1, 4], [2, 4]], cli.settings(a).map { |s| s.values_at(:workers, :threads) } # a sweep, unlike --url alone
-    assert_equal [[nil, nil]], cli.settings(parse("--url", "http://127.0.0.1:3000/")).map { |s| s.values_at(:workers, :threads) }
+    assert_equal [[1, 4], [2, 4]], Oribi::Tune::Session.settings(a).map { |s| s.values_at(:workers, :threads) } # a sweep, unlike --url alone
+    assert_equal [[nil, nil]], Oribi::Tune::Session.settings(parse("--url", "http://127.0.0.1:3000/")).map { |s| s.values_at(:workers, :threads) }
     assert_equal "deploy 2 8", Oribi::Tune::Server.fill(a[:apply], 2, 8)
+  end
+
+  # --json means what it means to oribi bench: the report on stdout, as
+  # JSON; files come from -o DIR and --html FILE.
+  def test_json_is_the_report_on_stdout
+    cli = Oribi::Tune::CLI.new(StringIO.new, StringIO.new)
+    run = { slo: Oribi::Tune::SLO.parse("p99=200ms"), path: "/", duration: 1.0, tolerance: 0.1, memory_limit: nil,
+            results: [{ workers: 1, threads: 1, status: :slo, note: "x", steps: [] }], contradictions: [], cpus: 2,
+            noise_detection: false, run_with: nil }
+    assert_equal "json", parse("--json", app)[:format]
+    assert_equal Oribi::Tune::Report.json(run), cli.report(parse("--json", app), run)
+    assert_equal Oribi::Tune::Report.text(run), cli.report(parse(app), run)
+    err = StringIO.new
+    assert_equal 2, Oribi::Tune::CLI.run(["--json", "tune.json", app], out: StringIO.new, err: err)
+    assert_equal "oribi tune: --json takes no FILE: it prints the JSON report; -o DIR writes DIR/tune.json\n", err.string
   end
 
   def test_bad_flags_give_one_line_and_exit_2

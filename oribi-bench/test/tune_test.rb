@@ -233,7 +233,7 @@ class TuneTest < Minitest::Test
                 "echo {workers}x{threads} >> #{dir}/applied; " \
                 "#{exe} -w {workers} -t {threads} --pid #{pid} -b tcp://127.0.0.1:#{port} #{File.join(APPS, 'io_bound.ru')} > #{dir}/log 2>&1 &"
       cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "-w", "1..2", "-t", "2", "--slo", "p99=500ms",
-             "--apply", restart, "--url", "http://127.0.0.1:#{port}/", "--json", File.join(dir, "tune.json")]
+             "--apply", restart, "--url", "http://127.0.0.1:#{port}/", "-o", dir]
       out, err, status = run_command(*cmd, timeout: 120)
       assert_equal 0, status.exitstatus, "#{out}\n#{err}"
       assert_equal %w[1x2 2x2], File.readlines(File.join(dir, "applied"), chomp: true).first(2)

@@ -44,71 +44,61 @@ module Oribi
     # The report options a run and `oribi bench report` share.
     def self.report_options(formats)
       proc do
-        option :format, "--format FORMAT", formats, "report: #{formats.join(', ')}", default: "text"
-        option :json, "--json", "same as --format json" do |v, _|
-          v[:format] = "json"
-        end
+        report_format(formats)
         option :plot, "--plot FILE", "also write FILE, an HTML page: latency over time and by percentile " \
                                      "(checked writable before the run)"
         option :thresholds, "--threshold LIST", "exit 1 unless every one holds: p99<200ms,success>99.9%,errors<=10",
-               default: -> { [] }, shown: "none" do |v, x|
-          v[:thresholds].concat(Threshold.parse(x))
-        end
+               type: THRESHOLDS, default: [].freeze
       end
     end
 
+    THRESHOLDS = Options::Type.new(arg: "LIST", cli: ->(x) { Threshold.parse(x) }, repeat: true,
+                                   show: ToolOptions::EACH.show)
+    BODY = Options::Type.new(arg: "FILE", cli: ->(path) { File.binread(path) })
+
     # `oribi bench`'s options: docs/BENCH.md says more of each; the load
     # generator (C) takes every value from here and has no defaults.
+    # --threads is the load generator's (-T, wrk's -t): tune's -t/--threads
+    # is the server's threads per worker, as the server's own -t.
     OPTIONS = ToolOptions.new do
-      option :threads, "-T", "--threads N", Integer, "threads, each with its own loop (lowered to the connections)",
-             default: -> { Etc.nprocessors }, shown: "CPUs"
-      option :connections, "-c", "--connections N", Integer, "closed loop: connections, spread over the threads",
-             default: 10
-      option :duration, "-d", "--duration TIME", "run for TIME: 10s, 500ms, 2m",
-             default: 10.0, shown: "10s, none with -n alone" do |v, x|
-        v[:duration] = Bench.seconds(x)
-      end
-      option :requests, "-n", "--requests N", Integer, "stop after N requests (completed or failed)"
+      option :threads, "-T", "--threads N", "threads, each with its own loop (lowered to the connections)",
+             type: Options::INT, default: Options.computed("CPUs") { Etc.nprocessors }
+      option :connections, "-c", "--connections N", "closed loop: connections, spread over the threads",
+             type: Options::INT, default: 10
+      duration "run for TIME: 10s, 500ms, 2m", default: Options.computed("10s, none with -n alone") { 10.0 }
+      option :requests, "-n", "--requests N", "stop after N requests (completed or failed)", type: Options::INT
       option :rate, "-r", "--rate RATE", "open loop: send RATE requests per second (100, 100/s, 6000/m) on " \
                                          "schedule; or stages, 100:10s,500:30s, with ramps, 0-500:30s (they set " \
-                                         "the duration)", shown: "off: closed loop" do |v, x|
+                                         "the duration)", default: Options.unset("off: closed loop") do |v, x|
         x.include?(":") ? v[:stages] = Bench.stages(x) : v[:rate] = Bench.rate(x)
       end
-      option :max_connections, "--max-connections N", Integer, "open loop: connections at most", default: 1000
-      option :warmup, "--warmup TIME", "run TIME first and leave it out of the results (needs a duration)",
-             shown: "none" do |v, x|
-        v[:warmup] = Bench.seconds(x)
-      end
+      option :max_connections, "--max-connections N", "open loop: connections at most", type: Options::INT,
+                                                                                         default: 1000
+      warmup "run TIME first and leave it out of the results (needs a duration)", default: Options.unset("none")
       option :method, "-m", "--method METHOD", "request method", default: "GET"
-      option :headers, "-H", "--header 'NAME: VALUE'", "request header; repeatable, and on every target too",
-             default: -> { [] } do |v, x|
-        v[:headers] << x
-      end
-      option :body, "--body FILE", "request body from FILE, with its Content-Length" do |v, x|
-        v[:body] = File.binread(x)
-      end
-      option :targets, "--targets FILE", "requests from FILE (vegeta's http format), sent in turn; instead of URL"
+      headers
+      option :body, "--body FILE", "request body from FILE, with its Content-Length", type: BODY
+      targets
       option :unix_path, "--unix-socket PATH", "connect to PATH; the URL gives only the request's path and Host"
       option :keepalive, "--[no-]keepalive", "reuse connections; off: connect time is in the latency",
-             default: true, shown: "on"
-      option :insecure, "--insecure", "https: do not check the server's certificate", shown: "checked"
+             type: Options::BOOL, default: true
+      option :insecure, "--insecure", "https: do not check the server's certificate", type: Options::BOOL,
+                                                                                      default: Options.unset("checked")
       option :sni, "--sni NAME", "https: the server name sent and checked in the certificate",
-             shown: "the URL's host"
+             default: Options.unset("the URL's host")
       option :timeout, "--timeout TIME", "per request, connect included; a timeout is an error",
-             default: 10.0, shown: "10s" do |v, x|
-        v[:timeout] = Bench.seconds(x)
-      end
+             type: ToolOptions::TIME, default: 10.0
       instance_eval(&Bench.report_options(%w[text json hist]))
+      # A results file, as the run goes; tune's -o/--output is a DIR for its
+      # reports, written at the end (a tune run has no results file).
       option :output, "--output FILE", "also write every result to FILE as the run goes (oribi bench report FILE " \
-                                       "reads it; checked writable before the run)", shown: "none"
+                                       "reads it; checked writable before the run)", default: Options.unset("none")
     end
 
     # `oribi bench report [options] FILE...`
     REPORT_OPTIONS = ToolOptions.new do
       instance_eval(&Bench.report_options(%w[text json hist hlog]))
-      option :interval, "--interval TIME", "hlog: the length of an interval", default: 1.0, shown: "1s" do |v, x|
-        v[:interval] = Bench.seconds(x)
-      end
+      option :interval, "--interval TIME", "hlog: the length of an interval", type: ToolOptions::TIME, default: 1.0
     end
 
     # What the load generator runs with when a caller (a test, a bench
