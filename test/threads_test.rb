@@ -28,6 +28,10 @@ class ThreadsTest < Minitest::Test
       srv&.stop
     end
     assert_operator rates[1], :<, 110, "one thread cannot beat 100 req/s of 10 ms: #{rates}"
+    # Under ThreadSanitizer (rake test:tsan_ruby) each access of ours costs
+    # many times its own: the ratio measures the sanitizer there.
+    return if ENV["ORIBI_SANITIZE"] == "thread"
+
     assert(rates[4] >= 2.5 * rates[1] || rates[4] >= 0.6 * 400, "4 threads: #{rates}")
   end
 

@@ -2,11 +2,18 @@
 
 # Build settings shared by the two extensions' extconf.rb (mkmf is loaded).
 
-# ORIBI_SANITIZE=1 builds with ASan+UBSan (rake test:asan).
+# ORIBI_SANITIZE=1 builds with ASan+UBSan (rake test:asan), =thread with
+# ThreadSanitizer (rake test:tsan_ruby).
 def oribi_cflags
   $CFLAGS << " -O2 -Wall -Wextra -std=gnu11 -D_GNU_SOURCE -fvisibility=hidden"
   $CFLAGS << " -Wno-unused-parameter -Wno-missing-field-initializers"
-  return unless ENV["ORIBI_SANITIZE"] == "1"
+  case ENV.fetch("ORIBI_SANITIZE", nil)
+  when "1" then oribi_asan
+  when "thread" then oribi_tsan
+  end
+end
+
+def oribi_asan
 
   # asan-stack=0: Ruby raises with __builtin_longjmp, which ASan cannot see;
   # an exception crossing our frames (an app raising in body.call, Timeout
@@ -15,6 +22,15 @@ def oribi_cflags
   $CFLAGS << " -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
   $CFLAGS << " --param asan-stack=0"
   $LDFLAGS << " -fsanitize=address,undefined"
+end
+
+# Only the extension is instrumented; Ruby is not. TSan still sees the GVL
+# (a pthread mutex and condition variables, whose calls it intercepts), so
+# an access of ours from an app thread and one from the dispatcher running
+# the loop without the GVL are ordered only by what our code does.
+def oribi_tsan
+  $CFLAGS << " -O1 -g -fno-omit-frame-pointer -fsanitize=thread"
+  $LDFLAGS << " -fsanitize=thread"
 end
 
 # Compiles the .c files of dirs (relative to srcdir, the folder of the
