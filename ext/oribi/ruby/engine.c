@@ -694,16 +694,6 @@ static VALUE engine_stop(int argc, VALUE *argv, VALUE self)
     return Qnil;
 }
 
-static VALUE engine_stats(VALUE self)
-{
-    struct oribi_engine *e = oribi_engine_get(self);
-    VALUE h = rb_hash_new();
-    rb_hash_aset(h, ID2SYM(rb_intern("requests")), ULL2NUM(e->loop.requests));
-    rb_hash_aset(h, ID2SYM(rb_intern("rejected")), ULL2NUM(e->loop.rejected));
-    rb_hash_aset(h, ID2SYM(rb_intern("connections")), UINT2NUM(e->loop.nconns));
-    return h;
-}
-
 /* engine.attach_scoreboard(scoreboard, row): from now on the engine
  * keeps that row's score up to date (requests, connections, queue times). */
 static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
@@ -762,7 +752,6 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cEngine, "next_request", engine_next_request, 0);
     rb_define_method(cEngine, "respond", engine_respond, -1);
     rb_define_method(cEngine, "stop", engine_stop, -1);
-    rb_define_method(cEngine, "stats", engine_stats, 0);
     rb_define_method(cEngine, "attach_scoreboard", engine_attach_scoreboard, 2);
     rb_define_method(cEngine, "close", engine_close, 0);
     /* The targets of env["rack.hijack"] and env["rack.early_hints"]: one
