@@ -1,8 +1,8 @@
 /*
- * The client for bench/late_writers.rb: a new connection per request, whose
- * request is written (a) as soon as connect returns, (b) once the new
- * socket polls writable (wrk's way: a non-blocking connect, then the write
- * when epoll says so), or (c) a millisecond after connect returns. A
+ * The client for bench/late_writers.rb and bench/gate.rb: a new connection per
+ * request, whose request is written (a) as soon as connect returns, (b) once
+ * the new socket polls writable (wrk's way: a non-blocking connect, then the
+ * write when epoll says so), or (c) a millisecond after connect returns. A
  * server that accepts before the bytes come (a unix socket, TCP without
  * TCP_DEFER_ACCEPT, every TCP listener on macOS and the BSDs) sees (b) and
  * (c) as connections that are empty at first. Closed loop: each of -c
@@ -10,13 +10,20 @@
  * closes, for -d seconds; latency from before connect to the response's
  * last byte.
  *
+ * -m keepalive instead: each thread keeps its connection and sends -P
+ * requests at a time (1; 16 is TechEmpower's plaintext test), the next
+ * batch once all are answered; latency from the batch's write to each
+ * response. A connection the server closes between responses (its
+ * keepalive_requests) is opened again; requests it left unanswered are not
+ * counted.
+ *
  * -b N instead: a burst of N keep-alive clients that connect at once and
  * send requests for -d seconds (each the next when the last is answered),
  * and the workers that answered are counted (the app names its pid last in
  * the body: bench/apps/sleepy.ru).
  *
  *   cc -O2 -Wall -Wextra -pthread -o late_writers late_writers.c
- *   ./late_writers (-u PATH | -p PORT) [-m now|writable|1ms] [-c CONNS] [-d SECONDS] [-t TARGET]
+ *   ./late_writers (-u PATH | -p PORT) [-m now|writable|1ms|keepalive] [-P DEPTH] [-c CONNS] [-d SECONDS] [-t TARGET]
  *   ./late_writers (-u PATH | -p PORT) [-m ...] -b N [-d SECONDS] [-t TARGET]
  *
  * Prints one line of key=value: requests, errors, rate (req/s), p50, p90,
@@ -40,13 +47,16 @@
 #include <time.h>
 #include <unistd.h>
 
-enum mode { M_NOW, M_WRITABLE, M_1MS };
+enum mode { M_NOW, M_WRITABLE, M_1MS, M_KEEPALIVE };
+
+#define MAX_DEPTH 64
 
 static struct sockaddr_storage addr;
 static socklen_t addrlen;
 static enum mode mode = M_NOW;
-static char request[512];
+static char request[512 * MAX_DEPTH]; /* -P copies of one */
 static size_t request_len;
+static int depth = 1;
 static int64_t deadline_ns;
 
 struct worker {
@@ -99,41 +109,62 @@ static int open_conn(void)
     return fd;
 }
 
-/* Writes the request and reads one response: 0, or -1. With body, the
+/* A connection and what it has read past the last response. */
+struct conn {
+    int fd;
+    int closing; /* the last response said Connection: close */
+    size_t len;
+    char buf[8192];
+};
+
+/* Reads one response, leaving the bytes after it in c->buf: 0 (a 200), -1
+ * (an error, another status, or cut short), 1 (closed before its first
+ * byte: a kept-alive connection the server ended). With body, the
  * response's body (NUL-terminated, cut to fit). */
-static int exchange(int fd, char *body, size_t body_cap)
+static int read_response(struct conn *c, char *body, size_t body_cap)
 {
-    if (send(fd, request, request_len, MSG_NOSIGNAL) != (ssize_t)request_len)
-        return -1;
-    char buf[4096];
-    size_t len = 0;
-    buf[0] = 0;
     long want = -1; /* bytes of the whole response, once the head is in */
     for (;;) {
-        ssize_t r = read(fd, buf + len, sizeof(buf) - 1 - len);
-        if (r == 0 && want < 0 && strstr(buf, "\r\n\r\n"))
-            want = (long)len; /* no Content-Length: the close ends it (Unicorn) */
-        else if (r <= 0)
+        c->buf[c->len] = 0;
+        char *end = strstr(c->buf, "\r\n\r\n");
+        if (want < 0 && end) {
+            char *cl = strcasestr(c->buf, "\r\ncontent-length:");
+            if (cl && cl < end)
+                want = (end + 4 - c->buf) + strtol(cl + 17, NULL, 10);
+        }
+        if (want >= 0 && (long)c->len >= want)
+            break;
+        if (c->len == sizeof(c->buf) - 1)
             return -1;
-        else
-            len += (size_t)r;
-        buf[len] = 0;
-        if (want < 0) {
-            char *end = strstr(buf, "\r\n\r\n");
-            char *cl = strcasestr(buf, "\r\ncontent-length:");
-            if (end && cl && cl < end)
-                want = (end + 4 - buf) + strtol(cl + 17, NULL, 10);
-            else if (len == sizeof(buf) - 1)
-                return -1;
+        ssize_t r = read(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+        if (r == 0 && want < 0 && end) { /* no Content-Length: the close ends it (Unicorn) */
+            want = (long)c->len;
+            break;
         }
-        if (want >= 0 && (long)len >= want) {
-            if (body) {
-                char *b = strstr(buf, "\r\n\r\n") + 4;
-                snprintf(body, body_cap, "%.*s", (int)(want - (b - buf)), b);
-            }
-            return strncmp(buf, "HTTP/1.1 200", 12) == 0 ? 0 : -1;
-        }
+        if (r == 0 && c->len == 0)
+            return 1;
+        if (r <= 0)
+            return -1;
+        c->len += (size_t)r;
     }
+    int ok = strncmp(c->buf, "HTTP/1.1 200", 12) == 0;
+    char *conn = strcasestr(c->buf, "\r\nconnection: close");
+    c->closing = conn && conn < strstr(c->buf, "\r\n\r\n");
+    if (body) {
+        char *b = strstr(c->buf, "\r\n\r\n") + 4;
+        snprintf(body, body_cap, "%.*s", (int)(want - (b - c->buf)), b);
+    }
+    memmove(c->buf, c->buf + want, c->len - (size_t)want);
+    c->len -= (size_t)want;
+    return ok ? 0 : -1;
+}
+
+/* Writes the request (-P copies of it kept alive) and reads one response. */
+static int exchange(struct conn *c, char *body, size_t body_cap)
+{
+    if (send(c->fd, request, request_len, MSG_NOSIGNAL) != (ssize_t)request_len)
+        return -1;
+    return read_response(c, body, body_cap);
 }
 
 static void record(struct worker *w, int64_t us)
@@ -152,17 +183,61 @@ static void record(struct worker *w, int64_t us)
 static void *closed_loop(void *p)
 {
     struct worker *w = p;
+    struct conn c;
     while (now_ns() < deadline_ns) {
         int64_t t = now_ns();
-        int fd = open_conn();
-        int ok = fd >= 0 && exchange(fd, NULL, 0) == 0;
-        if (fd >= 0)
-            close(fd);
+        c.fd = open_conn();
+        c.len = 0;
+        int ok = c.fd >= 0 && exchange(&c, NULL, 0) == 0;
+        if (c.fd >= 0)
+            close(c.fd);
         if (ok)
             record(w, (now_ns() - t) / 1000);
         else
             w->errors++;
     }
+    return NULL;
+}
+
+static void *kept_alive(void *p)
+{
+    struct worker *w = p;
+    struct conn *c = malloc(sizeof(*c));
+    if (!c) {
+        perror("malloc");
+        exit(1);
+    }
+    c->fd = -1;
+    c->closing = 0;
+    int served = 0; /* responses on this connection */
+    while (now_ns() < deadline_ns) {
+        if (c->fd < 0) {
+            c->fd = open_conn();
+            c->len = 0;
+            c->closing = 0;
+            served = 0;
+            if (c->fd < 0) {
+                w->errors++;
+                continue;
+            }
+        }
+        int64_t t = now_ns();
+        int r = send(c->fd, request, request_len, MSG_NOSIGNAL) == (ssize_t)request_len ? 0 : -1;
+        for (int i = 0; i < depth && r == 0 && !c->closing; i++, served++) {
+            r = read_response(c, NULL, 0);
+            if (r == 0)
+                record(w, (now_ns() - t) / 1000);
+        }
+        if (r || c->closing) {
+            if (r < 0 || !served)
+                w->errors++;
+            close(c->fd);
+            c->fd = -1;
+        }
+    }
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
     return NULL;
 }
 
@@ -173,12 +248,14 @@ static void *burst_one(void *p)
     struct worker *w = p;
     char body[256];
     pthread_barrier_wait(&burst_start);
-    w->fd = open_conn();
+    struct conn c;
+    w->fd = c.fd = open_conn();
+    c.len = 0;
     if (w->fd < 0)
         goto fail;
     do {
         int64_t t = now_ns();
-        if (exchange(w->fd, body, sizeof(body)) < 0) {
+        if (exchange(&c, body, sizeof(body)) != 0) {
             if (w->n) /* closed after its keepalive_requests: its worker is known */
                 break;
             goto fail;
@@ -217,8 +294,8 @@ static int64_t pct(const int64_t *v, size_t n, double p)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: late_writers (-u PATH | -p PORT) [-m now|writable|1ms] [-c CONNS] [-d SECONDS] "
-                    "[-b BURST] [-t TARGET]\n");
+    fprintf(stderr, "usage: late_writers (-u PATH | -p PORT) [-m now|writable|1ms|keepalive] [-P DEPTH] [-c CONNS] "
+                    "[-d SECONDS] [-b BURST] [-t TARGET]\n");
     exit(2);
 }
 
@@ -227,7 +304,7 @@ int main(int argc, char **argv)
     int conns = 1, burst = 0, opt;
     double secs = 5;
     const char *target = "/";
-    while ((opt = getopt(argc, argv, "u:p:m:c:d:b:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "u:p:m:P:c:d:b:t:")) != -1) {
         switch (opt) {
         case 'u': {
             struct sockaddr_un *un = (struct sockaddr_un *)&addr;
@@ -247,9 +324,19 @@ int main(int argc, char **argv)
             break;
         }
         case 'm':
-            mode = !strcmp(optarg, "now") ? M_NOW : !strcmp(optarg, "writable") ? M_WRITABLE : M_1MS;
-            if (mode == M_1MS && strcmp(optarg, "1ms"))
+            if (!strcmp(optarg, "now"))
+                mode = M_NOW;
+            else if (!strcmp(optarg, "writable"))
+                mode = M_WRITABLE;
+            else if (!strcmp(optarg, "1ms"))
+                mode = M_1MS;
+            else if (!strcmp(optarg, "keepalive"))
+                mode = M_KEEPALIVE;
+            else
                 usage();
+            break;
+        case 'P':
+            depth = atoi(optarg);
             break;
         case 'c':
             conns = atoi(optarg);
@@ -267,10 +354,15 @@ int main(int argc, char **argv)
             usage();
         }
     }
-    if (!addrlen || conns < 1 || (burst < 0) || strlen(target) > 256)
+    if (!addrlen || conns < 1 || (burst < 0) || strlen(target) > 256 || depth < 1 || depth > MAX_DEPTH ||
+        (depth > 1 && mode != M_KEEPALIVE))
         usage();
-    request_len = (size_t)snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: bench\r\n%s\r\n", target,
-                                   burst ? "" : "Connection: close\r\n");
+    int keepalive = burst || mode == M_KEEPALIVE;
+    request_len = (size_t)snprintf(request, 512, "GET %s HTTP/1.1\r\nHost: bench\r\n%s\r\n", target,
+                                   keepalive ? "" : "Connection: close\r\n");
+    for (int i = 1; i < depth; i++)
+        memcpy(request + i * request_len, request, request_len);
+    request_len *= (size_t)depth;
     int n = burst ? burst : conns;
     struct worker *w = calloc((size_t)n, sizeof(*w));
     if (!w)
@@ -282,7 +374,7 @@ int main(int argc, char **argv)
     if (burst)
         pthread_barrier_init(&burst_start, NULL, (unsigned)n);
     for (int i = 0; i < n; i++)
-        pthread_create(&w[i].tid, NULL, burst ? burst_one : closed_loop, &w[i]);
+        pthread_create(&w[i].tid, NULL, burst ? burst_one : keepalive ? kept_alive : closed_loop, &w[i]);
     size_t total = 0;
     uint64_t errors = 0;
     for (int i = 0; i < n; i++) {

@@ -9,7 +9,9 @@
 #
 # A client (bench/late_writers.c, compiled with cc) opens a new connection
 # per request and writes it at once (now), when the new socket polls
-# writable (writable: wrk's way), or 1 ms after connect returns (1ms). A
+# writable (writable: wrk's way), or 1 ms after connect returns (1ms); or
+# keeps its connection and sends one request at a time (keepalive) or 16
+# (pipelined, TechEmpower's plaintext test). A
 # server that accepts before the request is there (a unix socket; TCP
 # without TCP_DEFER_ACCEPT, tcp-nodefer here, as on macOS and the BSDs:
 # bench/no_defer_accept.rb) sees the late ones as empty connections first.
@@ -37,6 +39,9 @@ module Bench
     CLIENT_SRC = File.join(__dir__, "late_writers.c")
     SHIM = File.join(__dir__, "no_defer_accept.rb")
     WORKERS = 2
+    # The client's flags for a mode
+    MODES = { "now" => %w[-m now], "writable" => %w[-m writable], "1ms" => %w[-m 1ms],
+              "keepalive" => %w[-m keepalive], "pipelined" => %w[-m keepalive -P 16] }.freeze
 
     Spec = Struct.new(:name, :dir, keyword_init: true)
 
@@ -46,6 +51,9 @@ module Bench
       @client = File.join(@tmp, "late_writers")
       system("cc", "-O2", "-Wall", "-Wextra", "-pthread", "-o", @client, CLIENT_SRC) or abort "cc failed"
     end
+
+    # Its client and servers' files, once done with it (run does it itself)
+    def cleanup = FileUtils.rm_rf(@tmp)
 
     def run
       app = @o[:burst] ? "sleepy.ru" : @o[:app]
@@ -61,7 +69,39 @@ module Bench
         end
       end
     ensure
-      FileUtils.rm_rf(@tmp)
+      cleanup
+    end
+
+    # One run of the client against a server of start's: its key=value line
+    # as numbers (rate, errors, p50, p90, p99, max)
+    def client(server, mode, conns, *more)
+      flags = MODES.fetch(mode) { abort "unknown mode #{mode} (#{MODES.keys.join(', ')})" }
+      out = @last_out = run_client(server, *flags, "-c", conns.to_s, "-d", @o[:duration].to_s, *more)
+      out.scan(/(\w+)=(-?[\d.]+)/).to_h { |k, v| [k.to_sym, v.to_f] }
+    end
+
+    # A server (Spec) listening on kind (unix, tcp, tcp-nodefer), once it answers
+    def start(spec, kind, app)
+      label = spec.name
+      sock = File.join(@tmp, "#{label}.sock")
+      port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] } unless kind == "unix"
+      app_path = File.join(ROOT, "bench", "apps", app)
+      argv = if spec.dir
+               [Suite::RUBY, File.join(spec.dir, "exe", "oribi"), "-E", "production", "-w", WORKERS.to_s, "-t", "1",
+                "-b", port ? "tcp://127.0.0.1:#{port}" : "unix://#{sock}", app_path]
+             else
+               Suite.server(spec.name).argv.call(@tmp, WORKERS, port ? nil : sock, port, app_path, app)
+             end
+      env = { "RACK_ENV" => "production", "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile") }
+      env["RUBYOPT"] = "#{ENV.fetch('RUBYOPT', '')} -r#{SHIM}" if kind == "tcp-nodefer"
+      group = Suite::ProcessGroup.new(argv, env: env, log: File.join(@tmp, "#{label}-#{kind}.log"), chdir: ROOT)
+      target = port ? { host: "127.0.0.1", port: port } : { unix_path: sock }
+      failed = group.wait_ready(target, "GET #{@o[:target]} HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
+      if failed
+        group.stop
+        abort "#{label}: #{failed}\n#{group.tail.join}"
+      end
+      { label: label, group: group, unix: port ? nil : sock, port: port }
     end
 
     private
@@ -90,11 +130,6 @@ module Bench
       rows.each { |label, runs| puts format("  %-12s connections per worker: %s", label, runs.map { |x| x[:pids] }.join("  ")) }
     end
 
-    def client(server, mode, conns, *more)
-      out = @last_out = run_client(server, "-m", mode, "-c", conns.to_s, "-d", @o[:duration].to_s, *more)
-      out.scan(/(\w+)=(-?[\d.]+)/).to_h { |k, v| [k.to_sym, v.to_f] }
-    end
-
     def run_client(server, *args)
       where = server[:unix] ? ["-u", server[:unix]] : ["-p", server[:port].to_s]
       IO.popen([@client, *where, "-t", @o[:target], *args], &:read).tap do |out|
@@ -116,29 +151,6 @@ module Bench
     end
 
     def median(a) = a.sort[a.size / 2]
-
-    def start(spec, kind, app)
-      label = spec.name
-      sock = File.join(@tmp, "#{label}.sock")
-      port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] } unless kind == "unix"
-      app_path = File.join(ROOT, "bench", "apps", app)
-      argv = if spec.dir
-               [Suite::RUBY, File.join(spec.dir, "exe", "oribi"), "-E", "production", "-w", WORKERS.to_s, "-t", "1",
-                "-b", port ? "tcp://127.0.0.1:#{port}" : "unix://#{sock}", app_path]
-             else
-               Suite.server(spec.name).argv.call(@tmp, WORKERS, port ? nil : sock, port, app_path, app)
-             end
-      env = { "RACK_ENV" => "production", "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile") }
-      env["RUBYOPT"] = "#{ENV.fetch('RUBYOPT', '')} -r#{SHIM}" if kind == "tcp-nodefer"
-      group = Suite::ProcessGroup.new(argv, env: env, log: File.join(@tmp, "#{label}-#{kind}.log"), chdir: ROOT)
-      target = port ? { host: "127.0.0.1", port: port } : { unix_path: sock }
-      failed = group.wait_ready(target, "GET #{@o[:target]} HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
-      if failed
-        group.stop
-        abort "#{label}: #{failed}\n#{group.tail.join}"
-      end
-      { label: label, group: group, unix: port ? nil : sock, port: port }
-    end
   end
 
   def self.late_writers_main(argv)
@@ -148,7 +160,7 @@ module Bench
       p.banner = "usage: bundle exec ruby bench/late_writers.rb [options]"
       p.on("--servers LIST", Array, "oribi, NAME=DIR (another checkout's oribi), unicorn, puma") { |v| o[:servers] = v }
       p.on("--listeners LIST", Array, "unix, tcp, tcp-nodefer (unix,tcp-nodefer)") { |v| o[:listeners] = v }
-      p.on("--modes LIST", Array, "now, writable, 1ms (all)") { |v| o[:modes] = v }
+      p.on("--modes LIST", Array, "now, writable, 1ms, keepalive, pipelined (now,writable,1ms)") { |v| o[:modes] = v }
       p.on("--connections LIST", Array, "client connections per cell (1,4)") { |v| o[:connections] = v.map(&:to_i) }
       p.on("--duration SECONDS", Float, "per run (3)") { |v| o[:duration] = v }
       p.on("--rounds N", Integer, "runs per server and cell, alternating (3)") { |v| o[:rounds] = v }
