@@ -8,12 +8,15 @@
 # shared machine where a timed benchmark would not.
 #
 #   bundle exec ruby bench/instructions.rb [--requests 2000] [--repeat 3] [--rate 100] [--root DIR]...
+#       [--json FILE]
 #
 # Each DIR is a checkout with its extension built (default: this one). Per
-# run: 300 requests to warm up, the counters zeroed (callgrind_control -z),
-# N requests, the counters dumped (-d); the dump's total over N is the
-# run's count. Printed: each cell's median over the runs, its range, and
-# the ratio to the first DIR's median.
+# run, one server, for each mode in turn: 300 requests to warm up, the
+# counters zeroed (callgrind_control -z), N requests, the counters dumped
+# (-d); the dump's total over N is the run's count. Printed: each cell's
+# median over the runs, its range, and the ratio to the first DIR's median;
+# --json writes the first DIR's medians ({"keep-alive": N, "close": N}),
+# for bench/gate.rb.
 #
 # What would make the count follow timing is kept out, so that two runs of
 # one tree agree within about 1%: the requests come one at a time at a
@@ -22,6 +25,7 @@
 # GC is off (where its sweeping lands is timing; the trees compared
 # allocate the same); and Ruby's own work around the wait is not counted
 # (TOGGLE).
+require "json"
 require "optparse"
 require "rbconfig"
 require "socket"
@@ -31,6 +35,7 @@ require_relative "../oribi-bench/lib/oribi/loadgen"
 require_relative "../oribi-bench/lib/oribi/bench"
 
 roots = []
+json = nil
 requests = 2000
 repeat = 3
 rate = 100
@@ -39,6 +44,7 @@ OptionParser.new do |o|
   o.on("--repeat N", Integer, "runs per cell (default #{repeat})") { |v| repeat = v }
   o.on("--rate N", Integer, "requests per second, one at a time (default #{rate})") { |v| rate = v }
   o.on("--root DIR", "a checkout to measure (repeatable; default this one)") { |v| roots << File.expand_path(v) }
+  o.on("--json FILE", "also write the first checkout's medians") { |v| json = v }
 end.parse!
 roots << File.expand_path("..", __dir__) if roots.empty?
 abort "instructions: valgrind is not installed" unless system("which valgrind callgrind_control > /dev/null")
@@ -49,6 +55,7 @@ APP = File.expand_path("apps/hello.ru", __dir__)
 # on Ruby's own timer, and it is Ruby's, the same for any engine. Each
 # function toggles counting on entry and exit, so the one Ruby runs
 # without the GVL turns it back on inside the call that hands the GVL over.
+MODES = { "keep-alive" => true, "close" => false }.freeze
 TOGGLE = %w[engine_next_request engine_respond rb_thread_call_without_gvl run_nogvl wait_nogvl]
          .map { |f| "--toggle-collect=#{f}" }.freeze
 
@@ -65,7 +72,8 @@ rescue SystemCallError
   false
 end
 
-def measure(root, requests, keepalive, rate)
+# One server under callgrind, each mode measured in turn: {mode => count}
+def measure(root, requests, rate)
   Dir.mktmpdir("oribi-callgrind") do |dir|
     sock = File.join(dir, "s.sock")
     out = File.join(dir, "callgrind.out")
@@ -81,19 +89,22 @@ def measure(root, requests, keepalive, rate)
 
       sleep 0.2 # polling a condition (valgrind's start is slow), bounded above
     end
-    load(sock, 300, keepalive, rate)
-    system("callgrind_control", "-z", pid.to_s, %i[out err] => File::NULL) or raise "callgrind_control -z failed"
-    res = load(sock, requests, keepalive, rate)
-    raise "#{res[:errors]} errors" unless res[:requests] == requests && res[:errors].values.sum.zero?
+    MODES.to_h do |mode, keepalive|
+      load(sock, 300, keepalive, rate)
+      system("callgrind_control", "-z", pid.to_s, %i[out err] => File::NULL) or raise "callgrind_control -z failed"
+      res = load(sock, requests, keepalive, rate)
+      raise "#{res[:errors]} errors" unless res[:requests] == requests && res[:errors].values.sum.zero?
 
-    system("callgrind_control", "-d", pid.to_s, %i[out err] => File::NULL) or raise "callgrind_control -d failed"
-    dump = Dir["#{out}*"].max_by { |f| File.mtime(f) }
-    total = File.foreach(dump).find { |l| l.start_with?("summary:", "totals:") }.split[1].to_i
-    # ORIBI_CALLGRIND_KEEP=DIR keeps each dump, for callgrind_annotate
-    if (keep = ENV["ORIBI_CALLGRIND_KEEP"])
-      FileUtils.cp(dump, File.join(keep, "#{File.basename(root)}-#{keepalive ? 'keepalive' : 'close'}-#{Time.now.to_f}.out"))
+      before = Dir["#{out}*"]
+      system("callgrind_control", "-d", pid.to_s, %i[out err] => File::NULL) or raise "callgrind_control -d failed"
+      dump = (Dir["#{out}*"] - before).first or raise "callgrind_control -d wrote no dump"
+      total = File.foreach(dump).find { |l| l.start_with?("summary:", "totals:") }.split[1].to_i
+      # ORIBI_CALLGRIND_KEEP=DIR keeps each dump, for callgrind_annotate
+      if (keep = ENV["ORIBI_CALLGRIND_KEEP"])
+        FileUtils.cp(dump, File.join(keep, "#{File.basename(root)}-#{keepalive ? 'keepalive' : 'close'}-#{Time.now.to_f}.out"))
+      end
+      [mode, total.fdiv(requests)]
     end
-    total.fdiv(requests)
   ensure
     if pid
       Process.kill(:KILL, -pid) rescue nil # rubocop:disable Style/RescueModifier
@@ -104,13 +115,12 @@ end
 
 # Runs alternate between the trees, so that a change on the machine
 # during the measurement falls on all of them.
-MODES = { "keep-alive" => true, "close" => false }.freeze
 counts = Hash.new { |h, k| h[k] = [] }
 repeat.times do |pass|
   roots.each do |root|
-    MODES.each do |mode, keepalive|
-      counts[[root, mode]] << measure(root, requests, keepalive, rate)
-      warn format("pass %d/%d  %-10s %-40s %8.0f", pass + 1, repeat, mode, root[-40..] || root, counts[[root, mode]].last)
+    measure(root, requests, rate).each do |mode, count|
+      counts[[root, mode]] << count
+      warn format("pass %d/%d  %-10s %-40s %8.0f", pass + 1, repeat, mode, root[-40..] || root, count)
     end
   end
 end
@@ -123,6 +133,7 @@ def cell(runs, base)
 end
 
 medians = MODES.keys.to_h { |mode| [mode, median(counts[[roots.first, mode]])] }
+File.write(json, "#{JSON.generate(medians)}\n") if json
 puts format("%-40s %-30s %-30s", "instructions per request (engine)", *MODES.keys)
 roots.each do |root|
   cells = MODES.keys.map { |mode| cell(counts[[root, mode]], root == roots.first ? nil : medians[mode]) }
