@@ -315,6 +315,10 @@ class PumaConfigTest < Minitest::Test
       assert status.success?, out
       assert_match(/^  oribi +unix_mode 0600$/, out)
       assert_match(/^  oribi +workers 3$/, out)
+      File.write(path, "unix_mode nil\n") # what the umask gives: nothing to show in octal
+      out, status = FrameworkProcess.capture(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--check-config", path)
+      assert status.success?, out
+      assert_match(/^  oribi +unix_mode nil$/, out)
     end
   end
 

@@ -182,7 +182,7 @@ module Oribi
         return unless word
 
         v = @config[name]
-        shown = type.show && !value.respond_to?(:call) && (type.check.nil? || type.check.call(v)) ? type.show.call(v) : value.inspect
+        shown = type.show && !v.nil? && !value.respond_to?(:call) && (type.check.nil? || type.check.call(v)) ? type.show.call(v) : value.inspect
         @report&.push([:oribi, HOOKS.include?(name) ? word : "#{word} #{shown}", nil])
       end
 
