@@ -119,6 +119,11 @@ class NewConnectionsTest < Minitest::Test
       assert_equal({ workers: 0, conns: 0, waiting: 0 }, sb.head, "a release after the close took back more")
 
       # A worker that dies with its connections open: the master's release.
+      # A fork of this process, which has used the engine: libkqueue (kqueue
+      # on Linux) keeps a thread and locks that a fork does not survive (the
+      # child hung on a lock), where a server's master never runs an engine.
+      # macOS and the BSDs give a child no kqueue at all; epoll builds test it.
+      skip "libkqueue does not survive a fork of a process that used it" if Oribi::EVENT_LOOP.include?("libkqueue")
       clients = Array.new(3) { UNIXSocket.new(path) }
       pid = fork do
         serve.call(1, clients)
