@@ -57,6 +57,7 @@
 # not held. A change that costs instructions on purpose
 # writes new ones with --update-instructions (and says why in its commit).
 require_relative "late_writers"
+require_relative "suite/report"
 require "digest"
 require "fileutils"
 require "json"
@@ -228,10 +229,7 @@ module Bench
                   errors.positive? ? "  errors #{errors}" : "", row[:fail] ? "  FAIL" : "")
     end
 
-    def median(a)
-      s = a.sort
-      s.size.odd? ? s[s.size / 2] : (s[s.size / 2 - 1] + s[s.size / 2]) / 2.0
-    end
+    def median(a) = Suite::Report.median(a)
 
     # bench/instructions.rb on the candidate, against the stored counts
     def instructions(cand)
