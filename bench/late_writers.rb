@@ -5,13 +5,14 @@
 #
 #   bundle exec ruby bench/late_writers.rb [--servers oribi,old=/tmp/o-41d4e21,unicorn,puma]
 #       [--listeners unix,tcp,tcp-nodefer] [--modes now,writable,1ms] [--connections 1,4,8]
-#       [--duration 3] [--rounds 3] [--app hello.ru] [--target /] [--burst 50]
+#       [--duration 3] [--rounds 3] [--app hello.ru] [--target /] [--burst 50] [--pin]
 #
 # A client (bench/late_writers.c, compiled with cc) opens a new connection
 # per request and writes it at once (now), when the new socket polls
 # writable (writable: wrk's way), or 1 ms after connect returns (1ms); or
 # keeps its connection and sends one request at a time (keepalive) or 16
-# (pipelined, TechEmpower's plaintext test). A
+# (pipelined, TechEmpower's plaintext test); or runs wrk with
+# `Connection: close` (wrk, TCP listeners only: wrk has no unix sockets). A
 # server that accepts before the request is there (a unix socket; TCP
 # without TCP_DEFER_ACCEPT, tcp-nodefer here, as on macOS and the BSDs:
 # bench/no_defer_accept.rb) sees the late ones as empty connections first.
@@ -26,6 +27,7 @@
 # (to bench/apps/sleepy.ru, which names its worker's pid) for the duration;
 # the table says how many connections each worker took, per round (a worker
 # that takes them all serves them alone for as long as they stay).
+require_relative "pin"
 require_relative "suite/process_group"
 require_relative "suite/servers"
 require "fileutils"
@@ -45,8 +47,14 @@ module Bench
 
     Spec = Struct.new(:name, :dir, keyword_init: true)
 
+    # Each cell's medians per server: { kind:, mode:, conns:, label:, rate:,
+    # p50:, p99:, max: (µs), errors:, pids: (a burst's, per round) }
+    attr_reader :results
+
     def initialize(opts)
       @o = opts
+      @results = []
+      @server_cpus, @client_cpus = Pin.split if opts[:pin] && Pin.possible?
       @tmp = Dir.mktmpdir("oribi-late-", "/tmp")
       @client = File.join(@tmp, "late_writers")
       system("cc", "-O2", "-Wall", "-Wextra", "-pthread", "-o", @client, CLIENT_SRC) or abort "cc failed"
@@ -75,6 +83,8 @@ module Bench
     # One run of the client against a server of start's: its key=value line
     # as numbers (rate, errors, p50, p90, p99, max)
     def client(server, mode, conns, *more)
+      return wrk(server, conns) if mode == "wrk"
+
       flags = MODES.fetch(mode) { abort "unknown mode #{mode} (#{MODES.keys.join(', ')})" }
       out = @last_out = run_client(server, *flags, "-c", conns.to_s, "-d", @o[:duration].to_s, *more)
       out.scan(/(\w+)=(-?[\d.]+)/).to_h { |k, v| [k.to_sym, v.to_f] }
@@ -92,9 +102,9 @@ module Bench
              else
                Suite.server(spec.name).argv.call(@tmp, WORKERS, port ? nil : sock, port, app_path, app)
              end
-      env = { "RACK_ENV" => "production", "BUNDLE_GEMFILE" => File.join(ROOT, "Gemfile") }
+      env = { "RACK_ENV" => "production", "BUNDLE_GEMFILE" => ENV.fetch("BUNDLE_GEMFILE", File.join(ROOT, "Gemfile")) }
       env["RUBYOPT"] = "#{ENV.fetch('RUBYOPT', '')} -r#{SHIM}" if kind == "tcp-nodefer"
-      group = Suite::ProcessGroup.new(argv, env: env, log: File.join(@tmp, "#{label}-#{kind}.log"), chdir: ROOT)
+      group = Suite::ProcessGroup.new(Pin.argv(@server_cpus, argv), env: env, log: File.join(@tmp, "#{label}-#{kind}.log"), chdir: ROOT)
       target = port ? { host: "127.0.0.1", port: port } : { unix_path: sock }
       failed = group.wait_ready(target, "GET #{@o[:target]} HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
       if failed
@@ -113,6 +123,7 @@ module Bench
           @o[:rounds].times do |r|
             (r.odd? ? servers.reverse : servers).each { |s| rows[s[:label]] << client(s, mode, conns) }
           end
+          @cell = { kind: kind, mode: mode, conns: conns }
           report("#{kind}, #{mode}, #{conns} conn", rows)
         end
       end
@@ -126,15 +137,35 @@ module Bench
           rows[s[:label]] << client(s, mode, 1, "-b", @o[:burst].to_s).merge(pids: @last_out[/pids=(\S*)/, 1])
         end
       end
+      @cell = { kind: kind, mode: mode, conns: @o[:burst] }
       report("#{kind}, a burst of #{@o[:burst]} keep-alive clients (#{mode})", rows)
       rows.each { |label, runs| puts format("  %-12s connections per worker: %s", label, runs.map { |x| x[:pids] }.join("  ")) }
     end
 
     def run_client(server, *args)
       where = server[:unix] ? ["-u", server[:unix]] : ["-p", server[:port].to_s]
-      IO.popen([@client, *where, "-t", @o[:target], *args], &:read).tap do |out|
+      IO.popen(Pin.argv(@client_cpus, [@client, *where, "-t", @o[:target], *args]), &:read).tap do |out|
         abort "client failed against #{server[:label]}: #{out}" unless $?.success?
       end
+    end
+
+    # wrk, one thread per 64 connections, a new connection per request
+    def wrk(server, conns)
+      abort "wrk has no unix sockets: --modes wrk with a TCP listener" unless server[:port]
+      argv = ["wrk", "-t", [(conns + 63) / 64, 1].max.to_s, "-c", conns.to_s, "-d", "#{[@o[:duration].round, 1].max}s", "--latency",
+              "-H", "Connection: close", "http://127.0.0.1:#{server[:port]}#{@o[:target]}"]
+      out = IO.popen(Pin.argv(@client_cpus, argv), err: %i[child out], &:read)
+      abort "wrk failed against #{server[:label]}: #{out}" unless $?.success?
+      pct = ->(q) { micros(out[/^\s+#{q}%\s+([\d.]+\w+)/, 1]) }
+      errors = out.scan(/(?:connect|read|write|timeout) (\d+)/).sum { |(n)| n.to_i } + out[/Non-2xx.*?(\d+)/, 1].to_i
+      { rate: out[%r{Requests/sec:\s+([\d.]+)}, 1].to_f, errors: errors, p50: pct.(50), p90: pct.(90), p99: pct.(99),
+        max: micros(out[/Latency\s+\S+\s+\S+\s+(\S+)/, 1]) }
+    end
+
+    def micros(text)
+      return Float::NAN unless text =~ /\A([\d.]+)(us|ms|s)\z/
+
+      $1.to_f * { "us" => 1, "ms" => 1e3, "s" => 1e6 }.fetch($2)
     end
 
     def report(cell, rows)
@@ -144,6 +175,9 @@ module Bench
         rate = median(runs.map { |x| x[:rate] })
         first ||= rate
         errors = runs.sum { |x| x[:errors] }.to_i
+        @results << { **@cell, label: label, rate: rate, errors: errors, max: runs.map { |x| x[:max] }.max,
+                      p50: median(runs.map { |x| x[:p50] }), p99: median(runs.map { |x| x[:p99] }),
+                      pids: runs.map { |x| x[:pids] }.compact }
         puts format("  %-12s %9.0f req/s  p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms  %5.2fx%s", label, rate,
                     median(runs.map { |x| x[:p50] }) / 1e3, median(runs.map { |x| x[:p99] }) / 1e3,
                     runs.map { |x| x[:max] }.max / 1e3, rate / first, errors.positive? ? "  errors #{errors}" : "")
@@ -151,6 +185,14 @@ module Bench
     end
 
     def median(a) = a.sort[a.size / 2]
+
+    # "oribi", "NAME=DIR" (another checkout's oribi), "unicorn", ... as Specs
+    def self.specs(list)
+      list.map do |s|
+        name, dir = s.split("=", 2)
+        Spec.new(name: name, dir: dir && File.expand_path(dir))
+      end
+    end
   end
 
   def self.late_writers_main(argv)
@@ -160,18 +202,16 @@ module Bench
       p.banner = "usage: bundle exec ruby bench/late_writers.rb [options]"
       p.on("--servers LIST", Array, "oribi, NAME=DIR (another checkout's oribi), unicorn, puma") { |v| o[:servers] = v }
       p.on("--listeners LIST", Array, "unix, tcp, tcp-nodefer (unix,tcp-nodefer)") { |v| o[:listeners] = v }
-      p.on("--modes LIST", Array, "now, writable, 1ms, keepalive, pipelined (now,writable,1ms)") { |v| o[:modes] = v }
+      p.on("--modes LIST", Array, "now, writable, 1ms, keepalive, pipelined, wrk (now,writable,1ms)") { |v| o[:modes] = v }
       p.on("--connections LIST", Array, "client connections per cell (1,4)") { |v| o[:connections] = v.map(&:to_i) }
       p.on("--duration SECONDS", Float, "per run (3)") { |v| o[:duration] = v }
       p.on("--rounds N", Integer, "runs per server and cell, alternating (3)") { |v| o[:rounds] = v }
       p.on("--app FILE", "in bench/apps (hello.ru)") { |v| o[:app] = v }
       p.on("--target PATH", "the request's target (/)") { |v| o[:target] = v }
       p.on("--burst N", Integer, "a burst of N keep-alive clients instead, sleepy.ru") { |v| o[:burst] = v }
+      p.on("--pin", "servers on the first half of the CPUs, the client on the rest (off)") { o[:pin] = true }
     end.parse!(argv)
-    o[:servers] = o[:servers].map do |s|
-      name, dir = s.split("=", 2)
-      LateWriters::Spec.new(name: name, dir: dir && File.expand_path(dir))
-    end
+    o[:servers] = LateWriters.specs(o[:servers])
     LateWriters.new(o).run
   end
 end
