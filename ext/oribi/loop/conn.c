@@ -56,6 +56,8 @@ struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->gen++;
     c->state = CONN_HEAD;
     c->watched = c->may_read = c->keepalive = c->buf_moved = c->peer_hup = c->kept = 0;
+    c->cork = c->corked = 0;
+    c->piped_us = 0;
     c->len = c->last_len = c->head_len = c->rest_off = 0;
     c->body_fd = -1;
     c->wlen = c->woff = 0;
@@ -341,6 +343,22 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_e
     }
 }
 
+/* conn, as it is now, onto a list of the loop's (pending, corked); 0, or -1
+ * out of memory. */
+static int list_push(struct oribi_pending **list, int *n, int *cap, struct oribi_conn *c)
+{
+    if (*n == *cap) {
+        int ncap = *cap ? *cap * 2 : 64;
+        struct oribi_pending *p = realloc(*list, (size_t)ncap * sizeof(*p));
+        if (!p)
+            return -1;
+        *list = p;
+        *cap = ncap;
+    }
+    (*list)[(*n)++] = (struct oribi_pending){c, c->gen};
+    return 0;
+}
+
 /* The response is out: next request, or close. */
 static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
 {
@@ -369,17 +387,45 @@ static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
     /* Pipelined bytes and the socket are looked at from the loop, not from
      * here: this runs inside a response, and a pipeline of answers the loop
      * gives itself (417) must not recurse. */
-    if (loop->npending == loop->pending_cap) {
-        int cap = loop->pending_cap ? loop->pending_cap * 2 : 64;
-        struct oribi_pending *p = realloc(loop->pending, (size_t)cap * sizeof(*p));
-        if (!p) {
-            conn_close(loop, c);
-            return;
-        }
-        loop->pending = p;
-        loop->pending_cap = cap;
+    if (list_push(&loop->pending, &loop->npending, &loop->pending_cap, c) < 0)
+        conn_close(loop, c);
+}
+
+/* Pipelined responses held back (oribi_conn_write_last) go out: before the
+ * loop waits, when a conn's pipeline has run out, and at the latest when
+ * the scheduler looks at the other conns (SCHED_LOOK_US). A conn the app
+ * has again is off the list (oribi_loop_take): its next response takes
+ * them along. A peer gone drops them; its next read or write finds it so. */
+void flush_corked(struct oribi_loop *loop)
+{
+    for (int i = 0; i < loop->ncorked; i++) {
+        struct oribi_conn *c = loop->corked[i].conn;
+        if (c->gen != loop->corked[i].gen || !c->corked)
+            continue;
+        c->corked = 0;
+        /* What the socket does not take now waits for its next write, or
+         * for the edge on_conn_event flushes at. */
+        if (oribi_conn_flush(c) < 0)
+            oribi_conn_discard_output(c);
     }
-    loop->pending[loop->npending++] = (struct oribi_pending){c, c->gen};
+    loop->ncorked = 0;
+}
+
+/* A response held back for the next ones stays so if its conn goes on
+ * (kept alive, its next request there); else it goes out now. 0, or -1 the
+ * peer is gone. */
+static int conn_uncork(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    int cork = c->cork;
+    c->cork = 0;
+    if (!cork || !oribi_conn_pending(c))
+        return 0;
+    if (c->keepalive && c->file_fd < 0 && c->len > c->rest_off && !c->corked &&
+        list_push(&loop->corked, &loop->ncorked, &loop->corked_cap, c) == 0) {
+        c->corked = 1;
+        return 0;
+    }
+    return oribi_conn_flush(c) < 0 ? -1 : 0;
 }
 
 /* Connections whose response is out: next pipelined request, or read on. */
@@ -392,6 +438,13 @@ void drain_pending(struct oribi_loop *loop)
             continue; /* closed (and maybe reused) since */
         if (c->len)
             conn_process(loop, c, SCHED_BACK);
+        if (c->corked && c->state != CONN_READY) { /* the rest of the pipeline is not here yet */
+            c->corked = 0;
+            if (oribi_conn_flush(c) < 0) {
+                conn_close(loop, c);
+                continue;
+            }
+        }
         if (c->state == CONN_HEAD || c->state == CONN_BODY) {
             if (conn_watch(loop, c) < 0)
                 conn_close(loop, c);
@@ -434,7 +487,15 @@ void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c)
         }
         c->app_events = 0;
     }
-    if (oribi_conn_pending(c)) {
+    if (c->piped_us) { /* the app's time for pipelined requests, a moving average */
+        loop->piped_app_us += (oribi_mono_us() - c->piped_us - loop->piped_app_us) / 8;
+        c->piped_us = 0;
+    }
+    if (conn_uncork(loop, c) < 0) {
+        conn_close(loop, c);
+        return;
+    }
+    if (oribi_conn_pending(c) && !c->corked) {
         c->state = CONN_FLUSH;
         if (conn_watch(loop, c) < 0) {
             conn_close(loop, c);
@@ -473,6 +534,9 @@ void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t event
         } else if (c->wprogress_ms != progress) {
             timer_arm(loop, c, TIMER_WRITE); /* write_timeout counts from the last byte the client took */
         }
+    } else if ((events & ORIBI_POLL_OUT) && !c->corked && c->wlen > c->woff && oribi_conn_flush(c) < 0) {
+        conn_close(loop, c); /* pipelined responses the socket did not take all of (flush_corked) */
+        return;
     }
     if (note_readable(c, events))
         conn_read(loop, c, SCHED_BACK);

@@ -52,6 +52,12 @@ struct oribi_conn {
     uint32_t app_events;    /* poller events that came while the app had the conn */
     unsigned char peer_hup; /* ORIBI_POLL_HUP/ERR seen: read on until EOF, no edge will come again */
     unsigned char kept;     /* kept alive after a response: counted in the loop's nkept */
+    /* Pipelining: its next request was in the buffer when this one was
+     * handed out, so the response may wait in wbuf to leave with the next
+     * ones' (oribi_conn_write_last). The app's thread reads it. */
+    unsigned char cork;
+    unsigned char corked; /* holds such a response, on the loop's corked list (loop thread only) */
+    int64_t piped_us;     /* when a pipelined request was handed out (µs), else 0: the app's time */
 
     char *buf;
     size_t len, cap;

@@ -68,6 +68,7 @@ void conn_close(struct oribi_loop *loop, struct oribi_conn *c);
 void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status);
 void conn_read(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_end end);
 void drain_pending(struct oribi_loop *loop);
+void flush_corked(struct oribi_loop *loop);
 void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t events);
 void conn_timed_out(struct oribi_loop *loop, struct oribi_conn *c, int kind);
 void conn_check_body_rates(struct oribi_loop *loop);

@@ -98,6 +98,9 @@ void oribi_loop_free(struct oribi_loop *loop)
     free(loop->pending);
     loop->pending = NULL;
     loop->npending = loop->pending_cap = 0;
+    free(loop->corked);
+    loop->corked = NULL;
+    loop->ncorked = loop->corked_cap = 0;
     close_listeners(loop, 0);
     if (loop->pfd >= 0)
         close(loop->pfd);
@@ -134,6 +137,7 @@ static void expire_timers(struct oribi_loop *loop)
 int poll_events(struct oribi_loop *loop, int timeout)
 {
     struct oribi_poll_batch batch;
+    flush_corked(loop);
     update_listeners(loop); /* once a turn, before the wait */
     /* Asleep with the listeners on, it is the worker a new connection
      * wakes, and the one that takes it (may_take). */
@@ -173,7 +177,17 @@ int poll_events(struct oribi_loop *loop, int timeout)
     return n;
 }
 
+static int loop_run(struct oribi_loop *loop, int block);
+
 int oribi_loop_run(struct oribi_loop *loop, int block)
+{
+    int r = loop_run(loop, block);
+    if (r != LOOP_READY)
+        flush_corked(loop); /* the Ruby side takes no request now */
+    return r;
+}
+
+static int loop_run(struct oribi_loop *loop, int block)
 {
     for (;;) {
         drain_pending(loop);
@@ -222,14 +236,16 @@ int oribi_loop_run(struct oribi_loop *loop, int block)
 static void take_turn(struct oribi_loop *loop)
 {
     struct oribi_scheduler *s = &loop->sched;
+    /* A pipelined request behind the last response is parsed first: until
+     * then its conn waits on the head timer, like a client whose bytes are
+     * still coming, and would make every hand-out a look at the poller. */
+    drain_pending(loop);
     enum oribi_sched_step step = oribi_sched_step(s, loop->nidle, loop->timers[TIMER_HEAD][0] != NULL, oribi_mono_us());
     if (step == SCHED_HAND_OUT)
         return;
     loop->now = oribi_coarse_ms();
-    if (step == SCHED_LOOK) {
-        drain_pending(loop);
+    if (step == SCHED_LOOK)
         poll_events(loop, 0);
-    }
     struct oribi_turn t;
     if (!oribi_sched_turn(s, loop->nkept, accept_open(loop) && may_take(loop), &t))
         return;
@@ -258,7 +274,18 @@ struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
         oribi_parse_request(c->buf, c->head_len, 0, &c->req, &loop->opt.limits);
         c->buf_moved = 0;
     }
-    keepalive_decide(loop, c);
+    /* The next request is here already (pipelining): this response may
+     * wait for the next ones' (oribi_conn_write_last), and what the conn
+     * holds back goes with it, while the app answers such requests in
+     * microseconds: a response never waits long for the next one's app. */
+    c->piped_us = 0;
+    if (keepalive_decide(loop, c) && c->len > c->rest_off) {
+        c->piped_us = oribi_mono_us();
+        c->cork = loop->piped_app_us <= ORIBI_CORK_APP_US;
+    }
+    if (c->corked && !c->cork && oribi_conn_flush(c) < 0)
+        oribi_conn_discard_output(c); /* gone: its response's write says so */
+    c->corked = 0;
     return c;
 }
 

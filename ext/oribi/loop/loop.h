@@ -93,6 +93,9 @@ struct oribi_loop {
     struct oribi_conn *free_list;
     struct oribi_pending *pending; /* responses done: look at the conn again */
     int npending, pending_cap;
+    struct oribi_pending *corked; /* conns holding pipelined responses back (flush_corked) */
+    int ncorked, corked_cap;
+    int64_t piped_app_us; /* the app's time for pipelined requests (µs, moving average) */
 
     int listening;                    /* listeners[] are open (the loop's own copies) */
     int stopping;                     /* graceful drain: no keep-alive, then no accepts */

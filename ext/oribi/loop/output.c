@@ -126,6 +126,22 @@ int oribi_conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
     return conn_write(c, iov, iovcnt, 0);
 }
 
+int oribi_conn_write_last(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
+{
+    if (c->cork && c->file_fd < 0) {
+        size_t n = c->wlen - c->woff;
+        for (int i = 0; i < iovcnt; i++)
+            n += iov[i].iov_len;
+        if (n <= ORIBI_CORK_MAX) {
+            for (int i = 0; i < iovcnt; i++)
+                if (iov[i].iov_len && wbuf_append(c, iov[i].iov_base, iov[i].iov_len) < 0)
+                    return -1;
+            return 0;
+        }
+    }
+    return conn_write(c, iov, iovcnt, 0);
+}
+
 int oribi_conn_write_more(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
 {
     return conn_write(c, iov, iovcnt, ORIBI_MSG_MORE);

@@ -27,6 +27,16 @@ int oribi_conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt);
 /* The same with MSG_MORE: more bytes follow at once (a head before a
  * sendfile), so the kernel may put them in one segment. */
 int oribi_conn_write_more(struct oribi_conn *c, const struct iovec *iov, int iovcnt);
+/* The last bytes of a whole response. When its client has sent the next
+ * request already (c->cork: pipelining) and what is kept stays under
+ * ORIBI_CORK_MAX, they are only kept, to leave in one sendmsg with the next
+ * responses' (the loop sends them when the pipeline runs out, before it
+ * waits, and when it looks at its other conns: flush_corked); else as
+ * oribi_conn_write. */
+#define ORIBI_CORK_MAX (64 * 1024)
+/* ... while the app answers pipelined requests within this (µs) on average */
+#define ORIBI_CORK_APP_US 50
+int oribi_conn_write_last(struct oribi_conn *c, const struct iovec *iov, int iovcnt);
 /* Sends kept bytes; same returns as oribi_conn_write. */
 int oribi_conn_flush(struct oribi_conn *c);
 /* Waits up to timeout_ms for the socket to take bytes; 0 ok, -1 timeout or

@@ -132,8 +132,9 @@ static int spool_write(struct oribi_rack_response *r, const struct iovec *iov, i
 
 /* Writes what is gathered plus extra. A client slower than the body is
  * produced: once its conn keeps its share, the rest of the response is
- * spooled (max_response_spool), else the thread waits for the client. */
-static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, int nextra)
+ * spooled (max_response_spool), else the thread waits for the client.
+ * last: these bytes end the response (oribi_conn_write_last). */
+static void out_write(struct oribi_rack_response *r, const struct iovec *extra, int nextra, int last)
 {
     struct iovec iov[1 + 1024];
     int n = 0;
@@ -150,7 +151,7 @@ static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, 
     }
     if (r->gone)
         return;
-    int w = n ? oribi_conn_write(r->c, iov, n) : 0;
+    int w = !n ? 0 : last ? oribi_conn_write_last(r->c, iov, n) : oribi_conn_write(r->c, iov, n);
     r->x->out_len = 0;
     if (w == 1 && may_spool(r)) {
         r->spooling = 1; /* these bytes are kept; the next ones go to disk */
@@ -165,6 +166,11 @@ static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, 
     }
     if (w < 0)
         r->gone = 1;
+}
+
+static void out_flush(struct oribi_rack_response *r, const struct iovec *extra, int nextra)
+{
+    out_write(r, extra, nextra, 0);
 }
 
 /* The end of a spooled response: what the client has not taken yet is
@@ -543,7 +549,7 @@ static void write_array(struct oribi_rack_response *r)
             k = 0;
         }
     }
-    out_flush(r, iov, k);
+    out_write(r, iov, k, 1); /* the whole response: it may wait for a pipeline's next ones */
 }
 
 /* The head goes out with the first file bytes (one segment), and the rest
@@ -598,7 +604,7 @@ static VALUE write_body(struct oribi_rack_response *r)
     struct oribi_exchange *x = r->x;
     switch (r->mode) {
     case BODY_NONE:
-        out_flush(r, NULL, 0);
+        out_write(r, NULL, 0, 1);
         break;
     case BODY_ARRAY:
         write_array(r);

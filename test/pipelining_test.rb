@@ -1,0 +1,73 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# A client that sends its next requests before the answers (pipelining):
+# the answers of a deep pipeline leave together (oribi_conn_write_last), and
+# none waits for a request still on its way or for another's long app call.
+class PipeliningTest < Minitest::Test
+  include SharedServer
+  server "pipeline.ru", "-t", "1"
+
+  def get(path) = "GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n"
+
+  def mono = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+  def test_a_deep_pipeline_is_answered_in_order
+    server.each_transport do |name, open|
+      s = open.call
+      paths = (1..64).map { |i| "/p#{i}" }
+      s.write(paths.map { |p| get(p) }.join)
+      paths.each { |p| assert_equal p, HTTPClient.read_response(s).body, name }
+      # and the connection goes on, one request at a time
+      assert_equal "/after", HTTPClient.request(s, "/after").body
+      s.close
+    end
+  end
+
+  # More than one write's worth held back (ORIBI_CORK_MAX): the answers go
+  # out whole and in order, to a client that reads them only later.
+  def test_large_answers_in_a_pipeline_reach_a_late_reader_whole
+    s = server.unix
+    s.write((1..24).map { |i| get("/big?kb=#{8 * i}") }.join + get("/last"))
+    assert s.wait_readable(10), "no answer came"
+    (1..24).each do |i|
+      res = HTTPClient.read_response(s)
+      assert_equal 200, res.status
+      assert_equal "b" * (8192 * i), res.body, "answer #{i}"
+    end
+    assert_equal "/last", HTTPClient.read_response(s).body
+  ensure
+    s&.close
+  end
+
+  # The next request is only half here: the answer before it goes out now.
+  def test_an_answer_does_not_wait_for_the_rest_of_the_pipeline
+    s = server.tcp
+    nxt = get("/second")
+    s.write(get("/first") + nxt[0, 10])
+    res = HTTPClient.read_response(s, timeout: 5)
+    assert_equal "/first", res&.body, "the first answer waited for the second request"
+    s.write(nxt[10..])
+    assert_equal "/second", HTTPClient.read_response(s).body
+  ensure
+    s&.close
+  end
+
+  # Held back only while the app answers pipelined requests in
+  # microseconds: behind a slow app an answer leaves before the next
+  # request's app call, not after it.
+  def test_an_answer_does_not_wait_for_the_next_slow_request
+    s = server.tcp
+    s.write(get("/sleep?s=0.2") + get("/fast") + get("/sleep?s=3") + get("/end"))
+    t0 = mono
+    assert_equal "slept", HTTPClient.read_response(s).body
+    assert_equal "/fast", HTTPClient.read_response(s, timeout: 10).body
+    waited = mono - t0
+    assert_operator waited, :<, 2.5, "the answer to /fast waited for the 3 s app call after it"
+    assert_equal "slept", HTTPClient.read_response(s).body
+    assert_equal "/end", HTTPClient.read_response(s).body
+  ensure
+    s&.close
+  end
+end
