@@ -213,9 +213,7 @@ module Bench
           ratios << rates[:cand].last / [rates[:base].last, 1e-9].max
         end
       end
-      loss = lambda do # the candidate's typical round and its best run both under the threshold
-        [median(ratios), rates[:cand].max / rates[:base].max].max < @o[:threshold]
-      end
+      loss = -> { Gate.loss?(ratios, rates[:base], rates[:cand], @o[:threshold]) }
       rounds.call(@o[:rounds])
       again = loss.call
       rounds.call(@o[:rounds]) if again # a second look before failing
@@ -230,6 +228,14 @@ module Bench
     end
 
     def median(a) = Suite::Report.median(a)
+
+    # A clear loss: the candidate's typical round (the median of its
+    # rate / the baseline's, round by round) and its best run against the
+    # baseline's best both under threshold. One slow round, or a machine
+    # that slowed both alike, is not a loss.
+    def self.loss?(ratios, base_rates, cand_rates, threshold)
+      [Suite::Report.median(ratios), cand_rates.max / base_rates.max].max < threshold
+    end
 
     # bench/instructions.rb on the candidate, against the stored counts
     def instructions(cand)

@@ -7,7 +7,7 @@ require "test_helper"
 # none waits for a request still on its way or for another's long app call.
 class PipeliningTest < Minitest::Test
   include SharedServer
-  server "pipeline.ru", "-t", "1"
+  server "pipeline.ru"
 
   def get(path) = "GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n"
 
