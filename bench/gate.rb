@@ -88,6 +88,14 @@ module Bench
 
     Tree = Struct.new(:label, :commit, :why, :dir, keyword_init: true)
 
+    # A clear loss: the candidate's typical round (the median of its
+    # rate / the baseline's, round by round) and its best run against the
+    # baseline's best both under threshold. One slow round, or a machine
+    # that slowed both alike, is not a loss.
+    def self.loss?(ratios, base_rates, cand_rates, threshold)
+      [Suite::Report.median(ratios), cand_rates.max / base_rates.max].max < threshold
+    end
+
     def initialize(opts)
       @o = opts
       @results = []
@@ -228,14 +236,6 @@ module Bench
     end
 
     def median(a) = Suite::Report.median(a)
-
-    # A clear loss: the candidate's typical round (the median of its
-    # rate / the baseline's, round by round) and its best run against the
-    # baseline's best both under threshold. One slow round, or a machine
-    # that slowed both alike, is not a loss.
-    def self.loss?(ratios, base_rates, cand_rates, threshold)
-      [Suite::Report.median(ratios), cand_rates.max / base_rates.max].max < threshold
-    end
 
     # bench/instructions.rb on the candidate, against the stored counts
     def instructions(cand)

@@ -47,6 +47,14 @@ module Bench
 
     Spec = Struct.new(:name, :dir, keyword_init: true)
 
+    # "oribi", "NAME=DIR" (another checkout's oribi), "unicorn", ... as Specs
+    def self.specs(list)
+      list.map do |s|
+        name, dir = s.split("=", 2)
+        Spec.new(name: name, dir: dir && File.expand_path(dir))
+      end
+    end
+
     # Each cell's medians per server: { kind:, mode:, conns:, label:, rate:,
     # p50:, p99:, max: (µs), errors:, pids: (a burst's, per round) }
     attr_reader :results
@@ -185,14 +193,6 @@ module Bench
     end
 
     def median(a) = a.sort[a.size / 2]
-
-    # "oribi", "NAME=DIR" (another checkout's oribi), "unicorn", ... as Specs
-    def self.specs(list)
-      list.map do |s|
-        name, dir = s.split("=", 2)
-        Spec.new(name: name, dir: dir && File.expand_path(dir))
-      end
-    end
   end
 
   def self.late_writers_main(argv)
