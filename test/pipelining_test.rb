@@ -41,6 +41,28 @@ class PipeliningTest < Minitest::Test
     s&.close
   end
 
+  # Answers held back for a pipeline, sent when the rest of it is not
+  # there yet, behind an unread answer that filled most of the socket's
+  # send buffer: some stay in the conn. The client ends its side and reads
+  # only a moment later (a slow reader): they all reach it before the close.
+  def test_answers_reach_a_client_that_half_closes_before_reading_them
+    s = server.unix
+    # fast pipelined requests first: answers are held back again (the
+    # worker's average of their app time is low, whatever ran before)
+    s.write((1..64).map { |i| get("/p#{i}") }.join)
+    64.times { HTTPClient.read_response(s) }
+    first_kb = s.getsockopt(:SOCKET, :SNDBUF).int * 9 / 10 / 1024 # the server's socket has the same default
+    s.write(get("/big?kb=#{first_kb}"))
+    assert s.wait_readable(10), "no answer came"
+    s.write((1..16).map { get("/big?kb=3") }.join + get("/never")[0, 8])
+    s.shutdown(:WR)
+    sleep 0.3 # the scenario, a client that reads late: the server meets the end of its input first
+    assert_equal first_kb * 1024, HTTPClient.read_response(s)&.body&.bytesize, "the first answer"
+    (1..16).each { |i| assert_equal 3072, HTTPClient.read_response(s)&.body&.bytesize, "answer #{i}" }
+  ensure
+    s&.close
+  end
+
   # The next request is only half here: the answer before it goes out now.
   def test_an_answer_does_not_wait_for_the_rest_of_the_pipeline
     s = server.tcp

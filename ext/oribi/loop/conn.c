@@ -325,7 +325,19 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_e
             conn_process(loop, c, end);
         } else if (n == 0) {
             /* EOF: an idle or partial request just ends; a half-sent body is
-             * never handed to the app. */
+             * never handed to the app. Answers the socket did not take all
+             * of yet (a pipeline's: flush_corked) go out first. */
+            if (c->wlen > c->woff && c->state != CONN_LINGER) {
+                oribi_conn_no_keepalive(c);
+                c->len = c->rest_off = 0;
+                c->may_read = 0;
+                c->state = CONN_FLUSH;
+                if (conn_watch(loop, c) < 0)
+                    conn_close(loop, c);
+                else
+                    timer_arm(loop, c, TIMER_WRITE);
+                return;
+            }
             conn_close(loop, c);
             return;
         } else if (errno == EAGAIN) {
