@@ -41,10 +41,10 @@ class PipeliningTest < Minitest::Test
     s&.close
   end
 
-  # Answers held back for a pipeline, sent when the rest of it is not
-  # there yet, behind an unread answer that filled most of the socket's
-  # send buffer: some stay in the conn. The client ends its side and reads
-  # only a moment later (a slow reader): they all reach it before the close.
+  # A pipeline, then a half-close, behind an unread answer that filled most
+  # of the socket's send buffer: answers stay in the conn, requests in its
+  # buffer, when the end of the input comes. The client reads only a moment
+  # later (a slow reader): every answer reaches it before the close.
   def test_answers_reach_a_client_that_half_closes_before_reading_them
     s = server.unix
     # fast pipelined requests first: answers are held back again (the

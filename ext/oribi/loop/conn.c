@@ -324,9 +324,18 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_e
             c->may_read = (size_t)n == space || c->peer_hup;
             conn_process(loop, c, end);
         } else if (n == 0) {
-            /* EOF: an idle or partial request just ends; a half-sent body is
+            /* EOF. Requests the client sent whole before it ended its side
+             * (a pipeline, then a half-close) are still answered: bytes in
+             * the buffer the parser has not seen yet come first (the next
+             * read finds the EOF again). */
+            if (c->state == CONN_HEAD && c->len > c->last_len) {
+                conn_process(loop, c, end);
+                if (c->state != CONN_HEAD && c->state != CONN_BODY)
+                    return; /* queued, or answered by the loop */
+            }
+            /* An idle or partial request just ends; a half-sent body is
              * never handed to the app. Answers the socket did not take all
-             * of yet (a pipeline's: flush_corked) go out first. */
+             * of yet go out first. */
             if (c->wlen > c->woff && c->state != CONN_LINGER) {
                 oribi_conn_no_keepalive(c);
                 c->len = c->rest_off = 0;
