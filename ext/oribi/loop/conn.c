@@ -417,16 +417,21 @@ static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
  * the scheduler looks at the other conns (SCHED_LOOK_US). A conn the app
  * has again is off the list (oribi_loop_take): its next response takes
  * them along. A peer gone drops them; its next read or write finds it so. */
+static int conn_flush_corked(struct oribi_conn *c)
+{
+    c->corked = 0;
+    return oribi_conn_flush(c);
+}
+
 void flush_corked(struct oribi_loop *loop)
 {
     for (int i = 0; i < loop->ncorked; i++) {
         struct oribi_conn *c = loop->corked[i].conn;
         if (c->gen != loop->corked[i].gen || !c->corked)
             continue;
-        c->corked = 0;
         /* What the socket does not take now waits for its next write, or
          * for the edge on_conn_event flushes at. */
-        if (oribi_conn_flush(c) < 0)
+        if (conn_flush_corked(c) < 0)
             oribi_conn_discard_output(c);
     }
     loop->ncorked = 0;
@@ -441,7 +446,7 @@ static int conn_uncork(struct oribi_loop *loop, struct oribi_conn *c)
     c->cork = 0;
     if (!cork || !oribi_conn_pending(c))
         return 0;
-    if (c->keepalive && c->file_fd < 0 && c->len > c->rest_off && !c->corked &&
+    if (c->keepalive && c->file_fd < 0 && c->len > c->rest_off &&
         list_push(&loop->corked, &loop->ncorked, &loop->corked_cap, c) == 0) {
         c->corked = 1;
         return 0;
@@ -459,12 +464,9 @@ void drain_pending(struct oribi_loop *loop)
             continue; /* closed (and maybe reused) since */
         if (c->len)
             conn_process(loop, c, SCHED_BACK);
-        if (c->corked && c->state != CONN_READY) { /* the rest of the pipeline is not here yet */
-            c->corked = 0;
-            if (oribi_conn_flush(c) < 0) {
-                conn_close(loop, c);
-                continue;
-            }
+        if (c->corked && c->state != CONN_READY && conn_flush_corked(c) < 0) {
+            conn_close(loop, c); /* the rest of the pipeline was not here yet */
+            continue;
         }
         if (c->state == CONN_HEAD || c->state == CONN_BODY) {
             if (conn_watch(loop, c) < 0)

@@ -279,6 +279,7 @@ struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
      * holds back goes with it, while the app answers such requests in
      * microseconds: a response never waits long for the next one's app. */
     c->piped_us = 0;
+    c->cork = 0;
     if (keepalive_decide(loop, c) && c->len > c->rest_off) {
         c->piped_us = oribi_mono_us();
         c->cork = loop->piped_app_us <= ORIBI_CORK_APP_US;
