@@ -19,7 +19,8 @@
 #
 # Each server: 2 workers x 1 thread, RACK_ENV=production. NAME=DIR runs
 # exe/oribi of another checkout (built there with `rake compile`), e.g. a
-# worktree of an earlier commit. Every cell runs each server once per round,
+# worktree of an earlier commit; NAME=DIR+FLAG+FLAG with flags of its own
+# (poll=.+--busy-poll=50: this checkout with busy_poll). Every cell runs each server once per round,
 # the order reversed every other round; the table gives the medians over
 # the rounds, and each server's rate as a multiple of the first's.
 #
@@ -45,13 +46,15 @@ module Bench
     MODES = { "now" => %w[-m now], "writable" => %w[-m writable], "1ms" => %w[-m 1ms],
               "keepalive" => %w[-m keepalive], "pipelined" => %w[-m keepalive -P 16] }.freeze
 
-    Spec = Struct.new(:name, :dir, keyword_init: true)
+    Spec = Struct.new(:name, :dir, :args, keyword_init: true)
 
-    # "oribi", "NAME=DIR" (another checkout's oribi), "unicorn", ... as Specs
+    # "oribi", "NAME=DIR" (another checkout's oribi; DIR+FLAG+FLAG adds
+    # flags: "poll=.+--busy-poll=50"), "unicorn", ... as Specs
     def self.specs(list)
       list.map do |s|
         name, dir = s.split("=", 2)
-        Spec.new(name: name, dir: dir && File.expand_path(dir))
+        dir, *args = dir.split("+") if dir
+        Spec.new(name: name, dir: dir && File.expand_path(dir), args: args)
       end
     end
 
@@ -106,7 +109,7 @@ module Bench
       app_path = File.join(ROOT, "bench", "apps", app)
       argv = if spec.dir
                [Suite::RUBY, File.join(spec.dir, "exe", "oribi"), "-E", "production", "-w", WORKERS.to_s, "-t", "1",
-                "-b", port ? "tcp://127.0.0.1:#{port}" : "unix://#{sock}", app_path]
+                "-b", port ? "tcp://127.0.0.1:#{port}" : "unix://#{sock}", *spec.args, app_path]
              else
                Suite.server(spec.name).argv.call(@tmp, WORKERS, port ? nil : sock, port, app_path, app)
              end
@@ -200,7 +203,7 @@ module Bench
           connections: [1, 4], duration: 3.0, rounds: 3, app: "hello.ru", target: "/", burst: nil }
     OptionParser.new do |p|
       p.banner = "usage: bundle exec ruby bench/late_writers.rb [options]"
-      p.on("--servers LIST", Array, "oribi, NAME=DIR (another checkout's oribi), unicorn, puma") { |v| o[:servers] = v }
+      p.on("--servers LIST", Array, "oribi, NAME=DIR[+FLAG...] (a checkout's oribi), unicorn, puma") { |v| o[:servers] = v }
       p.on("--listeners LIST", Array, "unix, tcp, tcp-nodefer (unix,tcp-nodefer)") { |v| o[:listeners] = v }
       p.on("--modes LIST", Array, "now, writable, 1ms, keepalive, pipelined, wrk (now,writable,1ms)") { |v| o[:modes] = v }
       p.on("--connections LIST", Array, "client connections per cell (1,4)") { |v| o[:connections] = v.map(&:to_i) }

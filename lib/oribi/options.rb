@@ -242,6 +242,7 @@ module Oribi
       opt(:max_header_bytes,   ["--max-header-bytes BYTES"],  INT,     Parser::DEFAULT_MAX_HEADER_BYTES,    int(16..INT64_MAX),  "431 for a larger header section"),
       opt(:max_headers,        ["--max-headers N"],           INT,     Parser::DEFAULT_MAX_HEADERS,         int(1..INT64_MAX),   "431 for more header fields"),
       opt(:max_connections,    ["--max-connections N"],       INT,     1024,                                int(1..UINT32_MAX),  "open connections per worker"),
+      opt(:busy_poll,          ["--busy-poll USEC"],          INT,     0,                                   int(0..1000),        "poll up to USEC µs before sleeping while events come that fast; 0 = off"),
       opt(:early_hints,        ["--[no-]early-hints"],        BOOL,    false,                               nil,                 "offer env[\"rack.early_hints\"] (103s); nginx before 1.29 takes a 103 for the answer"),
       opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    int(0..INT64_MAX),   "response bytes a worker keeps for slow clients; 0 = no cap"),
       opt(:max_response_spool, ["--max-response-spool BYTES"], INT,    1024 * 1024 * 1024,                  int(0..INT64_MAX),   "bytes of one response spooled to tmpdir for a slow client; 0 = never"),

@@ -144,10 +144,22 @@ int poll_events(struct oribi_loop *loop, int timeout)
     int waits = timeout != 0 && loop->accepting;
     if (waits)
         note_waiting(loop, 1);
-    int n = oribi_poller_wait(loop->pfd, &batch, timeout < 0 ? -1 : (int64_t)timeout * 1000000);
+    int n = 0, slept = 0;
+    int64_t began = timeout != 0 && loop->opt.busy_poll_us ? oribi_mono_us() : 0;
+    if (timeout != 0 && loop->spin.budget_us > 0) { /* busy_poll: spin.h */
+        int64_t until = began + loop->spin.budget_us;
+        while ((n = oribi_poller_wait(loop->pfd, &batch, 0)) == 0 && oribi_mono_us() < until)
+            ;
+    }
+    if (n == 0) {
+        n = oribi_poller_wait(loop->pfd, &batch, timeout < 0 ? -1 : (int64_t)timeout * 1000000);
+        slept = timeout != 0;
+    }
     if (waits)
         note_waiting(loop, 0);
     int64_t woke = oribi_mono_us();
+    if (timeout != 0 && loop->opt.busy_poll_us)
+        oribi_spin_waited(&loop->spin, woke - began, n > 0, loop->opt.busy_poll_us);
     loop->now = oribi_coarse_ms();
     loop->accept_run = 0;
     if (n < 0)
@@ -163,8 +175,9 @@ int poll_events(struct oribi_loop *loop, int timeout)
             int li = (int)(((uintptr_t)p - 3) / 2);
             oribi_sched_backlog_seen(&loop->sched);
             /* the kernel woke this worker alone for it (where it wakes one:
-             * kqueue wakes them all, and nothing is owed) */
-            if (ORIBI_POLL_EXCLUSIVE != 0 && waits && loop->listeners[li].owed < OWED_MAX)
+             * kqueue wakes them all, and nothing is owed; and not one that
+             * found it polling: the kernel went on to wake another) */
+            if (ORIBI_POLL_EXCLUSIVE != 0 && waits && slept && loop->listeners[li].owed < OWED_MAX)
                 loop->listeners[li].owed++;
             if (accept_open(loop) && !loop->sched.head && (waits ? !stand_aside(loop) : may_take(loop)))
                 accept_one(loop, li, SCHED_BACK);

@@ -20,6 +20,7 @@
 #include "http/response.h"
 #include "loop/scheduler.h"
 #include "loop/score.h"
+#include "loop/spin.h"
 
 #define ORIBI_MAX_LISTENERS 64
 
@@ -47,6 +48,7 @@ struct oribi_options {
     int64_t max_response_spool; /* bytes of one response spooled for a slow client; 0: never spool */
     size_t max_worker_spool;    /* bytes of all responses spooled at once; 0: no cap */
     int64_t min_body_rate;      /* body bytes per second on average after the grace; 0: no minimum */
+    int64_t busy_poll_us;       /* a wait polls this long at most before it sleeps (spin.h); 0: never */
     int share_accepts;          /* other workers take from the same listeners */
     const char *tmpdir;
 };
@@ -90,6 +92,7 @@ struct oribi_loop {
     int by_fd_cap;
     unsigned nconns;
     struct oribi_scheduler sched; /* the ready queue and the backlog's turns */
+    struct oribi_spin spin;       /* how long a wait polls before it sleeps */
     struct oribi_conn *free_list;
     struct oribi_pending *pending; /* responses done: look at the conn again */
     int npending, pending_cap;

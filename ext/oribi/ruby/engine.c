@@ -251,6 +251,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     o.max_response_spool = opt_int(opts, "max_response_spool", 0, INT64_MAX);
     o.max_worker_spool = (size_t)opt_int(opts, "max_worker_spool", 0, INT64_MAX);
     o.min_body_rate = opt_int(opts, "min_body_rate", 0, UINT32_MAX);
+    o.busy_poll_us = opt_int(opts, "busy_poll", 0, 1000);
     e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0, INT64_MAX);
     VALUE multiprocess = opt_bool(opts, "multiprocess") ? Qtrue : Qfalse;
     o.share_accepts = RTEST(multiprocess);
