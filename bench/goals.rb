@@ -5,7 +5,7 @@
 # its peers on the same machine at the same time:
 #
 #   BUNDLE_GEMFILE=bench/Gemfile bundle exec ruby bench/goals.rb --old DIR
-#       [--pin] [--sections grid,wrk,burst,slow,seed,keepalive,pipelined,fairness]
+#       [--pin] [--flags --busy-poll=50] [--sections grid,wrk,burst,slow,seed,keepalive,pipelined,fairness]
 #       [--connections 1,2,4,...,128] [--rounds 3] [--duration 1] [--noise 0.05] [--json FILE]
 #
 # DIR is another checkout built with `rake compile` (the build the grid must
@@ -78,6 +78,7 @@ module Bench
 
     def late(servers:, listeners:, modes:, connections:, app: "hello.ru", target: "/", burst: nil, rounds: @o[:rounds],
              duration: @o[:duration])
+      servers = servers.map { |s| s == "oribi" && @o[:flags] ? ["oribi=#{LateWriters::ROOT}", *@o[:flags]].join("+") : s }
       lw = LateWriters.new(servers: LateWriters.specs(servers), listeners: listeners, modes: modes,
                            connections: connections, duration: duration, rounds: rounds, app: app,
                            target: target, burst: burst, pin: @o[:pin])
@@ -212,6 +213,9 @@ module Bench
         o[:old] = File.expand_path(v)
       end
       p.on("--pin", "servers on the first half of the CPUs, clients on the rest (off)") { o[:pin] = true }
+      p.on("--flags LIST", Array, "this checkout's oribi with these flags, e.g. --busy-poll=50 (none; not fairness)") do |v|
+        o[:flags] = v
+      end
       p.on("--sections LIST", Array, "of #{Goals::SECTIONS.join(',')} (all)") { |v| o[:sections] = v & Goals::SECTIONS }
       p.on("--connections LIST", Array, "the grid's connection counts (1,2,4,8,16,32,64,128)") do |v|
         o[:connections] = v.map(&:to_i)
