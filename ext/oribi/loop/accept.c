@@ -103,23 +103,34 @@ void take_place(struct oribi_loop *loop)
     }
 }
 
+/* Over its share while another worker waits, or while it holds more than
+ * SHARE_SLACK kept-alive clients: the others take the backlog when they
+ * next look. (In a burst of keep-alive clients the worker that took the
+ * first ones is busy with them, never asleep, while the next ones
+ * connect, and the one asleep took every one of them, up to 45 of 50. A
+ * load of a connection per request keeps no clients and is not held up.) */
+static int leave_to_others(const struct oribi_loop *loop, const struct oribi_score_head *h)
+{
+    return over_share(loop, h) && (others_wait(h) || loop->nkept > SHARE_SLACK);
+}
+
 /* Woken with the backlog readable, behind the others and over its share
- * while another worker waits: the backlog is theirs (a connection that
- * comes wakes them first; one that came while this one was first in the
+ * (leave_to_others): the backlog is theirs (a connection that comes wakes
+ * one waiting first; one that came while this one was first in the
  * queue, it takes after ASIDE_US). The listeners leave the poller
  * meanwhile: level-triggered, they would wake it again at once and it
  * would take what the others were woken for before they get a CPU. */
 int stand_aside(struct oribi_loop *loop)
 {
     const struct oribi_score_head *h = loop->shared;
-    if (!h || !loop->behind || loop->aside_owed || !others_wait(h) || !over_share(loop, h))
+    if (!h || !loop->behind || loop->aside_owed || !leave_to_others(loop, h))
         return 0;
     loop->aside_until = oribi_mono_us() + ASIDE_US;
     return 1;
 }
 
-/* Every loop turn: back with the listeners once the others no longer wait
- * or its share allows, or ASIDE_US went by; then it takes at least one
+/* Every loop turn: back with the listeners once leave_to_others no longer
+ * holds, or ASIDE_US went by; then it takes at least one
  * before it stands aside again. */
 void stand_back(struct oribi_loop *loop)
 {
@@ -127,7 +138,7 @@ void stand_back(struct oribi_loop *loop)
         return;
     const struct oribi_score_head *h = loop->shared;
     int late = oribi_mono_us() >= loop->aside_until;
-    if (!late && others_wait(h) && over_share(loop, h))
+    if (!late && leave_to_others(loop, h))
         return;
     loop->aside_until = 0;
     loop->aside_owed = late;
