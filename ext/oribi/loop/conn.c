@@ -412,17 +412,18 @@ static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
         conn_close(loop, c);
 }
 
-/* Pipelined responses held back (oribi_conn_write_last) go out: before the
- * loop waits, when a conn's pipeline has run out, and at the latest when
- * the scheduler looks at the other conns (SCHED_LOOK_US). A conn the app
- * has again is off the list (oribi_loop_take): its next response takes
- * them along. A peer gone drops them; its next read or write finds it so. */
+/* A held-back response goes out now: 0, or -1 the peer is gone. */
 static int conn_flush_corked(struct oribi_conn *c)
 {
     c->corked = 0;
     return oribi_conn_flush(c);
 }
 
+/* Pipelined responses held back (oribi_conn_write_last) go out: before the
+ * loop waits, when a conn's pipeline has run out, and at the latest when
+ * the scheduler looks at the other conns (SCHED_LOOK_US). A conn the app
+ * has again is off the list (oribi_loop_take): its next response takes
+ * them along. A peer gone drops them; its next read or write finds it so. */
 void flush_corked(struct oribi_loop *loop)
 {
     for (int i = 0; i < loop->ncorked; i++) {
