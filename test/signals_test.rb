@@ -44,6 +44,46 @@ class SignalsTest < Minitest::Test
     srv&.stop
   end
 
+  # The copy can also wait in the child, unhandled, until the child's
+  # first thread makes Ruby look at its signals, when the worker's own
+  # handlers are in: a USR2 sent to a master as it forked stopped the new
+  # worker (after a USR2 whose new code failed to load, the master then
+  # had no worker left and exited). Here a parent set up as the master is
+  # (Signals) forks children that do what a worker does (Signals#reset,
+  # their own trap, a thread) while another process sends it USR2 without
+  # pause: no child may see one. (Ruby 3.1 copies none; 3.4 copied
+  # hundreds into 100 children.)
+  FORKS_UNDER_SIGNALS = <<~'RUBY'
+    require "oribi/signals"
+    signals = Oribi::Signals.new(%w[TERM USR2 CHLD])
+    seen_r, seen_w = IO.pipe
+    storm = fork do
+      signals.reset
+      loop { Process.kill(:USR2, Process.ppid) }
+    rescue Errno::ESRCH
+      exit!(0)
+    end
+    100.times do
+      child = fork do
+        signals.reset
+        trap("USR2") { seen_w.write("!") }
+        Thread.new {}.join
+        exit!(0)
+      end
+      Process.wait(child)
+      signals.wait(0)
+    end
+    Process.kill(:KILL, storm)
+    Process.wait(storm)
+    seen_w.close
+    puts "children saw #{seen_r.read.size} USR2 sent to their parent"
+  RUBY
+
+  def test_a_forked_child_keeps_no_signal_of_its_parent_for_later
+    out = IO.popen([RbConfig.ruby, "-I", File.join(ROOT, "lib"), "-e", FORKS_UNDER_SIGNALS], err: %i[child out], &:read)
+    assert_equal "children saw 0 USR2 sent to their parent\n", out
+  end
+
   def test_second_term_stops_at_once
     srv = ServerProcess.new("slow.ru", workers: 1)
     s = srv.tcp

@@ -44,8 +44,16 @@ module Oribi
     # meant for a worker, its master sends once the worker has booted
     # (Master#signal). CHLD keeps its default, which ignores it and leaves
     # waiting for children as it is.
+    #
+    # Such a signal can also wait in the child, unhandled, until something
+    # makes Ruby look at its signals again (the first thread it starts),
+    # when the child's own handlers are in: a USR2 sent to a master as it
+    # forked stopped the new worker. A signal a process sends itself is
+    # handled at once, with every one waiting: one here, while they all do
+    # nothing, leaves none for later.
     def self.quiet(names)
       names.each { |name| trap(name, name == "CHLD" ? "DEFAULT" : NOTHING) }
+      flush = names.find { |name| name != "CHLD" } and Process.kill(flush, Process.pid)
     end
 
     NOTHING = proc {} # a handler, not IGNORE: an exec'd program gets its defaults back
