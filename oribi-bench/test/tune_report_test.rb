@@ -194,7 +194,7 @@ class TuneReportTest < Minitest::Test
 
   def test_bad_flags_give_one_line_and_exit_2
     [[], %w[-w 0 x.ru], %w[-t 1..x], %w[--slo p99], %w[--memory-limit lots], %w[--steps 1], ["--url", "http://x/", app],
-     %w[--url http://x/ --unix /x], %w[/nonexistent.ru], %w[--path x], %w[--bogus], ["--repeat", "1", app], ["--apply", "true", app],
+     %w[--url http://x/ --unix-socket /x], %w[/nonexistent.ru], %w[--path x], %w[--bogus], ["--repeat", "1", app], ["--apply", "true", app],
      %w[--server puma --url http://x/], ["--server", "unicorn", "-t", "4", app], ["--server", "nginx", app],
      ["--targets", "/nonexistent", app], ["--targets", __FILE__, app]].each do |argv|
       out = StringIO.new

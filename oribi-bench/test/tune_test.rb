@@ -147,13 +147,13 @@ class TuneTest < Minitest::Test
     end
   end
 
-  # --unix against a running server: only the rate search, for that one
+  # --unix-socket against a running server: only the rate search, for that one
   # setting; no memory (tune did not start it).
   # An app that answers 404 at / (a Rails app's root, often): the report
   # says so, and how to point tune at a real page.
   def test_every_answer_an_error_is_explained
     server = ServerProcess.new("responses.ru", workers: 1, tcp: false)
-    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--unix", server.sock, "--path", "/status?code=404"]
+    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--unix-socket", server.sock, "--path", "/status?code=404"]
     out, err, status = run_command(*cmd, timeout: 60)
     assert_equal 1, status.exitstatus, "#{out}\n#{err}"
     assert_match(%r{every answer was 404 for GET /status\?code=404: pass --path}, out)
@@ -163,7 +163,7 @@ class TuneTest < Minitest::Test
 
   def test_against_a_running_server
     server = ServerProcess.new("io_bound.ru", workers: 1, tcp: false)
-    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--unix", server.sock]
+    cmd = [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "tune", "--quick", "--unix-socket", server.sock]
     out, err, status = run_command(*cmd, timeout: 60)
     assert_equal 0, status.exitstatus, err
     assert_match(/^\s+-\s+-\s+\d+\/s\s+\d+–\d+\s+[\d.]+\/s\s+[\d.]+ms .* best; recommended$/, out)

@@ -53,8 +53,8 @@ module Oribi
         given = []
         parser = OptionParser.new(
           "Usage: oribi tune [options] RACKUP_FILE\n" \
-          "       oribi tune [options] --url URL | --unix PATH   (a running server: the rate search only)\n" \
-          "       oribi tune [options] --apply CMD --url URL | --unix PATH   (CMD applies each setting)\n\n" \
+          "       oribi tune [options] --url URL | --unix-socket PATH   (a running server: the rate search only)\n" \
+          "       oribi tune [options] --apply CMD --url URL | --unix-socket PATH   (CMD applies each setting)\n\n" \
           "Starts the app for each workers × threads setting, finds the highest rate meeting the SLO\n" \
           "(bisection), and recommends a setting. The total time is estimated when it starts\n" \
           "(defaults: #{Etc.nprocessors} × 5 settings of about 55 s each, #{minutes(Etc.nprocessors * 5 * 55)}). " \
@@ -69,9 +69,9 @@ module Oribi
           raise UsageError, "--json takes no FILE: it prints the JSON report; -o DIR writes DIR/tune.json"
         end
         raise UsageError, "one RACKUP_FILE expected (oribi tune --help)" unless argv.size == expected
-        raise UsageError, "--url or --unix, not both" if v[:url] && v[:unix]
-        raise UsageError, "--apply needs --url or --unix (where to probe)" if v[:apply] && !external
-        raise UsageError, "--server starts the app: give a RACKUP_FILE, not --url or --unix" if external && v[:server] != "oribi"
+        raise UsageError, "--url or --unix-socket, not both" if v[:url] && v[:unix]
+        raise UsageError, "--apply needs --url or --unix-socket (where to probe)" if v[:apply] && !external
+        raise UsageError, "--server starts the app: give a RACKUP_FILE, not --url or --unix-socket" if external && v[:server] != "oribi"
 
         v[:threads] = [1] if v[:server] == "unicorn" && !given.include?(:threads)
 

@@ -62,9 +62,9 @@ module Oribi
                                        "unicorn (worker_processes W; threads 1)",
              type: Options.one_of(*Server::KINDS), default: "oribi"
       option :apply, "--apply CMD", "per setting, run CMD ({workers}, {threads} replaced), then probe --url or " \
-                                    "--unix", default: Options.unset("none")
+                                    "--unix-socket", default: Options.unset("none")
       option :url, "--url URL", "a server already running at URL: the rate search only (a sweep with --apply)"
-      option :unix, "--unix PATH", "a server already running on unix socket PATH: the rate search only (a sweep " \
+      option :unix, "--unix-socket PATH", "a server already running on unix socket PATH: the rate search only (a sweep " \
                                    "with --apply)"
       report_format(%w[text json])
       option :html, "--html FILE", "also write the HTML report (table and plots) to FILE"

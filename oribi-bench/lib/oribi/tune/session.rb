@@ -16,7 +16,7 @@ require "oribi/tune/progress"
 module Oribi
   module Tune
     # One tuning run, from parsed options (Tune::CLI's): for each workers ×
-    # threads setting, start the app (or --apply it, or probe --url/--unix),
+    # threads setting, start the app (or --apply it, or probe --url/--unix-socket),
     # warm it up, measure its closed-loop capacity, bisect the highest
     # open-loop rate that meets the SLO, record CPU and memory, stop it;
     # then measure contradicting settings again. run returns what
@@ -26,7 +26,7 @@ module Oribi
       BOOT = 2.0 # seconds a boot and a stop take, for the estimate
 
       # The settings a run measures: the sweep, or the one server at --url
-      # or --unix.
+      # or --unix-socket.
       def self.settings(o)
         return [{ workers: nil, threads: nil }] if (o[:url] || o[:unix]) && !o[:apply]
 
