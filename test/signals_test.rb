@@ -50,9 +50,9 @@ class SignalsTest < Minitest::Test
   # worker (after a USR2 whose new code failed to load, the master then
   # had no worker left and exited). Here a parent set up as the master is
   # (Signals) forks children that do what a worker does (Signals#reset,
-  # their own trap, a thread) while another process sends it USR2 without
-  # pause: no child may see one. (Ruby 3.1 copies none; 3.4 copied
-  # hundreds into 100 children.)
+  # their own trap, a thread) while another process sends it USR2 every
+  # 0.2 ms: no child may see one. (Ruby 3.1 copies none; 3.4 copied 4-12
+  # into 100 children.)
   FORKS_UNDER_SIGNALS = <<~'RUBY'
     require "oribi/signals"
     signals = Oribi::Signals.new(%w[TERM USR2 CHLD])
