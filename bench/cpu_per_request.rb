@@ -5,7 +5,9 @@
 # Oribi::Loadgen with 50 connections, keep-alive and a connection per
 # request. The CPU is each server's whole process group from /proc, divided
 # by the requests it served, beside the context switches of all its threads
-# per request. It also prints the workers' RSS after the runs. With
+# per request and the rescheduling interrupts (one CPU telling another to
+# run a task it woke; in a VM an exit to the hypervisor on each side) the
+# whole machine took per request. It also prints the workers' RSS after the runs. With
 # --split (needs perf) one more keep-alive slice per server runs under
 # `perf record`, and its CPU per request is split by where the samples fell:
 # the kernel, the Ruby VM, libc, the server's own code.
@@ -75,7 +77,7 @@ module Bench
     end
 
     def measure(servers, mode, keepalive)
-      per_req = Hash.new { |h, k| h[k] = [] } # label => [[cpu s, context switches] per request, one per slice]
+      per_req = Hash.new { |h, k| h[k] = [] } # label => [[cpu s, switches, IPIs] per request, one per slice]
       servers.each_key { |label| slice(servers[label], keepalive, 0.5) } # warm-up
       @o.slices.times do
         servers.each { |label, s| per_req[label] << slice(s, keepalive, @o.slice) }
@@ -83,8 +85,9 @@ module Bench
       puts "\n#{mode}:"
       servers.each_key do |label|
         v = per_req[label].compact
-        puts format("  %-8s %6.2f us/request, %.2f context switches/request (medians of %d slices)", label,
-                    median(v.map(&:first)) * 1e6, median(v.map(&:last)), v.size)
+        puts format("  %-8s %6.2f us/request, %.2f context switches and %.2f rescheduling interrupts/request " \
+                    "(medians of %d slices)", label, median(v.map { _1[0] }) * 1e6, median(v.map { _1[1] }),
+                    median(v.map { _1[2] }), v.size)
       end
       servers.each_key do |label|
         next if label == "nginx"
@@ -135,16 +138,29 @@ module Bench
       end
     end
 
-    # [CPU seconds, context switches] per request over one slice of load,
-    # nil when none came back.
+    # [CPU seconds, context switches, rescheduling interrupts] per request
+    # over one slice of load, nil when none came back.
     def slice(server, keepalive, seconds)
       before = cpu(server[:group])
       switched = switches(server[:group])
+      ipis = rescheduling_interrupts
       r = Oribi::Loadgen.run(unix_path: server[:path], threads: @o.threads, connections: @o.connections,
                              duration: seconds, keepalive: keepalive, timeout: 10.0,
                              request: Oribi::Bench::Targets.get("/", keepalive: keepalive))
       ok = r[:status].sum { |code, n| code == 200 ? n : 0 }
-      ok.positive? ? [(cpu(server[:group]) - before) / ok, (switches(server[:group]) - switched).fdiv(ok)] : nil
+      return nil unless ok.positive?
+
+      [(cpu(server[:group]) - before) / ok, (switches(server[:group]) - switched).fdiv(ok),
+       (rescheduling_interrupts - ipis).fdiv(ok)]
+    end
+
+    # The machine's rescheduling interrupts so far, all CPUs (Linux's RES
+    # row in /proc/interrupts; 0 where there is none).
+    def rescheduling_interrupts
+      row = File.foreach("/proc/interrupts").find { |l| l.lstrip.start_with?("RES:") }
+      row ? row.split[1..].take_while { |f| f.match?(/\A\d+\z/) }.sum(&:to_i) : 0
+    rescue SystemCallError
+      0
     end
 
     def cpu(group) = group.stats.sum { |_, (seconds, _)| seconds }

@@ -27,7 +27,9 @@
 #   seed       hello, unix socket, 50 connections: at least 1.6x Unicorn and
 #              0.9x the minimal C server, clients that write at once and on
 #              writability
-#   keepalive  kept alive, 50 connections: at least 3x Puma, 0.8x nginx
+#   keepalive  kept alive, 50 connections: at least 3x Puma, 0.8x nginx; with
+#              a thread per connection (late_writers.c) and with oribi bench's
+#              event loops
 #   pipelined  TechEmpower's plaintext and JSON tests, 16 requests deep: at
 #              least Iodine's rate
 #   fairness   bench/fairness.rb: p99 at most 1.25x Puma's, direct and behind
@@ -147,12 +149,14 @@ module Bench
     end
 
     def keepalive
-      rows = late(servers: %w[oribi puma nginx], listeners: %w[unix], modes: %w[keepalive], connections: [50],
+      rows = late(servers: %w[oribi puma nginx], listeners: %w[unix], modes: %w[keepalive bench], connections: [50],
                   duration: 3.0)
       @results["keepalive"] = rows
-      me, puma, nginx = %w[oribi puma nginx].map { |l| rows.find { |r| r[:label] == l }[:rate] }
-      judge("keepalive", "rate / puma", me / puma, 3.0, higher: true)
-      judge("keepalive", "rate / nginx return 200", me / nginx, 0.8, higher: true)
+      rows.group_by { |r| r[:mode] }.each do |mode, cell|
+        me, puma, nginx = %w[oribi puma nginx].map { |l| cell.find { |r| r[:label] == l }[:rate] }
+        judge("keepalive", "#{mode}: rate / puma", me / puma, 3.0, higher: true)
+        judge("keepalive", "#{mode}: rate / nginx return 200", me / nginx, 0.8, higher: true)
+      end
     end
 
     def pipelined

@@ -12,7 +12,10 @@
 # writable (writable: wrk's way), or 1 ms after connect returns (1ms); or
 # keeps its connection and sends one request at a time (keepalive) or 16
 # (pipelined, TechEmpower's plaintext test); or runs wrk with
-# `Connection: close` (wrk, TCP listeners only: wrk has no unix sockets). A
+# `Connection: close` (wrk, TCP listeners only: wrk has no unix sockets); or
+# keeps its connections alive in `oribi bench` (bench: two threads, each an
+# event loop over its connections, as wrk's are, where keepalive gives each
+# connection a thread of its own that sleeps in read between requests). A
 # server that accepts before the request is there (a unix socket; TCP
 # without TCP_DEFER_ACCEPT, tcp-nodefer here, as on macOS and the BSDs:
 # bench/no_defer_accept.rb) sees the late ones as empty connections first.
@@ -32,6 +35,7 @@ require_relative "pin"
 require_relative "suite/process_group"
 require_relative "suite/servers"
 require "fileutils"
+require "json"
 require "optparse"
 require "socket"
 require "tmpdir"
@@ -95,6 +99,7 @@ module Bench
     # as numbers (rate, errors, p50, p90, p99, max)
     def client(server, mode, conns, *more)
       return wrk(server, conns) if mode == "wrk"
+      return loadgen(server, conns) if mode == "bench"
 
       flags = MODES.fetch(mode) { abort "unknown mode #{mode} (#{MODES.keys.join(', ')})" }
       out = @last_out = run_client(server, *flags, "-c", conns.to_s, "-d", @o[:duration].to_s, *more)
@@ -173,6 +178,21 @@ module Bench
         max: micros(out[/Latency\s+\S+\s+\S+\s+(\S+)/, 1]) }
     end
 
+    # oribi bench, kept alive: 2 threads, each an epoll loop over its share
+    # of the connections
+    def loadgen(server, conns)
+      url = server[:port] ? "http://127.0.0.1:#{server[:port]}#{@o[:target]}" : "http://localhost#{@o[:target]}"
+      argv = [Suite::RUBY, File.join(ROOT, "exe", "oribi"), "bench", "-T", "2", "-c", conns.to_s,
+              "-d", "#{(@o[:duration] * 1000).round}ms", "--format", "json",
+              *(server[:unix] ? ["--unix-socket", server[:unix]] : []), url]
+      out = IO.popen(Pin.argv(@client_cpus, argv), err: File::NULL, &:read)
+      abort "oribi bench failed against #{server[:label]}: #{out}" unless $?.success?
+      r = JSON.parse(out)
+      lat = r["latencies"].transform_values { |ns| ns / 1e3 }
+      { rate: r["rate"], errors: r["requests"] - r["status_codes"].fetch("200", 0), p50: lat["50th"], p90: lat["90th"],
+        p99: lat["99th"], max: lat["max"] }
+    end
+
     def micros(text)
       return Float::NAN unless text =~ /\A([\d.]+)(us|ms|s)\z/
 
@@ -205,7 +225,7 @@ module Bench
       p.banner = "usage: bundle exec ruby bench/late_writers.rb [options]"
       p.on("--servers LIST", Array, "oribi, NAME=DIR[+FLAG...] (a checkout's oribi), unicorn, puma") { |v| o[:servers] = v }
       p.on("--listeners LIST", Array, "unix, tcp, tcp-nodefer (unix,tcp-nodefer)") { |v| o[:listeners] = v }
-      p.on("--modes LIST", Array, "now, writable, 1ms, keepalive, pipelined, wrk (now,writable,1ms)") { |v| o[:modes] = v }
+      p.on("--modes LIST", Array, "now, writable, 1ms, keepalive, pipelined, wrk, bench (now,writable,1ms)") { |v| o[:modes] = v }
       p.on("--connections LIST", Array, "client connections per cell (1,4)") { |v| o[:connections] = v.map(&:to_i) }
       p.on("--duration SECONDS", Float, "per run (3)") { |v| o[:duration] = v }
       p.on("--rounds N", Integer, "runs per server and cell, alternating (3)") { |v| o[:rounds] = v }
