@@ -33,6 +33,7 @@
 # that takes them all serves them alone for as long as they stay).
 require_relative "pin"
 require_relative "suite/process_group"
+require_relative "suite/nginx"
 require_relative "suite/servers"
 require "fileutils"
 require "json"
