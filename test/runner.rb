@@ -7,9 +7,10 @@
 # Each integration test already has its own port, socket and tmpdir, and
 # most of a server test's time is spent waiting on its server, so files
 # share the machine well. Those whose assertions rest on the machine being
-# otherwise quiet (ALONE: rates, fairness ratios, tune's search) run one at
-# a time once the others are done. The longest files start first, by the
-# times of the previous run (tmp/test-times), else by size.
+# otherwise quiet (ALONE: rates, fairness ratios, tune's search, busy_poll's
+# sleeps) run one at a time once the others are done. The longest files
+# start first, by the times of the previous run (tmp/test-times), else by
+# size.
 #
 # Prints a line per file as it ends, then the output of every file that
 # failed, then one minitest summary line for the whole suite. A file that
@@ -26,7 +27,7 @@ class TestRunner
   # inherit_test: start_server takes a generation as booted after 1 s, and
   # a HUP every generation must outlast, which a busy machine stretches.
   ALONE = %w[fairness_test.rb soak_test.rb tune_test.rb tune_scenario_test.rb bench_open_loop_test.rb slow_clients_test.rb
-             inherit_test.rb].freeze
+             inherit_test.rb idle_cpu_test.rb].freeze
   TIMES = File.expand_path("../tmp/test-times", __dir__)
   SUMMARY = /(\d+) runs, (\d+) assertions, (\d+) failures, (\d+) errors, (\d+) skips/
 
