@@ -7,10 +7,10 @@
 # by the requests it served, beside the context switches of all its threads
 # per request and the rescheduling interrupts (one CPU telling another to
 # run a task it woke; in a VM an exit to the hypervisor on each side) the
-# whole machine took per request. It also prints the workers' RSS after the runs. With
-# --split (needs perf) one more keep-alive slice per server runs under
-# `perf record`, and its CPU per request is split by where the samples fell:
-# the kernel, the Ruby VM, libc, the server's own code.
+# whole machine took per request. It also prints the workers' RSS after the
+# runs. With --split (needs perf) one more keep-alive slice per server runs
+# under `perf record`, and its CPU per request is split by where the samples
+# fell: the kernel, the Ruby VM, libc, the server's own code.
 #
 #   bundle exec rake compile
 #   bundle exec ruby bench/cpu_per_request.rb [--slices 8] [--slice 1.5] [--split] [--oribi-root DIR]...
