@@ -26,6 +26,8 @@ require "rbconfig"
 class TestRunner
   # inherit_test: start_server takes a generation as booted after 1 s, and
   # a HUP every generation must outlast, which a busy machine stretches.
+  # idle_cpu_test: busy_poll spares a sleep only when the client's next
+  # request comes within its budget, which a busy machine stretches too.
   ALONE = %w[fairness_test.rb soak_test.rb tune_test.rb tune_scenario_test.rb bench_open_loop_test.rb slow_clients_test.rb
              inherit_test.rb idle_cpu_test.rb].freeze
   TIMES = File.expand_path("../tmp/test-times", __dir__)
