@@ -20,8 +20,31 @@
 #include "loop/scheduler.h"
 #include "http/response.h"
 
-#define CONN_BUF_INITIAL 8192
-#define CONN_BUF_KEEP    65536 /* larger buffers are freed when a conn is recycled */
+/* What a conn between requests (idle, or on the free list) keeps of its
+ * buffers: a read buffer of the size of a first read, and no write buffer.
+ * A request's large head or body, or a response the socket did not take at
+ * once, made them grow; held for the next request they would let clients
+ * that send one request each pin megabytes apiece (docs/HARDENING.md,
+ * "What a connection keeps"). */
+#define CONN_BUF_IDLE 4096
+
+/* Gives back what the conn's buffers grew to for its last request, once
+ * nothing is in them: no pipelined bytes read, no output kept. */
+static void conn_trim(struct oribi_conn *c)
+{
+    if (c->len)
+        return;
+    if (c->cap > CONN_BUF_IDLE) {
+        free(c->buf);
+        c->buf = NULL;
+        c->cap = 0;
+    }
+    if (c->wlen == c->woff && c->wbuf) {
+        free(c->wbuf);
+        c->wbuf = NULL;
+        c->wlen = c->woff = c->wcap = 0;
+    }
+}
 
 struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
 {
@@ -94,16 +117,8 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
     c->fd = -1;
     c->state = CONN_CLOSED;
     c->gen++;
-    if (c->cap > CONN_BUF_KEEP) {
-        free(c->buf);
-        c->buf = NULL;
-        c->cap = 0;
-    }
-    if (c->wcap > CONN_BUF_KEEP) {
-        free(c->wbuf);
-        c->wbuf = NULL;
-        c->wcap = 0;
-    }
+    c->len = 0;
+    conn_trim(c);
     if (c->kept)
         loop->nkept--;
     c->kept = 0;
@@ -398,6 +413,7 @@ static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
     c->len -= c->rest_off;
     c->rest_off = c->head_len = c->last_len = 0;
     c->state = CONN_HEAD;
+    conn_trim(c); /* idle unless a pipelined request is there */
     /* A pipelined request was there all along, but waited for this one. */
     c->seen_us = c->len ? oribi_mono_us() : 0;
     /* The idle time starts now, not when the request was taken: the app
