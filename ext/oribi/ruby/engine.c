@@ -29,8 +29,8 @@
 #include "http/queue_time.h"
 #include "http/response.h"
 
-static VALUE cEngine, cStringIO, k_response_finished, mGC, minor_gc_opts;
-static ID id_new, id_for_fd, id_call, id_rewind, id_error, id_method, id_start;
+static VALUE cEngine, cStringIO, cHijack, cEarlyHints, empty_input, k_response_finished, mGC, minor_gc_opts;
+static ID id_new, id_for_fd, id_call, id_error, id_start;
 
 /* oob_gc's collection: a minor GC swept at once. It takes the garbage of
  * the last requests (what they allocated and dropped is young), which is
@@ -61,10 +61,9 @@ static void engine_mark(void *p)
         rb_gc_mark(x->io);
         rb_gc_mark(x->stream);
         rb_gc_mark(x->spilled_input);
-        rb_gc_mark(x->empty_input);
         rb_gc_mark(x->self);
-        rb_gc_mark(x->ctx.hijack);
-        rb_gc_mark(x->ctx.early_hints);
+        rb_gc_mark(x->tickets[TICKET_HIJACK]);
+        rb_gc_mark(x->tickets[TICKET_EARLY_HINTS]);
         rb_gc_mark(x->ctx.tmpl);
     }
 }
@@ -102,19 +101,16 @@ static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE mul
     x->hb = &e->hb;
     x->opt = &e->loop.opt;
     x->env = x->io = x->stream = x->spilled_input = Qnil;
+    x->tickets[TICKET_HIJACK] = x->tickets[TICKET_EARLY_HINTS] = Qnil;
     x->ctx.tmpl = x->ctx.tmpl_errors = Qnil;
     x->self = oribi_exchange_wrap(engine, x);
-    x->empty_input = rb_funcall(cStringIO, id_new, 1, rb_obj_freeze(rb_str_new(NULL, 0)));
-    x->ctx.empty_input = x->empty_input;
     x->ctx.listeners = e->listeners;
     x->ctx.multiprocess = multiprocess;
     x->ctx.multithread = multithread;
-    /* One callable each per exchange, not per request: they act on whichever
-     * request the exchange has. */
-    x->ctx.hijack = rb_funcall(x->self, id_method, 1, ID2SYM(rb_intern("rack_hijack")));
     /* Off unless configured: nginx before 1.29 takes a 103 for the final
-     * response (docs/DEPLOYMENT.md). */
-    x->ctx.early_hints = early_hints ? rb_funcall(x->self, id_method, 1, ID2SYM(rb_intern("rack_early_hints"))) : Qnil;
+     * response, and Varnish answers 503 (docs/DEPLOYMENT.md). */
+    x->ctx.early_hints = early_hints;
+    x->ctx.empty_input = empty_input;
 }
 
 struct oribi_engine *oribi_engine_get(VALUE self)
@@ -302,8 +298,7 @@ static VALUE request_input(struct oribi_exchange *x, struct oribi_conn *c)
     }
     if (c->body_mem)
         return rb_funcall(cStringIO, id_new, 1, rb_str_new(c->buf + c->head_len, (long)c->body_mem));
-    rb_funcall(x->empty_input, id_rewind, 0);
-    return x->empty_input;
+    return x->ctx.empty_input;
 }
 
 /* Whether addr (len bytes) is in net. */
@@ -423,7 +418,12 @@ static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *x, str
     x->phase = PHASE_APP;
     x->io = x->stream = Qnil;
     e->busy++;
-    x->env = oribi_env_build(&x->ctx, c, request_input(x, c));
+    struct oribi_env_own own = {
+        .input = request_input(x, c),
+        .hijack = oribi_ticket_new(cHijack, x, TICKET_HIJACK),
+        .early_hints = x->ctx.early_hints ? oribi_ticket_new(cEarlyHints, x, TICKET_EARLY_HINTS) : Qnil,
+    };
+    x->env = oribi_env_build(&x->ctx, c, &own);
     return x->env;
 }
 
@@ -503,6 +503,7 @@ static void end_request(struct oribi_exchange *x)
     x->phase = PHASE_NONE;
     x->resp = NULL;
     x->io = x->stream = Qnil;
+    x->tickets[TICKET_HIJACK] = x->tickets[TICKET_EARLY_HINTS] = Qnil; /* kept ones do nothing now */
     x->engine->busy--;
 }
 
@@ -726,12 +727,13 @@ void Init_oribi_engine(VALUE mOribi)
     rb_require("stringio");
     cStringIO = rb_const_get(rb_cObject, rb_intern("StringIO"));
     rb_gc_register_mark_object(cStringIO);
+    rb_require("oribi/empty_input");
+    empty_input = rb_const_get(rb_const_get(mOribi, rb_intern("EmptyInput")), rb_intern("INSTANCE"));
+    rb_gc_register_mark_object(empty_input);
     id_new = rb_intern("new");
     id_for_fd = rb_intern("for_fd");
     id_call = rb_intern("call");
-    id_rewind = rb_intern("rewind");
     id_error = rb_intern("error");
-    id_method = rb_intern("method");
     k_response_finished = oribi_fstr("rack.response_finished");
     id_start = rb_intern("start");
     mGC = rb_const_get(rb_cObject, rb_intern("GC"));
@@ -755,10 +757,12 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cEngine, "stop", engine_stop, -1);
     rb_define_method(cEngine, "attach_scoreboard", engine_attach_scoreboard, 2);
     rb_define_method(cEngine, "close", engine_close, 0);
-    /* The targets of env["rack.hijack"] and env["rack.early_hints"]: one
-     * Exchange per app thread. */
-    /* and Oribi::ClientGone, rack.response_finished's error when the client left */
+    /* One Exchange per app thread, what streams and env callables carry,
+     * and Oribi::ClientGone, rack.response_finished's error when the client left */
     Init_oribi_exchange(mOribi, cEngine);
-    rb_define_private_method(oribi_cExchange, "rack_hijack", oribi_full_hijack, 0);
-    rb_define_private_method(oribi_cExchange, "rack_early_hints", oribi_early_hints, 1);
+    /* env["rack.hijack"] and env["rack.early_hints"]: a ticket per request */
+    cHijack = oribi_ticket_class(cEngine, "Hijack");
+    rb_define_method(cHijack, "call", oribi_full_hijack, 0);
+    cEarlyHints = oribi_ticket_class(cEngine, "EarlyHints");
+    rb_define_method(cEarlyHints, "call", oribi_early_hints, 1);
 }

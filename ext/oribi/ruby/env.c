@@ -277,14 +277,10 @@ static void build_template(struct oribi_env_ctx *ctx)
         k_multithread,     ctx->multithread,
         k_multiprocess,    ctx->multiprocess,
         k_run_once,        Qfalse,
-        k_hijack_p,        Qtrue,
-        k_hijack,          ctx->hijack,
-        k_early_hints,     ctx->early_hints, /* removed for HTTP/1.0: no 1xx there (RFC 9110 15.2) */
+        k_hijack_p,        Qtrue,            /* rack.hijack and rack.early_hints are each request's own */
         oribi_key_input,   ctx->empty_input, /* replaced when there is a body */
     };
     rb_hash_bulk_insert((long)(sizeof(same) / sizeof(same[0])), same, t);
-    if (NIL_P(ctx->early_hints)) /* not configured */
-        rb_hash_delete(t, k_early_hints);
     ctx->tmpl = t;
     ctx->tmpl_errors = rb_stderr;
     ctx->t_method = Qundef;
@@ -388,7 +384,7 @@ static void header_pairs(struct pairs *p, const struct oribi_request *r)
     }
 }
 
-VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input)
+VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const struct oribi_env_own *own)
 {
     const struct oribi_request *r = &c->req;
     const struct oribi_env_listener *l = &ctx->listeners[c->listener];
@@ -408,15 +404,15 @@ VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE inp
     pairs_add(&p, k_response_finished, rb_ary_new());
     if (NIL_P(method))
         pairs_add(&p, oribi_key_request_method, rb_str_new(r->method, (long)r->method_len));
-    if (input != ctx->empty_input)
-        pairs_add(&p, oribi_key_input, input);
+    if (own->input != ctx->empty_input)
+        pairs_add(&p, oribi_key_input, own->input);
+    pairs_add(&p, k_hijack, own->hijack);
     if (q)
         pairs_add(&p, k_query_string, rb_str_new(q + 1, (long)(r->path_len - plen - 1)));
-    if (r->minor_version != 1) {
+    if (r->minor_version != 1)
         pairs_add(&p, k_server_protocol, v_http10);
-        if (!NIL_P(ctx->early_hints))
-            rb_hash_delete(p.env, k_early_hints);
-    }
+    else if (ctx->early_hints) /* no 1xx for HTTP/1.0 (RFC 9110 15.2) */
+        pairs_add(&p, k_early_hints, own->early_hints);
     header_pairs(&p, r);
     pairs_flush(&p);
 

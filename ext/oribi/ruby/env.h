@@ -20,9 +20,8 @@ struct oribi_env_ctx {
     struct oribi_env_listener *listeners;
     VALUE multiprocess;
     VALUE multithread;
-    VALUE hijack;      /* env["rack.hijack"], shared by all requests */
-    VALUE early_hints; /* env["rack.early_hints"] (HTTP/1.1 requests), shared */
-    VALUE empty_input; /* rack.input of a request without a body, shared */
+    int early_hints;   /* env["rack.early_hints"] is given (HTTP/1.1 requests) */
+    VALUE empty_input; /* rack.input without a body: Oribi::EmptyInput's, shared and stateless */
     VALUE tmpl;        /* the pairs every env has, copied per request */
     VALUE tmpl_errors; /* rb_stderr when tmpl was built */
     /* tmpl also holds the last request's method, peer and host values
@@ -40,9 +39,16 @@ void oribi_env_init(void);
 /* A frozen, interned String kept alive for good: for the keys the engine
  * compares and inserts on every request. */
 VALUE oribi_fstr(const char *s);
-/* ctx->multiprocess, multithread, hijack, early_hints and empty_input must
- * be set. */
-VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, VALUE input);
+/* What a request has of its own and nothing else shares (docs/RACK.md):
+ * its input, and the callables that act on it alone (exchange.h, tickets). */
+struct oribi_env_own {
+    VALUE input;
+    VALUE hijack;
+    VALUE early_hints; /* nil when ctx->early_hints is off */
+};
+
+/* ctx->multiprocess, multithread, early_hints and empty_input must be set. */
+VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const struct oribi_env_own *own);
 
 /* Frozen keys shared with the engine. */
 extern VALUE oribi_key_input, oribi_key_request_method;

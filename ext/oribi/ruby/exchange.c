@@ -40,6 +40,37 @@ struct oribi_exchange *oribi_exchange_get(VALUE exchange)
     return ref->x;
 }
 
+/* A ticket points at its exchange, kept valid by keeping the engine alive
+ * (through the exchange's own object); no memory of its own: one object
+ * per request. */
+static void ticket_mark(void *p)
+{
+    rb_gc_mark(((struct oribi_exchange *)p)->self);
+}
+
+static const rb_data_type_t ticket_type = {
+    "Oribi::Engine::Ticket", {ticket_mark, NULL, NULL}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
+
+VALUE oribi_ticket_class(VALUE outer, const char *name)
+{
+    VALUE klass = rb_define_class_under(outer, name, rb_cObject);
+    rb_undef_alloc_func(klass);
+    return klass;
+}
+
+VALUE oribi_ticket_new(VALUE klass, struct oribi_exchange *x, enum oribi_ticket_kind kind)
+{
+    return x->tickets[kind] = TypedData_Wrap_Struct(klass, &ticket_type, x);
+}
+
+struct oribi_exchange *oribi_ticket_exchange(VALUE ticket, enum oribi_ticket_kind kind)
+{
+    struct oribi_exchange *x = rb_check_typeddata(ticket, &ticket_type);
+    if (!*x->open)
+        rb_raise(rb_eIOError, "engine closed");
+    return x->tickets[kind] == ticket ? x : NULL;
+}
+
 struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *x)
 {
     return x->phase == PHASE_APP || x->phase == PHASE_RESPONDING ? x->c : NULL;

@@ -36,11 +36,11 @@ struct oribi_exchange {
     VALUE io;                         /* the socket handed to the app (hijack), else nil */
     VALUE stream;                     /* the Oribi::Stream given to a streaming body, else nil */
     VALUE spilled_input;              /* the tmpfile IO of the request, closed after it */
-    VALUE empty_input;
-    VALUE self;                   /* what the exchange's env callables carry */
-    struct oribi_env_ctx ctx;     /* the env template, with this exchange's callables */
-    char *out;                    /* response head and chunk framing not yet written */
-    struct oribi_date_cache date; /* this exchange's thread's own (http/response.h) */
+    VALUE self;                       /* what the exchange's streams carry */
+    VALUE tickets[2];                 /* the env callables of the request it serves (oribi_ticket_new) */
+    struct oribi_env_ctx ctx;         /* the env template, with this exchange's callables */
+    char *out;                        /* response head and chunk framing not yet written */
+    struct oribi_date_cache date;     /* this exchange's thread's own (http/response.h) */
     size_t out_len, out_cap;
 };
 
@@ -90,6 +90,18 @@ int oribi_exchange_wait(int fd, int events, int64_t timeout_ms);
  * socket is full; 0, -1 when the peer is gone (or the response ended while
  * we waited), -2 when it took nothing for the write timeout. */
 int oribi_exchange_drain(struct oribi_exchange *x, struct oribi_conn *c);
+
+/* A request's own callable (env["rack.hijack"], env["rack.early_hints"]):
+ * an object of klass (made by oribi_ticket_class) that names its exchange,
+ * one per request and kind, recorded as the exchange's current one. An app
+ * may keep it (a background thread, a cache); once its request is over it
+ * acts on no other. */
+enum oribi_ticket_kind { TICKET_HIJACK, TICKET_EARLY_HINTS };
+VALUE oribi_ticket_class(VALUE outer, const char *name);
+VALUE oribi_ticket_new(VALUE klass, struct oribi_exchange *x, enum oribi_ticket_kind kind);
+/* The ticket's exchange while it serves the ticket's request, else NULL;
+ * raises IOError once the engine is closed. */
+struct oribi_exchange *oribi_ticket_exchange(VALUE ticket, enum oribi_ticket_kind kind);
 
 /* Oribi::ClientGone and Oribi::Engine::Exchange (under cEngine). */
 void Init_oribi_exchange(VALUE mOribi, VALUE cEngine);

@@ -38,10 +38,13 @@ VALUE oribi_hijack_io(struct oribi_exchange *x, struct oribi_conn *c)
 }
 
 /* env["rack.hijack"].call: only while the app runs, before the response;
- * a second call returns the same IO. */
-VALUE oribi_full_hijack(VALUE exchange)
+ * a second call returns the same IO. Once its request is over it raises,
+ * whatever request its app thread serves now. */
+VALUE oribi_full_hijack(VALUE ticket)
 {
-    struct oribi_exchange *x = oribi_exchange_get(exchange);
+    struct oribi_exchange *x = oribi_ticket_exchange(ticket, TICKET_HIJACK);
+    if (!x)
+        rb_raise(rb_eIOError, "rack.hijack: its request is over (each request's env has its own)");
     if (x->phase == PHASE_HIJACKED)
         return x->io;
     struct oribi_conn *c = x->phase == PHASE_APP ? oribi_exchange_conn(x) : NULL;

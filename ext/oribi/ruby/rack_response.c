@@ -694,15 +694,16 @@ VALUE oribi_rack_response_close(VALUE arg)
 
 /* env["rack.early_hints"].call(headers): a 103 with the fields that pass
  * the same checks as the final response's. Only while the app runs (the
- * env has it only for HTTP/1.1); later calls do nothing. A hint is only
+ * env has it only for HTTP/1.1); later calls do nothing, also once its
+ * request is over and its app thread serves another. A hint is only
  * advice: it goes out only when the client took every byte before it, so
  * an app hinting in a loop to a client that reads nothing keeps at most
  * one hint (every other write is bounded by the conn's share too). */
-VALUE oribi_early_hints(VALUE exchange, VALUE headers)
+VALUE oribi_early_hints(VALUE ticket, VALUE headers)
 {
-    struct oribi_exchange *x = oribi_exchange_get(exchange);
+    struct oribi_exchange *x = oribi_ticket_exchange(ticket, TICKET_EARLY_HINTS);
     Check_Type(headers, T_HASH);
-    struct oribi_conn *c = x->phase == PHASE_APP ? oribi_exchange_conn(x) : NULL;
+    struct oribi_conn *c = x && x->phase == PHASE_APP ? oribi_exchange_conn(x) : NULL;
     if (!c || c->req.minor_version != 1 || oribi_conn_pending(c))
         return Qnil;
     x->out_len = 0;

@@ -6,7 +6,7 @@
 
 VALUE oribi_rack_response_write(VALUE resp); /* (struct oribi_rack_response *) head and body; raises on app errors */
 VALUE oribi_rack_response_close(VALUE resp); /* closes the body (and the file) */
-VALUE oribi_early_hints(VALUE exchange, VALUE headers);
+VALUE oribi_early_hints(VALUE ticket, VALUE headers); /* env["rack.early_hints"].call */
 void Init_oribi_rack_response(void);
 
 #endif
