@@ -152,17 +152,18 @@ int oribi_hop_by_hop(const char *name, size_t len)
     return 0;
 }
 
-size_t oribi_error_response(char *out, size_t cap, int status, struct oribi_date_cache *d, time_t now, int keep)
+size_t oribi_error_response(char *out, size_t cap, int status, struct oribi_date_cache *d, time_t now, int keep,
+                            int head)
 {
     size_t sl_len, date_len;
     const char *sl = oribi_status_line(status, &sl_len);
     const char *date = oribi_date_header(d, now, &date_len);
     const char *reason = oribi_reason(status);
-    int n =
-        snprintf(out, cap,
-                 "%.*s%.*scontent-type: text/plain\r\ncontent-length: %zu\r\n"
-                 "%s\r\n%s\n",
-                 (int)sl_len, sl, (int)date_len, date, strlen(reason) + 1, keep ? "" : "connection: close\r\n", reason);
+    int n = snprintf(out, cap,
+                     "%.*s%.*scontent-type: text/plain\r\ncontent-length: %zu\r\n"
+                     "%s\r\n%s%s",
+                     (int)sl_len, sl, (int)date_len, date, strlen(reason) + 1, keep ? "" : "connection: close\r\n",
+                     head ? "" : reason, head ? "" : "\n");
     return (n < 0 || (size_t)n >= cap) ? 0 : (size_t)n;
 }
 

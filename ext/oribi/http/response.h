@@ -49,9 +49,20 @@ enum {
 int oribi_hop_by_hop(const char *name, size_t len);
 
 /* Formats a complete error response (status line, date from d, short text
- * body, and connection: close unless keep) into out. Returns its length, or
- * 0 when cap is too small. */
-size_t oribi_error_response(char *out, size_t cap, int status, struct oribi_date_cache *d, time_t now, int keep);
+ * body, and connection: close unless keep) into out; for a HEAD request
+ * (head) the same head and no body. Returns its length, or 0 when cap is
+ * too small. */
+size_t oribi_error_response(char *out, size_t cap, int status, struct oribi_date_cache *d, time_t now, int keep,
+                            int head);
+
+/* Whether the request whose bytes start at buf (len of them, its head
+ * perhaps not all there yet) is a HEAD request: the answers the server
+ * makes itself, also to a request it could not parse, follow the HEAD
+ * rule whenever its method is known. */
+static inline int oribi_is_head(const char *buf, size_t len)
+{
+    return len >= 5 && buf[0] == 'H' && buf[1] == 'E' && buf[2] == 'A' && buf[3] == 'D' && buf[4] == ' ';
+}
 
 /* Writes "content-length: <n>\r\n"; returns its length (<= 38). A
  * formatter of its own: snprintf costs a hello response ~600 instructions. */

@@ -196,7 +196,8 @@ void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
     if (status == 501 || status == 505)
         log_refusal(c, status);
     char out[512];
-    size_t n = oribi_error_response(out, sizeof(out), status, &loop->date, time(NULL), 0);
+    size_t n =
+        oribi_error_response(out, sizeof(out), status, &loop->date, time(NULL), 0, oribi_is_head(c->buf, c->len));
     struct iovec iov = {out, n};
     loop->rejected++;
     oribi_conn_no_keepalive(c);
@@ -223,7 +224,7 @@ static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c
     if (c->req.chunked || c->req.content_length > 0 || !keepalive_decide(loop, c))
         return 0;
     char out[512];
-    size_t n = oribi_error_response(out, sizeof(out), 417, &loop->date, time(NULL), 1);
+    size_t n = oribi_error_response(out, sizeof(out), 417, &loop->date, time(NULL), 1, oribi_is_head(c->buf, c->len));
     struct iovec iov = {out, n};
     loop->rejected++;
     if (oribi_conn_write(c, &iov, 1) < 0) {

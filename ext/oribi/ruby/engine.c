@@ -647,7 +647,9 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
             oribi_conn_no_keepalive(c);
         if (!r.flushed && !r.gone) {
             char out[512];
-            size_t n = oribi_error_response(out, sizeof(out), r.refused ? r.refused : 500, &x->date, time(NULL), 0);
+            int status = r.refused ? r.refused : 500;
+            size_t n =
+                oribi_error_response(out, sizeof(out), status, &x->date, time(NULL), 0, oribi_is_head(c->buf, c->len));
             struct iovec iov = {out, n};
             if (oribi_conn_write(c, &iov, 1) < 0)
                 r.gone = 1;
