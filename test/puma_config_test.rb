@@ -25,9 +25,9 @@ class PumaConfigTest < Minitest::Test
     pidfile ENV["PIDFILE"] if ENV["PIDFILE"]
   RUBY
 
-  def load(text, env = {})
+  def load(text, env = {}, name = "puma.rb")
     Dir.mktmpdir do |d|
-      path = File.join(d, "puma.rb")
+      path = File.join(d, name)
       File.write(path, text)
       old = env.to_h { |k, _| [k, ENV[k]] }
       env.each { |k, v| ENV[k] = v }
@@ -106,9 +106,42 @@ class PumaConfigTest < Minitest::Test
   end
 
   def test_rails_max_threads_is_the_default_after_oribi_threads
-    assert_equal 5, load("", "RAILS_MAX_THREADS" => "5", "ORIBI_THREADS" => nil)[0][:threads]
-    assert_equal 2, load("", "RAILS_MAX_THREADS" => "5", "ORIBI_THREADS" => "2")[0][:threads]
-    assert_equal 1, load("", "RAILS_MAX_THREADS" => nil, "ORIBI_THREADS" => nil)[0][:threads]
+    assert_equal 5, load("", { "RAILS_MAX_THREADS" => "5", "ORIBI_THREADS" => nil }, "oribi.rb")[0][:threads]
+    assert_equal 2, load("", { "RAILS_MAX_THREADS" => "5", "ORIBI_THREADS" => "2" }, "oribi.rb")[0][:threads]
+    assert_equal 1, load("", { "RAILS_MAX_THREADS" => nil, "ORIBI_THREADS" => nil }, "oribi.rb")[0][:threads]
+  end
+
+  # What a Puma config does not say, Puma decides: one process unless
+  # WEB_CONCURRENCY, its 5 threads (PUMA_MAX_THREADS, MAX_THREADS), no
+  # request deadline; Oribi's own variable still wins.
+  def test_a_puma_config_gets_pumas_defaults
+    bare = { "WEB_CONCURRENCY" => nil, "ORIBI_THREADS" => nil, "PUMA_MAX_THREADS" => nil, "MAX_THREADS" => nil,
+             "RAILS_MAX_THREADS" => "9" }
+    c, = load("", bare)
+    assert_equal [0, 5, 0, 60, 60], %i[workers threads request_timeout worker_timeout worker_boot_timeout].map { |k| c[k] }
+    assert_equal [3, 7], load("", bare.merge("WEB_CONCURRENCY" => "3", "MAX_THREADS" => "7"))[0].then { |x| [x[:workers], x[:threads]] }
+    assert_equal 8, load("", bare.merge("PUMA_MAX_THREADS" => "8", "MAX_THREADS" => "7"))[0][:threads]
+    assert_equal 2, load("", bare.merge("ORIBI_THREADS" => "2", "MAX_THREADS" => "7"))[0][:threads]
+    c, = load("", bare, "oribi.rb")
+    assert_equal [9, 60, 0], %i[threads request_timeout worker_boot_timeout].map { |k| c[k] }
+  end
+
+  # Puma's words are read from a Puma config only: in config/oribi.rb
+  # `port` is an error that says where it belongs, and `threads 4` is
+  # Oribi's own option, not a Puma word reported as one.
+  def test_pumas_words_belong_to_a_puma_config
+    e = assert_raises(Oribi::Config::Error) { load("port 3000\n", {}, "oribi.rb") }
+    assert_match(/oribi\.rb:1: `port' is Puma's: Oribi reads Puma's words in a Puma config \(config\/puma\.rb/, e.message)
+    c, log = load("threads 4\n", {}, "oribi.rb")
+    assert_equal 4, c[:threads]
+    assert_empty log
+    assert_equal 8, load("threads 2, 8\n")[0][:threads]
+    Dir.mktmpdir do |d|
+      FileUtils.mkdir_p(File.join(d, "puma"))
+      path = File.join(d, "puma", "production.rb")
+      File.write(path, "port 3001\n")
+      assert_equal ["tcp://0.0.0.0:3001"], Oribi::Config.load(config_file: path)[:binds]
+    end
   end
 
   # The whole way: `oribi -C config/puma.rb` serves.
@@ -192,7 +225,7 @@ class PumaConfigTest < Minitest::Test
 
   IGNORED = %w[ssl_bind after_worker_fork after_booted before_restart after_stopped before_thread_start
                on_restart on_stopped on_booted on_thread_start out_of_band drain_on_shutdown idle_timeout
-               debug worker_culling_strategy supported_http_methods set_remote_address worker_boot_timeout
+               debug worker_culling_strategy supported_http_methods set_remote_address
                worker_check_interval fork_worker queue_requests wait_for_less_busy_worker
                lowlevel_error_handler tag log_requests quiet prune_bundler extra_runtime_dependencies
                silence_single_worker_warning state_path activate_control_app].freeze
@@ -365,7 +398,7 @@ class PumaConfigTest < Minitest::Test
   def test_migrating_md_names_every_puma_word
     doc = File.read(File.join(ROOT, "docs/MIGRATING.md"))
     require "oribi/puma_words"
-    missing = Oribi::PumaWords.public_instance_methods(false).reject { |w| doc.include?("`#{w}") }
+    missing = Oribi::PumaWords.words.reject { |w| doc.include?("`#{w}") }
     assert_empty missing, "words docs/MIGRATING.md does not name"
   end
 end

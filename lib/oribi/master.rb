@@ -3,7 +3,8 @@
 module Oribi
   # The prefork master: forks the workers, notices at once when one dies
   # and replaces it (throttled when they keep crashing), kills one stuck in
-  # a request past worker_timeout, and acts on the operator's signals
+  # a request past request_timeout or hung past worker_timeout, and acts on
+  # the operator's signals
   # (docs/SIGNALS.md): graceful stop, more or fewer workers, log reopening,
   # rolling restart (HUP) and hot restart of the whole server (USR2). It
   # never serves a request itself; it answers the control endpoint when
@@ -26,8 +27,9 @@ module Oribi
     # recycling: over max_worker_memory or at max_requests, draining; its
     # replacement is started at once, as for a rolling restart, so that a
     # drain held up by a slow client never leaves the listeners unserved
+    # killed: by a timeout (enforce_timeouts), once
     Child = Struct.new(:index, :pid, :started, :booted, :retiring, :row, :link, :generation, :mold, :pending,
-                       :recycling, keyword_init: true) do
+                       :recycling, :killed, keyword_init: true) do
       # Draining, on its way out: its index is another worker's to fill.
       def leaving? = retiring || recycling
     end
@@ -148,11 +150,13 @@ module Oribi
     def wait_time
       times = [@deadline, @lame_duck&.first, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
                (@roll_next_at if @rolling.any?), (@adopted_deadline if @adopted.any?),
-               (now + 1 if @config[:worker_timeout].positive? || @config[:restart_file]),
+               (now + 1 if timeouts? || @config[:restart_file]),
                (memory_check_at if memory_limit.first.positive?),
                @control&.next_deadline, @solid_queue&.deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
+
+    def timeouts? = %i[request_timeout worker_timeout worker_boot_timeout].any? { |k| @config[k].positive? }
 
     def handle(sig)
       case sig
@@ -556,21 +560,42 @@ module Oribi
       end
     end
 
-    # A worker inside one request longer than worker_timeout is killed; the
-    # log names the request so it can be found.
+    # Three deadlines, each killing the worker past it with a line that
+    # says which: request_timeout (Oribi's: one request too long, named so
+    # it can be found), worker_timeout (Puma's: the worker has not checked
+    # in, however long its requests are: it is hung, stopped, or stuck in C
+    # with the GVL held), worker_boot_timeout (not serving yet).
     def enforce_timeouts
-      limit = @config[:worker_timeout]
-      return unless limit.positive?
+      timeouts = @config[:request_timeout], @config[:worker_timeout], @config[:worker_boot_timeout]
+      return unless timeouts.any?(&:positive?)
 
       @children.each_value do |child|
-        busy, request = @scoreboard.stats(child.row).values_at(:busy, :request)
-        next unless busy && busy > limit
+        next if child.killed
 
-        Log.error("worker[#{child.index}] pid #{child.pid} stuck #{busy.round(1)} s on #{request.inspect} " \
-                  "(worker_timeout #{limit} s): killing it")
+        why = child.booted ? stuck(child, *timeouts.first(2)) : slow_boot(child, timeouts.last)
+        next unless why
+
+        Log.error("worker[#{child.index}] pid #{child.pid} #{why}: killing it")
         @scoreboard.unbusy(child.row) # its counters stay, for the totals
+        child.killed = true
         signal(child.pid, :KILL)
       end
+    end
+
+    def stuck(child, request_limit, silence_limit)
+      stats = @scoreboard.stats(child.row)
+      busy = stats[:busy]
+      return "stuck #{busy.round(1)} s on #{stats[:request].inspect} (request_timeout #{request_limit} s)" if
+        request_limit.positive? && busy && busy > request_limit
+
+      silent = stats[:silent] || (now - child.booted)
+      "has not checked in for #{silent.round(1)} s (worker_timeout #{silence_limit} s: hung)" if
+        silence_limit.positive? && silent > silence_limit
+    end
+
+    def slow_boot(child, limit)
+      booting = now - child.started
+      "has not booted after #{booting.round(1)} s (worker_boot_timeout #{limit} s)" if limit.positive? && booting > limit
     end
 
     # ---- control endpoint and stats (docs/CONTROL.md) ----

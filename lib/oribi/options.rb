@@ -222,7 +222,7 @@ module Oribi
     # In --help's order. Durations in seconds, sizes in bytes.
     ALL = [
       #   name                 flags                          type     default                              check                help
-      opt(:config_file,        ["-C", "--config FILE"],       PATH,    unset("config/oribi.rb if present"), nil,                 "config file"),
+      opt(:config_file,        ["-C", "--config FILE"],       PATH,    unset("config/oribi.rb, else config/puma/ENV.rb, else config/puma.rb, the first present"), nil,                 "config file"),
       opt(:binds,              ["-b", "--bind URI"],          URIS,    PORT_BIND,                           nil,                 "tcp://HOST:PORT or unix:///PATH; repeatable"),
       opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
       opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), THREADS,             "threads per worker"),
@@ -254,7 +254,9 @@ module Oribi
       opt(:reuse_port,         ["--[no-]reuse-port"],         BOOL,    false,                               nil,                 "SO_REUSEPORT on TCP listeners"),
       opt(:unix_mode,          ["--unix-mode MODE"],          MODE,    0o660,                               nil,                 "permissions of unix sockets, octal"),
       opt(:umask,              ["--umask MODE"],              MODE,    unset("inherited"),                  nil,                 "process umask, octal"),
-      opt(:worker_timeout,     ["--worker-timeout SEC"],      SECONDS, 60,                                  zero_is("never"),    "kill a worker busy in one request longer; 0 = never"),
+      opt(:worker_timeout,     ["--worker-timeout SEC"],      SECONDS, 60,                                  zero_is("never"),    "kill a worker that has not checked in for SEC (hung, as Puma's); 0 = never"),
+      opt(:worker_boot_timeout, ["--worker-boot-timeout SEC"], SECONDS, 0,                                 zero_is("never"),    "kill a worker not booted after SEC (a Puma config: 60); 0 = never"),
+      opt(:request_timeout,    ["--request-timeout SEC"],     SECONDS, 60,                                  zero_is("never"),    "kill a worker busy in one request longer (a Puma config: off); 0 = never"),
       opt(:soft_timeout,       ["--soft-timeout SEC"],        SECONDS, 0,                                   zero_is("off"),      "log a request running longer, with its backtrace; 0 = off"),
       opt(:soft_timeout_raise, ["--[no-]soft-timeout-raise"], BOOL,    false,                               nil,                 "also raise Oribi::RequestTimeout in the app"),
       opt(:rolling_interval,   ["--rolling-interval SEC"],    SECONDS, 1,                                   zero_is("no pause"), "pause between workers in a rolling restart"),

@@ -7,10 +7,24 @@ module Oribi
   # config runs on Oribi unchanged (docs/MIGRATING.md): each becomes its
   # Oribi option, or, where Oribi has nothing to set, logs one line saying
   # it is ignored and why. None stops the server but a plugin Oribi does
-  # not know (plugin). Mixed into Config::DSL,
-  # whose @config it sets and whose report (`oribi --check-config`) lists
-  # what mapped, what was ignored and what differs.
+  # not know (plugin). Read only from a Puma config (file?), as
+  # Config::PumaDSL, whose @config it sets and whose report (`oribi
+  # --check-config`) lists what mapped, what was ignored and what differs.
   module PumaWords
+    FILES = "config/puma.rb, config/puma/ENV.rb, or any file named puma*.rb"
+
+    # Whether path is a Puma config: named as Puma names its own, or after it.
+    def self.file?(path)
+      File.basename(path).start_with?("puma") || File.basename(File.dirname(File.expand_path(path))) == "puma"
+    end
+
+    # The files Puma reads when none is named, first found wins.
+    def self.default_files(environment) = ["config/puma/#{environment}.rb", "config/puma.rb"]
+
+    # The words a Puma config may use (the __ methods are the reader's).
+    def self.words = public_instance_methods(false).reject { |m| m.start_with?("__") }
+    def self.word?(name) = words.include?(name.to_sym)
+
     # Puma words with no Oribi counterpart to set, and why nothing is lost.
     NOTES = {
       queue_requests: "the worker's C loop always reads requests ahead of the app",
@@ -50,8 +64,7 @@ module Oribi
       debug: "Oribi logs only what an operator needs",
       shutdown_debug: "a worker stuck past shutdown_timeout is logged with its request",
       worker_culling_strategy: "TTOU stops the highest-numbered worker",
-      worker_boot_timeout: "a worker that cannot boot is retried with a back-off",
-      worker_check_interval: "the master watches the scoreboard every second",
+      worker_check_interval: "each worker checks in every second, whatever its requests do",
       supported_http_methods: "any method token is passed to the app; Rack apps answer 405 themselves",
       set_remote_address: "REMOTE_ADDR is the peer; the access log reads X-Forwarded-For from trusted_proxies",
       ssl_bind: "Oribi serves no TLS: put it in the proxy in front",
@@ -101,6 +114,29 @@ module Oribi
         __ignored(:plugin, [name], why)
       end
     end
+
+    # Where the file says nothing, what Puma does, wherever Oribi's default
+    # differs in what is served: one process unless $WEB_CONCURRENCY, 5
+    # threads unless $PUMA_MAX_THREADS or $MAX_THREADS (or Oribi's own
+    # $ORIBI_THREADS), no deadline on a request, and a worker not booted in
+    # 60 s killed.
+    def __start
+      @config[:workers] = 0 if ENV["WEB_CONCURRENCY"].to_s.strip.empty?
+      @config[:threads] = __puma_threads if ENV["ORIBI_THREADS"].to_s.empty?
+      @config[:request_timeout] = 0
+      @config[:worker_boot_timeout] = 60
+    end
+
+    def __puma_threads
+      max = [ENV.fetch("PUMA_MAX_THREADS", nil), ENV.fetch("MAX_THREADS", nil)].find { |v| !v.to_s.empty? }
+      max ? Integer(max, 10) : 5
+    end
+
+    # Puma's, not a request timeout: a worker that has not checked in for
+    # this long (hung, stopped, stuck in C with the GVL held) is killed; one
+    # busy in a long request checks in all the same.
+    def worker_timeout(seconds) = __map("worker_timeout", :worker_timeout, seconds)
+    def worker_boot_timeout(seconds) = __map("worker_boot_timeout", :worker_boot_timeout, seconds)
 
     # Puma threads are a pool from min to max; Oribi runs a fixed number.
     def threads(min, max = min)

@@ -157,13 +157,30 @@ module Oribi
     # place (or start_server's next generation) binds and serves, finishes
     # what it has in flight, and exits. Unsupervised it would serve old code
     # forever and hold the listeners.
+    #
+    # Between two looks it checks in (worker_timeout, as Puma's workers
+    # do): a thread of its own, so a request that runs long, in Ruby or
+    # waiting on I/O, never silences it; a process stopped or stuck in C
+    # with the GVL held does fall silent, and the master kills it.
     def watch_master
       master = Process.ppid
+      lifeline = self.class.lifeline
+      every = check_in_interval
       Log.thread("master watch") do
-        self.class.lifeline.read
+        loop do
+          @scoreboard&.check_in(@sb_row)
+          # The master never writes: readable is EOF.
+          break if lifeline.wait_readable(every) && lifeline.read_nonblock(1, exception: false).nil?
+        end
         Log.info("worker[#{@index}] pid #{Process.pid}: the master (pid #{master}) is gone; draining and exiting")
         Process.kill(:USR2, Process.pid)
       end
+    end
+
+    # Often enough that a short worker_timeout is never missed by a live worker.
+    def check_in_interval
+      timeout = @config[:worker_timeout]
+      timeout.positive? ? [1.0, timeout / 4.0].min : 1.0
     end
 
     # One thread: the loop and the app take turns on it, no pool, no queue.

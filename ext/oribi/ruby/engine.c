@@ -355,7 +355,7 @@ static int peer_trusted(const struct oribi_engine *e, const struct oribi_conn *c
  * than a queue's patience before the server started, and not past our
  * clock by more than the skew. A refused stamp is counted: a proxy that passes
  * a client's header on shows there. The worker is busy since its oldest
- * request in the app (worker_timeout): this one when no other is. */
+ * request in the app (request_timeout): this one when no other is. */
 static void score_take(struct oribi_engine *e, struct oribi_exchange *x, struct oribi_conn *c)
 {
     if (!e->loop.score)
