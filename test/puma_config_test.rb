@@ -118,7 +118,7 @@ class PumaConfigTest < Minitest::Test
     bare = { "WEB_CONCURRENCY" => nil, "ORIBI_THREADS" => nil, "PUMA_MAX_THREADS" => nil, "MAX_THREADS" => nil,
              "RAILS_MAX_THREADS" => "9" }
     c, = load("", bare)
-    assert_equal [0, 5, 0, 60, 60], %i[workers threads request_timeout worker_timeout worker_boot_timeout].map { |k| c[k] }
+    assert_equal [1, 5, 0, 60, 60], %i[workers threads request_timeout worker_timeout worker_boot_timeout].map { |k| c[k] }
     assert_equal [3, 7], load("", bare.merge("WEB_CONCURRENCY" => "3", "MAX_THREADS" => "7"))[0].then { |x| [x[:workers], x[:threads]] }
     assert_equal 8, load("", bare.merge("PUMA_MAX_THREADS" => "8", "MAX_THREADS" => "7"))[0][:threads]
     assert_equal 2, load("", bare.merge("ORIBI_THREADS" => "2", "MAX_THREADS" => "7"))[0][:threads]

@@ -84,6 +84,9 @@ module Oribi
 
     def set?(name) = @values.key?(name)
 
+    # Whether the values came from a Puma config: Puma's signals then.
+    def puma? = !self[:config_file].nil? && PumaWords.file?(self[:config_file])
+
     # Whether name's value is its default (nothing set it).
     def default?(name)
       self[name]

@@ -15,7 +15,7 @@ module Oribi
     include WorkerMemory
     include ControlStandIn
 
-    SIGNALS = %w[TERM INT QUIT TTIN TTOU USR1 USR2 HUP CHLD].freeze
+    SIGNALS = Signals.master_names.freeze
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
     QUICK_CRASH = 5.0     # a worker that dies sooner than this after boot crashed "quickly"
     KILL_WAIT = 5.0       # after SIGKILL, how long to wait for the last reaps
@@ -158,20 +158,33 @@ module Oribi
 
     def timeouts? = %i[request_timeout worker_timeout worker_boot_timeout].any? { |k| @config[k].positive? }
 
+    # Each signal logs one line saying what it does (the actions below log
+    # their own), in the config's language (Signals::PUMA).
     def handle(sig)
-      case sig
-      when "TERM", "INT", "QUIT" then stopping? ? stop_now(sig) : graceful_stop(sig)
-      when "TTIN"
+      puma = @config.puma?
+      action = (puma ? Signals::PUMA : Signals::MASTER)[sig] or return
+      name = puma && Signals::PUMA[sig] != Signals::MASTER[sig] ? "#{sig} (Puma's)" : sig
+      case action
+      when :stop then stopping? ? stop_now(name) : graceful_stop(name)
+      when :more
         @count += 1
-        Log.info("TTIN: #{@count} workers")
-      when "TTOU"
-        retire_one if @count > 1
-      when "USR1"
-        Log.reopen(@config)
-        signal_all(:USR1)
-      when "HUP" then rolling_restart
-      when "USR2" then hot_restart
+        Log.info("#{name}: #{@count} workers")
+      when :fewer then retire_one(name)
+      when :reopen_logs then reopen_logs(name)
+      when :reopen_logs_or_stop
+        @config[:stdout_path] || @config[:stderr_path] ? reopen_logs(name) : graceful_stop("#{name}, no stdout_redirect: as INT")
+      when :roll then rolling_restart(name)
+      when :reexec then hot_restart
+      when :backtraces
+        Log.info("#{name}: Oribi prints no thread backtraces; soft_timeout logs a slow request's (docs/SIGNALS.md)")
       end
+    end
+
+    # Said in the new files, where whoever rotated them looks next.
+    def reopen_logs(name)
+      Log.reopen(@config)
+      Log.info("#{name}: reopened the log files, the master's and the workers'")
+      signal_all(:USR1)
     end
 
     # drain_backlog: false when a next generation shares the listeners
@@ -200,15 +213,18 @@ module Oribi
 
     # A second TERM: in-flight requests are lost.
     def stop_now(sig)
+      Log.info("#{sig} again: killing the workers, whatever they have in flight")
       shutdown(sig) unless @stopping # during shutdown_delay
       signal_all(:KILL)
       @solid_queue&.kill
     end
 
-    def retire_one
+    def retire_one(name)
+      return Log.info("#{name} ignored: one worker is the fewest") if @count <= 1
+
       child = @children.values.reject(&:leaving?).max_by(&:index) or return
       @count -= 1
-      Log.info("TTOU: #{@count} workers (stopping worker[#{child.index}])")
+      Log.info("#{name}: #{@count} workers (stopping worker[#{child.index}])")
       retire(child)
     end
 
@@ -332,10 +348,10 @@ module Oribi
     # ---- rolling restart (HUP): one worker at a time, a new one booted
     # before the old one stops, rolling_interval seconds apart ----
 
-    def rolling_restart
-      return Log.info("HUP ignored: stopping") if stopping?
-      return Log.info("HUP ignored: a rolling restart is under way") if @rolling.any?
-      return hot_restart if release_changed_under_preload?
+    def rolling_restart(name = "HUP")
+      return Log.info("#{name} ignored: stopping") if stopping?
+      return Log.info("#{name} ignored: a rolling restart is under way") if @rolling.any?
+      return hot_restart if release_changed_under_preload?(name)
 
       drop_mold # new workers come from the master again (and load the app anew when not preloaded)
       @solid_queue&.restart unless @app
@@ -343,7 +359,7 @@ module Oribi
       @rolling = @children.values.reject(&:leaving?).sort_by(&:index).map(&:pid)
       @roll_next_at = now
       @roll_new = nil
-      Log.info("HUP: rolling restart of #{@rolling.size} worker(s)#{', reloading the app' unless @app}")
+      Log.info("#{name}: rolling restart of #{@rolling.size} worker(s)#{', reloading the app' unless @app}")
     end
 
     # working_directory as named, resolved again: workers that load the
@@ -352,16 +368,16 @@ module Oribi
     # through a hot restart: HUP does USR2's work then, as Puma's phased
     # restart falls back to a full one (what a team migrating from Puma,
     # or a Capistrano task that sends HUP, expects). True when it does.
-    def release_changed_under_preload?
+    def release_changed_under_preload?(name)
       dir = @server.launch.last
       Dir.chdir(dir)
       return false unless @app && Dir.pwd != @server.booted_in
 
-      Log.info("HUP: #{dir} is #{Dir.pwd} now, and the app was preloaded from #{@server.booted_in}: " \
+      Log.info("#{name}: #{dir} is #{Dir.pwd} now, and the app was preloaded from #{@server.booted_in}: " \
                "a hot restart (USR2) loads the new release")
       true
     rescue SystemCallError => e
-      Log.error("HUP: cannot enter #{dir}; the workers start from #{Dir.pwd}", e)
+      Log.error("#{name}: cannot enter #{dir}; the workers start from #{Dir.pwd}", e)
       false
     end
 

@@ -116,16 +116,28 @@ module Oribi
     end
 
     # Where the file says nothing, what Puma does, wherever Oribi's default
-    # differs in what is served: one process unless $WEB_CONCURRENCY, 5
+    # differs in what is served: one serving process unless
+    # $WEB_CONCURRENCY (Puma's single mode; a worker under a master here,
+    # so that Puma's signals and restarts act on it as Puma's do), 5
     # threads unless $PUMA_MAX_THREADS or $MAX_THREADS (or Oribi's own
     # $ORIBI_THREADS), no deadline on a request, and a worker not booted in
     # 60 s killed.
     def __start
-      @config[:workers] = 0 if ENV["WEB_CONCURRENCY"].to_s.strip.empty?
+      @puma_workers = ENV["WEB_CONCURRENCY"].to_s.strip.empty? ? 0 : @config[:workers]
+      __single_mode
       @config[:threads] = __puma_threads if ENV["ORIBI_THREADS"].to_s.empty?
       @config[:request_timeout] = 0
       @config[:worker_boot_timeout] = 60
     end
+
+    # Puma's count, which its single and cluster blocks go by.
+    def workers(count)
+      super
+      @puma_workers = @config[:workers]
+      __differs("workers 0", "Puma's single mode: one worker under a master, which acts on Puma's signals") if __single_mode
+    end
+
+    def __single_mode = (@config[:workers] = 1 if @puma_workers.zero?)
 
     def __puma_threads
       max = [ENV.fetch("PUMA_MAX_THREADS", nil), ENV.fetch("MAX_THREADS", nil)].find { |v| !v.to_s.empty? }
@@ -205,8 +217,8 @@ module Oribi
     def on_worker_fork(&blk) = __hook("on_worker_fork", :before_fork, blk)
 
     # Puma 7's blocks for one mode: run when the workers set so far say so.
-    def single(&blk) = (instance_eval(&blk) if @config[:workers].zero?)
-    def cluster(&blk) = (instance_eval(&blk) if @config[:workers].positive?)
+    def single(&blk) = (instance_eval(&blk) if @puma_workers.to_i.zero?)
+    def cluster(&blk) = (instance_eval(&blk) if @puma_workers.to_i.positive?)
 
     # Another config file, read as this one.
     def load(path) = instance_eval(File.read(path), path, 1)

@@ -169,7 +169,7 @@ module Oribi
     def config_origin
       file = @config[:config_file] or return "no config file"
 
-      "config #{file}#{" (Puma's)" if PumaWords.file?(file)}"
+      "config #{file}#{" (Puma's)" if @config.puma?}"
     end
 
     # Where a worker count nobody wrote down came from.
