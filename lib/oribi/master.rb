@@ -64,7 +64,7 @@ module Oribi
       @solid_queue_previous = Reexec.solid_queue # USR2: the previous image's, stopped once ours runs
       @stand_in = Reexec.stand_in # USR2: answered the control endpoint while this image loaded
       # What workers that are gone served, so that totals never go down.
-      @retired = { served: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
+      @retired = { served: 0, dropped_headers: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
                    queue_from_header: 0, queue_header_refused: 0 }
     end
 

@@ -229,6 +229,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     struct oribi_listener ls[ORIBI_MAX_LISTENERS];
     Check_Type(fds, T_ARRAY);
     Check_Type(opts, T_HASH);
+    oribi_rack_response_new_worker();
     long n = RARRAY_LEN(fds);
     if (n < 1 || n > ORIBI_MAX_LISTENERS)
         rb_raise(rb_eArgError, "1 to %d listeners", ORIBI_MAX_LISTENERS);
@@ -703,6 +704,8 @@ static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
     e->loop.score = oribi_scoreboard_row(sb, idx);
     e->loop.shared = oribi_scoreboard_head(sb);
     e->scoreboard = sb;
+    for (int i = 0; i < e->nexchanges; i++)
+        e->exchanges[i].score = e->loop.score;
     oribi_score_attach(e->loop.score, e->loop.shared); /* before any connection */
     return self;
 }

@@ -159,6 +159,7 @@ static VALUE sb_stats(VALUE self, VALUE i)
     int64_t checked = __atomic_load_n(&s->checked_in_ms, __ATOMIC_ACQUIRE);
     SET(r, "silent", checked ? DBL2NUM((double)(mono_ms() - checked) / 1000.0) : Qnil);
     SET(r, "served", ULL2NUM(s->served));
+    SET(r, "dropped_headers", ULL2NUM(__atomic_load_n(&s->dropped_headers, __ATOMIC_RELAXED)));
     SET(r, "connections", UINT2NUM(s->conns));
     SET(r, "idle_connections", UINT2NUM(s->idle));
     SET(r, "generation", UINT2NUM(s->generation));
