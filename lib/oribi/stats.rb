@@ -75,7 +75,8 @@ module Oribi
     def worker(child, w, rss)
       { index: child.index, pid: child.pid, generation: w[:generation], booted: !!child.booted,
         retiring: !!child.leaving?, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
-        served: w[:served], dropped_headers: w[:dropped_headers], connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
+        served: w[:served], dropped_headers: w[:dropped_headers],
+        connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
         last_request_at: w[:last_request_at], rss: rss, queue: w[:queue],
         queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header],
         queue_header_refused: w[:queue_header_refused] }
