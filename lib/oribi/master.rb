@@ -99,6 +99,7 @@ module Oribi
         roll
         refork
         enforce_timeouts
+        enforce_idle_timeout
         enforce_memory
         end_lame_duck
         enforce_deadline
@@ -156,7 +157,7 @@ module Oribi
       times.empty? ? nil : [times.min - now, 0].max
     end
 
-    def timeouts? = %i[request_timeout worker_timeout worker_boot_timeout].any? { |k| @config[k].positive? }
+    def timeouts? = %i[request_timeout worker_timeout worker_boot_timeout idle_timeout].any? { |k| @config[k].positive? }
 
     # Each signal logs one line saying what it does (the actions below log
     # their own), in the config's language (Signals::PUMA).
@@ -596,6 +597,22 @@ module Oribi
         child.killed = true
         signal(child.pid, :KILL)
       end
+    end
+
+    # idle_timeout (Puma's): no request taken by any worker for that long,
+    # none in the app and no connection active: a graceful stop, which a
+    # supervisor's socket activation undoes at the next connection.
+    def enforce_idle_timeout
+      limit = @config[:idle_timeout]
+      return unless limit.positive? && @notified_ready && !stopping?
+
+      rows = @children.each_value.map { |c| @scoreboard.stats(c.row) }
+      return if rows.any? { |w| w[:busy] || w[:connections] > w[:idle_connections] }
+
+      last = [@started_at.to_f, *rows.filter_map { |w| w[:last_request_at] }].max
+      return unless Time.now.to_f - last > limit
+
+      graceful_stop("idle_timeout (#{limit} s): no request since #{Time.at(last).utc.strftime('%H:%M:%S')} UTC")
     end
 
     def stuck(child, request_limit, silence_limit)

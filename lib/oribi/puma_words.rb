@@ -32,7 +32,6 @@ module Oribi
       wait_for_less_busy_worker: "a worker whose threads are all busy takes no connection",
       fork_worker: "see refork_after (docs/REFORK.md)",
       nakayoshi_fork: "preload_app forks from a warm master",
-      lowlevel_error_handler: "a Rack middleware rescues app errors; the server logs its own 5xx",
       state_path: "see `oribi ctl` (docs/CONTROL.md)",
       state_permission: "see `oribi ctl` (docs/CONTROL.md)",
       activate_control_app: "see control and control_token (docs/CONTROL.md)",
@@ -51,25 +50,20 @@ module Oribi
       after_stopped: "no hook once stopped: before_worker_exit runs in each worker",
       after_worker_fork: "no master hook after a fork: after_fork runs in the worker",
       after_worker_shutdown: "no master hook after a worker exits",
+      after_worker_boot: "Puma 8's name for after_worker_fork, a master hook after a fork: after_fork runs in the worker",
+      _offer_plugins: "Oribi has no plugins to offer the file's words to",
       on_refork: "see refork_after (docs/REFORK.md)",
       before_refork: "see refork_after (docs/REFORK.md)",
       after_refork: "see refork_after (docs/REFORK.md)",
-      on_thread_start: "app threads start with the worker: use after_worker_boot",
-      before_thread_start: "app threads start with the worker: use after_worker_boot",
       on_thread_exit: "app threads end with the worker: use before_worker_exit",
       before_thread_exit: "app threads end with the worker: use before_worker_exit",
-      out_of_band: "see oob_gc, which runs GC when the worker's loop is idle",
       drain_on_shutdown: "a TERM always drains (docs/SIGNALS.md)",
-      idle_timeout: "Oribi does not stop when idle",
       debug: "Oribi logs only what an operator needs",
       shutdown_debug: "a worker stuck past shutdown_timeout is logged with its request",
       worker_culling_strategy: "TTOU stops the highest-numbered worker",
       worker_check_interval: "each worker checks in every second, whatever its requests do",
-      supported_http_methods: "any method token is passed to the app; Rack apps answer 405 themselves",
       set_remote_address: "REMOTE_ADDR is the peer; the access log reads X-Forwarded-For from trusted_proxies",
-      ssl_bind: "Oribi serves no TLS: put it in the proxy in front",
       bind_to_activated_sockets: "systemd's sockets (LISTEN_FDS) are used whenever they are there",
-      fiber_per_request: "each request runs on an app thread (threads)",
       max_io_threads: "see threads",
       io_selector_backend: "the worker's loop is epoll",
       mutate_stdout_and_stderr_to_sync_on_write: "stdout and stderr are always unbuffered",
@@ -77,8 +71,6 @@ module Oribi
       force_shutdown_after: "see shutdown_timeout",
       log_formatter: "the server's own lines are one line each, to stderr",
       custom_logger: "the server's own lines are one line each, to stderr",
-      rack_url_scheme: "rack.url_scheme is http; Rails reads X-Forwarded-Proto itself",
-      app: "name the app in a rackup file (config.ru)",
     }.freeze
 
     NOTES.each_key do |word|
@@ -86,6 +78,24 @@ module Oribi
         __ignored(word, args, NOTES[word])
       end
     end
+
+    # Words Oribi cannot honour whose absence would change what is served:
+    # the server does not start, and the line says what to do instead.
+    REFUSED = {
+      ssl_bind: "Oribi serves no TLS: terminate it in a proxy in front (Thruster, nginx, a load balancer) " \
+                "and bind plain tcp:// or unix:// here",
+      out_of_band: "Oribi runs no out-of-band hooks: for GC set oob_gc N (a GC when the worker is idle); " \
+                   "other work goes in env[\"rack.response_finished\"]",
+      app: "Oribi serves the app of a rackup file: move the block to config.ru (`run ...`)",
+    }.freeze
+
+    REFUSED.each_key do |word|
+      define_method(word) { |*_args, **_opts, &_blk| __refuse(word, REFUSED[word]) }
+    end
+
+    # Puma::Const::SUPPORTED_HTTP_METHODS: what Puma answers without a 501
+    # unless supported_http_methods says otherwise.
+    HTTP_METHODS = %w[HEAD GET POST PUT DELETE OPTIONS TRACE PATCH].freeze
 
     # tmp_restart: bin/rails restart touches tmp/restart.txt (restart_file).
     # Puma plugins: Oribi has none, but does itself what the usual ones do,
@@ -128,6 +138,7 @@ module Oribi
       @config[:threads] = __puma_threads if ENV["ORIBI_THREADS"].to_s.empty?
       @config[:request_timeout] = 0
       @config[:worker_boot_timeout] = 60
+      @config[:http_methods] = HTTP_METHODS
     end
 
     # Puma's count, which its single and cluster blocks go by.
@@ -160,8 +171,8 @@ module Oribi
 
     def port(number, host = nil)
       word = "port #{number}#{", #{host.inspect}" if host}"
-      __differs(word, "Puma binds [::] (IPv4 and IPv6), Oribi 0.0.0.0: bind \"tcp://[::]:#{number}\" too for IPv6") unless host
-      host ||= "0.0.0.0"
+      __differs(word, "Puma binds [::] (IPv4 and IPv6), Oribi 0.0.0.0: bind \"tcp://[::]:#{number}\" too for IPv6") unless host || @default_host
+      host ||= default_host
       uri = "tcp://#{host.include?(':') ? "[#{host}]" : host}:#{Integer(number.to_s, 10)}"
       __map(word, :binds, uri)
       @binds << uri
@@ -171,7 +182,7 @@ module Oribi
     # options; ssl:// is not served.
     def bind(uri)
       uri = uri.to_s
-      return __ignored(:bind, [uri], "Oribi serves no TLS: put it in the proxy in front") if uri.start_with?("ssl://")
+      return __refuse("bind #{uri.split('?').first}", REFUSED[:ssl_bind]) if uri.start_with?("ssl://")
 
       base, query = uri.split("?", 2)
       URI.decode_www_form(query.to_s).each do |key, value|
@@ -185,6 +196,41 @@ module Oribi
     end
 
     def clear_binds! = @binds.clear
+
+    # The host `port` binds when it names none.
+    def set_default_host(host) = (@default_host = host.to_s)
+    def default_host = @default_host || "0.0.0.0"
+
+    # A Puma option's value as read so far (plugins and files ask), where
+    # Oribi has it; else default.
+    GET = { workers: :workers, max_threads: :threads, min_threads: :threads, environment: :environment,
+            rackup: :rackup, worker_timeout: :worker_timeout, pidfile: :pid_file, persistent_timeout: :keepalive_timeout,
+            first_data_timeout: :header_timeout, worker_shutdown_timeout: :shutdown_timeout }.freeze
+
+    def get(key, default = nil) = (name = GET[key.to_sym]) ? @config[name] : default
+    def inject(&blk) = instance_eval(&blk)
+
+    # Requests with other methods are answered 501, as Puma does.
+    def supported_http_methods(methods)
+      __map("supported_http_methods", :http_methods, methods == :any ? [] : Array(methods).map(&:to_s))
+    end
+
+    def lowlevel_error_handler(obj = nil, &blk) = __map("lowlevel_error_handler", :lowlevel_error_handler, obj || blk)
+    def before_thread_start(&blk) = __hook("before_thread_start", :before_thread_start, blk)
+    def on_thread_start(&blk) = __hook("on_thread_start", :before_thread_start, blk)
+    def idle_timeout(seconds) = __map("idle_timeout", :idle_timeout, seconds)
+    def rack_url_scheme(scheme = nil) = __map("rack_url_scheme", :url_scheme, scheme&.to_s)
+
+    # Puma 8 runs each request in a fiber of its own, so that fiber locals
+    # set by one request are gone for the next: a leak Oribi would not stop.
+    def fiber_per_request(yes = true, word: :fiber_per_request)
+      return __ignored(word, [yes], "off, as Oribi runs requests") unless yes
+
+      __refuse(word, "Oribi runs each request on its app thread, with the thread's fiber and its " \
+                                    "locals: clear what a request leaves (ActiveSupport::CurrentAttributes does), then remove the line")
+    end
+
+    def clean_thread_locals(yes = true) = fiber_per_request(yes, word: :clean_thread_locals)
 
     def preload_app!(yes = true) = __map("preload_app!", :preload_app, yes)
     def pidfile(path) = __map("pidfile", :pid_file, path)
@@ -222,6 +268,7 @@ module Oribi
 
     # Another config file, read as this one.
     def load(path) = instance_eval(File.read(path), path, 1)
+    def _load_from(path) = load(path)
 
     private
 
@@ -229,6 +276,10 @@ module Oribi
 
     def __hook(word, name, blk)
       __map(word, name, ->(_server, index) { call_hook(blk, index) })
+    end
+
+    def __refuse(word, what_to_do)
+      raise Config::Error, "#{word}: #{what_to_do} (docs/MIGRATING.md)"
     end
   end
 end

@@ -14,6 +14,7 @@ module Oribi
   class Worker
     ERROR_HEADERS = { "content-type" => "text/plain" }.freeze
     ERROR_BODY = ["Internal Server Error\n"].freeze
+    NOT_IMPLEMENTED_BODY = ["Not Implemented\n"].freeze
     TITLE_EVERY = 256 # requests between process-title updates
     SIGNALS = %w[TERM INT QUIT USR1 USR2].freeze # what a lone worker traps before it binds
 
@@ -51,6 +52,9 @@ module Oribi
       @threads = @config[:threads]
       @soft = @config[:soft_timeout].positive? && @config[:soft_timeout]
       @in_app = {} # Thread => [env, started]: requests inside the app, for soft_timeout
+      @methods = @config[:http_methods].to_h { |m| [m, true] }.freeze unless @config[:http_methods].empty?
+      @url_scheme = @config[:url_scheme]
+      @error_handler = @config[:lowlevel_error_handler]
     end
 
     def run
@@ -186,6 +190,7 @@ module Oribi
     # One thread: the loop and the app take turns on it, no pool, no queue.
     # The engine keeps the scoreboard and runs oob_gc itself (engine.c).
     def serve_each
+      thread_started
       while (env = @engine.next_request)
         @served += 1
         retire if @limit && @served == @limit # before the response, so that it says connection: close
@@ -200,7 +205,12 @@ module Oribi
     # the few a thread is about to take.
     def dispatch
       queue = Thread::Queue.new
-      pool = Array.new(@threads) { Log.thread("app", restart: true) { serve_queue(queue) } }
+      pool = Array.new(@threads) do
+        Log.thread("app", restart: true) do
+          thread_started unless Thread.current[:oribi_started] # a restarted thread is the same app thread
+          serve_queue(queue)
+        end
+      end
       while (env = @engine.next_request)
         @served += 1
         retire if @limit && @served == @limit
@@ -210,6 +220,15 @@ module Oribi
     ensure # graceful drain: every thread finishes what it has
       queue&.close
       pool&.each(&:join)
+    end
+
+    # before_thread_start (Puma's too): an error in it is logged, and the
+    # thread serves all the same, as in Puma.
+    def thread_started
+      Thread.current[:oribi_started] = true
+      @config.hook(:before_thread_start, @server, @index)
+    rescue StandardError => e
+      Log.error("before_thread_start raised", e)
     end
 
     def serve_queue(queue)
@@ -267,6 +286,24 @@ module Oribi
       end
     end
 
+    # lowlevel_error_handler's answer to the app's exception, called as Puma
+    # calls it (by its arity: error, env, status); nil when there is none
+    # or it failed too.
+    def handled(error, env)
+      return nil unless (h = @error_handler)
+
+      res = case h.arity
+            when 1 then h.call(error)
+            when 2 then h.call(error, env)
+            else h.call(error, env, 500)
+            end
+      status, headers, body = res
+      [status, headers, body, error]
+    rescue StandardError => e
+      Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: lowlevel_error_handler raised", e)
+      nil
+    end
+
     # max_requests, or a draw between min_requests and max_requests so that
     # workers started together do not all recycle at once.
     def request_limit
@@ -313,6 +350,10 @@ module Oribi
     # leaves its exchange without a respond. (An Array, the usual case, is
     # taken apart by the caller without a call and without a copy.)
     def call_app(env)
+      env[Rack::RACK_URL_SCHEME] = @url_scheme if @url_scheme
+      # http_methods (Puma's supported_http_methods): what Puma answers 501 to
+      return [501, ERROR_HEADERS.dup, NOT_IMPLEMENTED_BODY] if @methods && !@methods.key?(env[Rack::REQUEST_METHOD])
+
       @in_app[Thread.current] = [env, Process.clock_gettime(Process::CLOCK_MONOTONIC)] if @soft
       res = @app.call(env)
       return res if res.instance_of?(Array)
@@ -323,7 +364,7 @@ module Oribi
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: app raised", e)
-      [500, ERROR_HEADERS.dup, ERROR_BODY, e] # e goes to rack.response_finished
+      handled(e, env) || [500, ERROR_HEADERS.dup, ERROR_BODY, e] # e goes to rack.response_finished
     ensure
       @in_app.delete(Thread.current) if @soft
     end
