@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "io/wait" # the master watch waits on the lifeline with a timeout
 require "timeout"
 
 module Oribi
