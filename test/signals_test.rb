@@ -324,4 +324,16 @@ class SignalsTest < Minitest::Test
   ensure
     srv&.stop
   end
+
+  # With workers 0 the lone server says what a signal does too.
+  def test_a_lone_server_logs_what_each_signal_does
+    srv = ServerProcess.new("env.ru", workers: 0)
+    Process.kill(:USR1, srv.pid)
+    assert_match(/USR1: reopened the log files/, srv.log_until(/USR1/))
+    Process.kill(:TERM, srv.pid)
+    assert srv.wait_exit(10)&.success?, srv.log
+    assert_match(/TERM: draining/, srv.log)
+  ensure
+    srv&.stop
+  end
 end

@@ -107,7 +107,10 @@ module Oribi
     # once the delay is over the timer sends the signal again.
     def stop_after_delay(sig)
       delay = @config[:shutdown_delay]
-      return stop if delay.zero? || @lame_duck == :over
+      if delay.zero? || @lame_duck == :over
+        Log.info(@stopping ? "#{sig} again: exiting at once" : "#{sig}: draining")
+        return stop
+      end
       return exit!(0) if @lame_duck
 
       Log.info("#{sig}: serving #{delay} s more (shutdown_delay), then draining")
@@ -251,11 +254,21 @@ module Oribi
       end
       %w[TERM INT QUIT].each { |sig| trap(sig) { @standalone ? stop_after_delay(sig) : stop } }
       # from the master: others go on (or a next generation), leave the backlog
-      trap("USR2") { stop(drain_backlog: false) }
+      trap("USR2") do
+        said("USR2: draining and exiting, leaving the backlog (no master here to restart in place)")
+        stop(drain_backlog: false)
+      end
       trap("USR1") do
         Log.reopen(@config)
         @access_log&.reopen
+        said("USR1: reopened the log files")
       end
+    end
+
+    # A lone server (workers 0) says what each signal does, as a master
+    # does; a worker's signals come from its master, which said so.
+    def said(line)
+      Log.info(line) if @standalone
     end
 
     # A watchdog thread, only when soft_timeout is set: a request inside the
