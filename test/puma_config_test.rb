@@ -25,9 +25,9 @@ class PumaConfigTest < Minitest::Test
     pidfile ENV["PIDFILE"] if ENV["PIDFILE"]
   RUBY
 
-  def load(text, env = {})
+  def load(text, env = {}, name = "puma.rb")
     Dir.mktmpdir do |d|
-      path = File.join(d, "puma.rb")
+      path = File.join(d, name)
       File.write(path, text)
       old = env.to_h { |k, _| [k, ENV[k]] }
       env.each { |k, v| ENV[k] = v }
@@ -106,9 +106,42 @@ class PumaConfigTest < Minitest::Test
   end
 
   def test_rails_max_threads_is_the_default_after_oribi_threads
-    assert_equal 5, load("", "RAILS_MAX_THREADS" => "5", "ORIBI_THREADS" => nil)[0][:threads]
-    assert_equal 2, load("", "RAILS_MAX_THREADS" => "5", "ORIBI_THREADS" => "2")[0][:threads]
-    assert_equal 1, load("", "RAILS_MAX_THREADS" => nil, "ORIBI_THREADS" => nil)[0][:threads]
+    assert_equal 5, load("", { "RAILS_MAX_THREADS" => "5", "ORIBI_THREADS" => nil }, "oribi.rb")[0][:threads]
+    assert_equal 2, load("", { "RAILS_MAX_THREADS" => "5", "ORIBI_THREADS" => "2" }, "oribi.rb")[0][:threads]
+    assert_equal 1, load("", { "RAILS_MAX_THREADS" => nil, "ORIBI_THREADS" => nil }, "oribi.rb")[0][:threads]
+  end
+
+  # What a Puma config does not say, Puma decides: one process unless
+  # WEB_CONCURRENCY, its 5 threads (PUMA_MAX_THREADS, MAX_THREADS), no
+  # request deadline; Oribi's own variable still wins.
+  def test_a_puma_config_gets_pumas_defaults
+    bare = { "WEB_CONCURRENCY" => nil, "ORIBI_THREADS" => nil, "PUMA_MAX_THREADS" => nil, "MAX_THREADS" => nil,
+             "RAILS_MAX_THREADS" => "9" }
+    c, = load("", bare)
+    assert_equal [1, 5, 0, 60, 60], %i[workers threads request_timeout worker_timeout worker_boot_timeout].map { |k| c[k] }
+    assert_equal [3, 7], load("", bare.merge("WEB_CONCURRENCY" => "3", "MAX_THREADS" => "7"))[0].then { |x| [x[:workers], x[:threads]] }
+    assert_equal 8, load("", bare.merge("PUMA_MAX_THREADS" => "8", "MAX_THREADS" => "7"))[0][:threads]
+    assert_equal 2, load("", bare.merge("ORIBI_THREADS" => "2", "MAX_THREADS" => "7"))[0][:threads]
+    c, = load("", bare, "oribi.rb")
+    assert_equal [9, 60, 0], %i[threads request_timeout worker_boot_timeout].map { |k| c[k] }
+  end
+
+  # Puma's words are read from a Puma config only: in config/oribi.rb
+  # `port` is an error that says where it belongs, and `threads 4` is
+  # Oribi's own option, not a Puma word reported as one.
+  def test_pumas_words_belong_to_a_puma_config
+    e = assert_raises(Oribi::Config::Error) { load("port 3000\n", {}, "oribi.rb") }
+    assert_match(/oribi\.rb:1: `port' is Puma's: Oribi reads Puma's words in a Puma config \(config\/puma\.rb/, e.message)
+    c, log = load("threads 4\n", {}, "oribi.rb")
+    assert_equal 4, c[:threads]
+    assert_empty log
+    assert_equal 8, load("threads 2, 8\n")[0][:threads]
+    Dir.mktmpdir do |d|
+      FileUtils.mkdir_p(File.join(d, "puma"))
+      path = File.join(d, "puma", "production.rb")
+      File.write(path, "port 3001\n")
+      assert_equal ["tcp://0.0.0.0:3001"], Oribi::Config.load(config_file: path)[:binds]
+    end
   end
 
   # The whole way: `oribi -C config/puma.rb` serves.
@@ -136,7 +169,6 @@ class PumaConfigTest < Minitest::Test
     port 3000
     bind "tcp://127.0.0.1:3001?backlog=2048"
     bind "unix:///tmp/oribi-puma-words.sock?mode=0660"
-    ssl_bind "127.0.0.1", "9443", { key: "k", cert: "c" }
     directory "/tmp"
     restart_command "bin/restart-app"
     environment "production"
@@ -158,7 +190,6 @@ class PumaConfigTest < Minitest::Test
     on_stopped { }
     on_booted { }
     on_thread_start { }
-    out_of_band { }
     drain_on_shutdown
     max_keep_alive 50
     idle_timeout 600
@@ -190,11 +221,11 @@ class PumaConfigTest < Minitest::Test
     stdout_redirect "/tmp/oribi-puma-out.log", "/tmp/oribi-puma-err.log", true
   RUBY
 
-  IGNORED = %w[ssl_bind after_worker_fork after_booted before_restart after_stopped before_thread_start
-               on_restart on_stopped on_booted on_thread_start out_of_band drain_on_shutdown idle_timeout
-               debug worker_culling_strategy supported_http_methods set_remote_address worker_boot_timeout
+  IGNORED = %w[after_worker_fork after_booted before_restart after_stopped
+               on_restart on_stopped on_booted drain_on_shutdown
+               debug worker_culling_strategy set_remote_address
                worker_check_interval fork_worker queue_requests wait_for_less_busy_worker
-               lowlevel_error_handler tag log_requests quiet prune_bundler extra_runtime_dependencies
+               tag log_requests quiet prune_bundler extra_runtime_dependencies
                silence_single_worker_warning state_path activate_control_app].freeze
 
   def test_the_words_of_puma_6_7_and_8_load_as_puma_loads_them
@@ -295,7 +326,8 @@ class PumaConfigTest < Minitest::Test
       assert_match(/^  maps +max_keep_alive 50 +→ keepalive_requests 50$/, out)
       assert_match(/^  differs +threads 1, 3 +Oribi runs a fixed 3 per worker$/, out)
       assert_match(/^  differs +port 3000 +Puma binds \[::\] \(IPv4 and IPv6\), Oribi 0\.0\.0\.0/, out)
-      assert_match(/^  ignored +idle_timeout 600 +Oribi does not stop when idle$/, out)
+      assert_match(/^  maps +idle_timeout 600 +→ idle_timeout 600$/, out)
+      assert_match(/^  ignored +drain_on_shutdown +a TERM always drains/, out)
       assert_match(/^  oribi +workers 2$/, out)
       assert_match(/^Oribi would run with:\n  binds tcp:/, out)
       File.write(path, "workers \"many\"\n")
@@ -361,11 +393,53 @@ class PumaConfigTest < Minitest::Test
     end
   end
 
-  # docs/MIGRATING.md names every Puma word Oribi reads, mapped or ignored.
-  def test_migrating_md_names_every_puma_word
-    doc = File.read(File.join(ROOT, "docs/MIGRATING.md"))
-    require "oribi/puma_words"
-    missing = Oribi::PumaWords.public_instance_methods(false).reject { |w| doc.include?("`#{w}") }
-    assert_empty missing, "words docs/MIGRATING.md does not name"
+  # docs/MIGRATING.md's table of Puma 8's words: every public method of
+  # Puma::DSL (read from the installed Puma) is in it, and each does on
+  # Oribi what its row says: sets an option, is ignored with a line, or
+  # stops the server with a line saying what to do.
+  def test_migrating_md_has_every_puma_8_word_and_what_it_does
+    require_puma
+    require "puma/dsl"
+    doc = File.read(File.join(ROOT, "docs/MIGRATING.md"))[/^## Every word of Puma 8's config\n(.*?)^## /m, 1]
+    said = {}
+    doc.each_line.grep(/\A\| `/).each do |row|
+      first, second = row.split(/(?<!\\)\|/)[1, 2].map(&:strip)
+      kind = if second.start_with?("**stops") then :stops
+             elsif second.start_with?("ignored") then :ignored
+             else :sets
+             end
+      first.scan(/`([a-z_!]+)/).flatten.each { |w| said[w.to_sym] ||= kind }
+    end
+    puma = Puma::DSL.public_instance_methods(false)
+    assert_empty puma - said.keys, "Puma 8's words docs/MIGRATING.md does not name"
+    assert_empty said.keys - puma, "words docs/MIGRATING.md names that Puma 8 has not"
+    assert_empty puma - Oribi::PumaWords.words - Oribi::Options::ALL.keys, "words Oribi does not read"
+    said.except(:plugin, :bind).each do |word, kind|
+      text = "#{word}\n"
+      case kind
+      when :stops
+        e = assert_raises(Oribi::Config::Error, word) { load(text) }
+        assert_match(/puma\.rb:1: #{Regexp.escape(word)}: .*\(docs\/MIGRATING\.md\)/, e.message)
+      when :ignored
+        assert_match(/#{Regexp.escape(word)}.* is Puma's, ignored: /, load(text)[1], word)
+      else
+        refute Oribi::PumaWords::NOTES.key?(word) || Oribi::PumaWords::REFUSED.key?(word), "#{word} is not set"
+      end
+    end
   end
+
+  # The words that change what is served take effect (a server runs them
+  # in puma_words_test.rb).
+  def test_serving_words_set_their_options
+    c, = load("supported_http_methods %w[GET PROPFIND]\nrack_url_scheme \"https\"\nidle_timeout 30\n")
+    assert_equal [%w[GET PROPFIND], "https", 30], %i[http_methods url_scheme idle_timeout].map { |k| c[k] }
+    assert_equal [], load("supported_http_methods :any\n")[0][:http_methods]
+    assert_equal Oribi::PumaWords::HTTP_METHODS, load("")[0][:http_methods]
+    assert_equal [], load("", {}, "oribi.rb")[0][:http_methods]
+    e = assert_raises(Oribi::Config::Error) { load("bind \"ssl://0.0.0.0:443?key=k&cert=c\"\n") }
+    assert_match(/bind ssl:\/\/0\.0\.0\.0:443: Oribi serves no TLS/, e.message)
+    assert_equal ["tcp://127.0.0.2:3000"], load("set_default_host \"127.0.0.2\"\nport 3000\n")[0][:binds]
+    assert_equal 4, load("workers 4\nthreads get(:workers), get(:workers)\n")[0][:threads]
+  end
+
 end

@@ -218,7 +218,7 @@ class ResponseTest < Minitest::Test
   end
 
   def test_app_mistakes_are_logged_500s_with_threads
-    srv = ServerProcess.new("responses.ru", "--threads", "2", "--worker-timeout", "60", workers: 1)
+    srv = ServerProcess.new("responses.ru", "--threads", "2", "--request-timeout", "60", workers: 1)
     assert_mistakes_are_logged_500s(srv)
     # two at once: neither freezes the other
     socks = Array.new(2) { srv.tcp.tap { |s| s.write("GET /mistake?kind=huge-status HTTP/1.1\r\nHost: t\r\n\r\n") } }

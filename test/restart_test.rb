@@ -253,14 +253,14 @@ class RestartTest < Minitest::Test
   end
 
   def test_stuck_request_is_killed_by_the_hard_timeout
-    srv = ServerProcess.new("slow.ru", "--worker-timeout", "1", workers: 2)
+    srv = ServerProcess.new("slow.ru", "--request-timeout", "1", workers: 2)
     stuck = srv.tcp
     stuck.write("GET /?sleep=30 HTTP/1.1\r\nHost: t\r\n\r\n")
     assert wait_until { srv.log.include?("sleeping") }
     victim = srv.worker_pids
     # the other worker serves meanwhile
     assert_equal 200, HTTPClient.request(srv.tcp, "/", headers: { "Connection" => "close" }).status
-    assert_match(%r{worker\[\d\] pid \d+ stuck \d+\.\d s on "GET /" \(worker_timeout 1(\.0)? s\): killing it},
+    assert_match(%r{worker\[\d\] pid \d+ stuck \d+\.\d s on "GET /" \(request_timeout 1(\.0)? s\): killing it},
                  srv.log_until(/stuck/, timeout: 10))
     assert HTTPClient.closed?(stuck) # the stuck client's connection is gone with the worker
     assert wait_until(timeout: 5) { srv.worker_pids.size == 2 && srv.worker_pids != victim }, "not replaced"

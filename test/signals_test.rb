@@ -250,4 +250,90 @@ class SignalsTest < Minitest::Test
       srv&.stop
     end
   end
+
+  # Under a Puma config the master takes Puma's signals: USR1 (what
+  # `pumactl phased-restart` and Capistrano's puma tasks send) replaces the
+  # workers one by one while they serve, where it used to reopen the logs
+  # and log nothing; HUP reopens stdout_redirect's files, as Puma's;
+  # TTIN/TTOU add and remove a worker. Each logs one line.
+  def test_a_puma_config_takes_pumas_signals
+    Dir.mktmpdir do |d|
+      err = File.join(d, "err.log")
+      conf = File.join(d, "puma.rb")
+      File.write(conf, "workers 2\nstdout_redirect #{File.join(d, 'out.log').dump}, #{err.dump}\n")
+      srv = ServerProcess.new("slow.ru", "-C", conf, workers: nil, unix: false, env: { "WEB_CONCURRENCY" => nil })
+      log = -> { File.exist?(err) ? File.read(err) : "" }
+      assert wait_until(timeout: 10) { srv.worker_pids.size == 2 }
+      old = srv.worker_pids
+      Process.kill(:USR1, srv.pid)
+      answers = []
+      replaced = wait_until(timeout: 30) do
+        answers << HTTPClient.request(srv.tcp, "/", headers: { "Connection" => "close" }).status
+        srv.worker_pids.size == 2 && !srv.worker_pids.intersect?(old)
+      end
+      assert replaced, "USR1 did not replace the workers:\n#{log.call}"
+      assert_equal [200], answers.uniq
+      assert_match(/USR1 \(Puma's\): rolling restart of 2 worker\(s\)/, log.call)
+      assert wait_until { log.call.include?("rolling restart done") }, log.call
+
+      Process.kill(:TTIN, srv.pid)
+      assert wait_until { srv.worker_pids.size == 3 }, "TTIN did not add a worker"
+      Process.kill(:TTOU, srv.pid)
+      assert wait_until { srv.worker_pids.size == 2 }, "TTOU did not remove a worker"
+      assert_match(/TTIN: 3 workers.*TTOU: 2 workers/m, log.call)
+
+      File.rename(err, "#{err}.1")
+      Process.kill(:HUP, srv.pid)
+      assert wait_until { File.exist?(err) && File.read(err).include?("HUP (Puma's): reopened the log files") },
+             "HUP did not reopen stdout_redirect's file:\n#{File.read("#{err}.1")}"
+      assert_equal 200, HTTPClient.request(srv.tcp, "/").status
+      assert_equal 2, srv.worker_pids.size
+    ensure
+      srv&.stop
+    end
+  end
+
+  # Puma's HUP without stdout_redirect is INT: a graceful stop.
+  def test_hup_under_a_puma_config_without_stdout_redirect_stops
+    Dir.mktmpdir do |d|
+      conf = File.join(d, "puma.rb")
+      File.write(conf, "workers 1\n")
+      srv = ServerProcess.new("env.ru", "-C", conf, workers: nil, unix: false, env: { "WEB_CONCURRENCY" => nil })
+      Process.kill(:HUP, srv.pid)
+      status = srv.wait_exit(15)
+      assert status&.success?, "HUP gave #{status.inspect}:\n#{srv.log}"
+      assert_match(/HUP \(Puma's\), no stdout_redirect: as INT: draining/, srv.log)
+    ensure
+      srv&.stop
+    end
+  end
+
+  # Under Oribi's own config every signal logs what it does too: USR1
+  # reopened the logs without a word, a TTOU at one worker did nothing
+  # without one.
+  def test_each_signal_logs_what_it_does
+    srv = ServerProcess.new("env.ru", workers: 1)
+    assert wait_until { srv.worker_pids.size == 1 }
+    Process.kill(:USR1, srv.pid)
+    assert_match(/USR1: reopened the log files/, srv.log_until(/USR1/))
+    Process.kill(:TTOU, srv.pid)
+    assert_match(/TTOU ignored: one worker is the fewest/, srv.log_until(/TTOU/))
+    Process.kill(:HUP, srv.pid)
+    assert_match(/HUP: rolling restart of 1 worker/, srv.log_until(/HUP/))
+    assert_equal 200, HTTPClient.request(srv.tcp, "/").status
+  ensure
+    srv&.stop
+  end
+
+  # With workers 0 the lone server says what a signal does too.
+  def test_a_lone_server_logs_what_each_signal_does
+    srv = ServerProcess.new("env.ru", workers: 0)
+    Process.kill(:USR1, srv.pid)
+    assert_match(/USR1: reopened the log files/, srv.log_until(/USR1/))
+    Process.kill(:TERM, srv.pid)
+    assert srv.wait_exit(10)&.success?, srv.log
+    assert_match(/TERM: draining/, srv.log)
+  ensure
+    srv&.stop
+  end
 end

@@ -125,7 +125,7 @@ class ThreadsTest < Minitest::Test
   # The hard timeout looks at the oldest request in the app: a worker whose
   # threads are always busy with short, overlapping requests is not stuck.
   def test_hard_timeout_counts_from_the_oldest_request_not_from_the_first
-    srv = ServerProcess.new("threads.ru", "-t", "2", "--worker-timeout", "1", workers: 1)
+    srv = ServerProcess.new("threads.ru", "-t", "2", "--request-timeout", "1", workers: 1)
     assert wait_until { srv.worker_pids.size == 1 }
     pids = srv.worker_pids
     deadline = now + 2.5
@@ -154,7 +154,7 @@ class ThreadsTest < Minitest::Test
   # first ends, the worker is busy with the second, and the stuck-worker
   # line names that one.
   def test_the_stuck_line_names_the_request_still_in_the_app
-    srv = ServerProcess.new("threads.ru", "-t", "2", "--worker-timeout", "1", workers: 1)
+    srv = ServerProcess.new("threads.ru", "-t", "2", "--request-timeout", "1", workers: 1)
     assert wait_until { srv.worker_pids.size == 1 }
     s = srv.tcp
     # two connections the loop reads in one go and hands out together

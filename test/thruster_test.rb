@@ -54,6 +54,16 @@ class ThrusterTest < Minitest::Test
     s&.close
   end
 
+  # The live processes whose parent is pid (from /proc).
+  def children_of(pid)
+    Dir.children("/proc").grep(/\A\d+\z/).map(&:to_i).select do |child|
+      fields = File.read("/proc/#{child}/stat").split(") ", 2)[1].split
+      fields[1].to_i == pid && !fields[0].start_with?("Z")
+    rescue SystemCallError
+      false
+    end
+  end
+
   def access_log = File.read(File.join(@root, "log/access.log")).lines.map { |l| JSON.parse(l) }
 
   def test_serves_streams_uploads_and_leaves_files_to_thruster
@@ -202,5 +212,55 @@ class ThrusterTest < Minitest::Test
     refute_equal 0, seen.count(502), "no 502 without shutdown_delay: #{seen.tally}"
     puts "\nbehind Thruster, no shutdown_delay: #{seen.tally.inspect}, of which sent after TERM #{after.tally.inspect} " \
          "(502: Oribi's listeners closed)"
+  end
+
+  # Rails 8's production command with the app's own config/puma.rb,
+  # untouched and with no config/oribi.rb: it boots with the file's
+  # workers, threads, pidfile and hooks (it was skipped without a word:
+  # a worker per CPU, 3 threads, no pidfile, no hook); a request longer
+  # than its worker_timeout answers 200 (Puma's check-in timeout, not a
+  # request deadline: 2 s here for the 60 of a real file, the request 4
+  # s for 65); USR1, the deploy's phased restart, replaces the workers.
+  PUMA_RB = <<~RUBY
+    threads_count = ENV.fetch("RAILS_MAX_THREADS", 5)
+    threads threads_count, threads_count
+    port ENV.fetch("PORT", 3000)
+    plugin :tmp_restart
+    pidfile ENV["PIDFILE"] if ENV["PIDFILE"]
+    workers ENV.fetch("PUMA_WORKERS", 2)
+    worker_timeout 2
+    on_worker_boot { |index| File.write("tmp/booted-\#{index}", Process.pid.to_s) }
+  RUBY
+
+  def test_rails_8s_command_runs_the_apps_own_puma_config
+    File.write(File.join(@root, "config/puma.rb"), PUMA_RB)
+    pidfile = File.join(@root, "tmp/server-puma.pid")
+    FileUtils.mkdir_p(File.join(@root, "tmp"))
+    env = { "RACKUP_HANDLER" => "oribi", "RAILS_ENV" => "production", "WEB_CONCURRENCY" => nil, "ORIBI_THREADS" => nil,
+            "RAILS_MAX_THREADS" => nil, "PIDFILE" => pidfile, "TARGET_PORT" => free_port.to_s,
+            "STORAGE_PATH" => File.join(@root, "tmp/thruster"), "LOG_REQUESTS" => "false" }
+    @srv = FrameworkProcess.new(chdir: @root, env: env) do |port|
+      env["HTTP_PORT"] = port.to_s
+      [RbConfig.ruby, thrust, RbConfig.ruby, "bin/rails", "server"]
+    end
+    assert wait_until(timeout: 60, interval: 0.1) { get("/hello")&.status == 200 }, "no 200 through Thruster\n#{@srv.log}"
+    assert_match(/Oribi .* 2 workers, env production, app preloaded, 5 threads per worker, config config\/puma\.rb \(Puma's\)/,
+                 @srv.log)
+    assert wait_until { File.exist?(pidfile) }, "no pidfile\n#{@srv.log}"
+    master = File.read(pidfile).to_i
+    workers = -> { children_of(master) }
+    booted = wait_until { (files = Dir[File.join(@root, "tmp/booted-*")]).size == 2 && files }
+    assert booted, "on_worker_boot did not run in both workers\n#{@srv.log}"
+    assert_equal workers.call.sort, booted.map { |f| File.read(f).to_i }.sort
+
+    res = get("/nap?s=4")
+    assert_equal 200, res&.status, @srv.log
+    refute_match(/killing it/, @srv.log)
+
+    old = workers.call
+    Process.kill(:USR1, master)
+    assert wait_until(timeout: 60) { (now = workers.call).size == 2 && !now.intersect?(old) }, "USR1 did not replace the workers\n#{@srv.log}"
+    assert_match(/USR1 \(Puma's\): rolling restart of 2 worker\(s\)/, @srv.log)
+    assert_equal 200, get("/hello")&.status
   end
 end

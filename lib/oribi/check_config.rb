@@ -13,16 +13,16 @@ module Oribi
     def run(path, out: $stdout)
       report = []
       config = Config.new
-      Config::DSL.load(config, path, report: report)
+      Config.read(config, path, report: report)
       config.check!
       check_bind_dirs(config)
-      out.puts "#{path}, as Oribi reads it:"
+      out.puts "#{path}, as Oribi reads it#{' (a Puma config: Puma\'s words and defaults)' if PumaWords.file?(path)}:"
       width = report.map { |_, word, _| word.size }.max.to_i
       report.each do |kind, word, what|
         out.puts format("  %-8s %-#{width}s%s", kind, word, what ? "  #{kind == :maps ? '→ ' : ''}#{what}" : "").rstrip
       end
       out.puts "Oribi would run with:"
-      %i[binds workers threads environment preload_app working_directory].each do |name|
+      %i[binds workers threads environment preload_app working_directory worker_timeout request_timeout].each do |name|
         out.puts "  #{name} #{Options.show(config[name])}"
       end
       0

@@ -33,12 +33,26 @@ module Oribi
 
     DEFAULT_FILE = "config/oribi.rb"
 
+    # The file read when none is named: config/oribi.rb, else the Puma
+    # config Puma itself would read there, so that an app moved from Puma
+    # runs with its own under every command that starts the server.
+    def self.default_file(environment = OPTIONS[:environment].value)
+      [DEFAULT_FILE, *PumaWords.default_files(environment)].find { |f| File.file?(f) }
+    end
+
+    # Reads path into config in its language: Puma's (PumaWords) for a
+    # Puma config, else Oribi's. The banner names it.
+    def self.read(config, path, report: nil)
+      (PumaWords.file?(path) ? PumaDSL : DSL).load(config, path, report: report)
+      config[:config_file] = path
+    end
+
     # Builds the configuration the way the CLI does: the config file (the
-    # given one, else config/oribi.rb when present), then cli on top.
+    # given one, else default_file), then cli on top.
     def self.load(cli = {})
       config = new
-      file = cli[:config_file] || (DEFAULT_FILE if File.file?(DEFAULT_FILE))
-      DSL.load(config, file) if file
+      file = cli[:config_file] || default_file(cli[:environment] || OPTIONS[:environment].value)
+      read(config, file) if file
       cli.each { |k, v| config[k] = v }
       config.check!
       config
@@ -69,6 +83,9 @@ module Oribi
     end
 
     def set?(name) = @values.key?(name)
+
+    # Whether the values came from a Puma config: Puma's signals then.
+    def puma? = !self[:config_file].nil? && PumaWords.file?(self[:config_file])
 
     # Whether name's value is its default (nothing set it).
     def default?(name)
@@ -128,16 +145,15 @@ module Oribi
     #   bind "unix:///run/app.sock"
     #   after_fork { |server, worker| DB.reconnect }
     # (An Object, not a BasicObject: config files call File, ENV, Etc.)
-    # A config/puma.rb reads too (PumaWords).
+    # A Puma config is read in Puma's language (PumaDSL).
     class DSL
-      prepend PumaWords
-
       # report: an Array that gets [kind, word, what] for each word read
       # (`oribi --check-config`); the ignored ones are then not logged.
       def self.load(config, path, report: nil)
         raise Error, "config file #{path} not found" unless File.file?(path)
 
         dsl = new(config, path, report)
+        dsl.__start
         dsl.instance_eval(File.read(path), path, 1)
         dsl.__finish
       rescue Error => e
@@ -211,15 +227,27 @@ module Oribi
 
       def method_missing(name, *args)
         return super if name.start_with?("to_") # conversions probed by Ruby itself
+        if PumaWords.word?(name)
+          raise Error, "`#{name}' is Puma's: Oribi reads Puma's words in a Puma config (#{PumaWords::FILES}), " \
+                       "not in #{File.basename(@path)} (docs/MIGRATING.md)"
+        end
 
         raise Error, "unknown option `#{name}'"
       end
 
       def respond_to_missing?(*) = false
 
+      def __start; end
+
       def __finish
         @config[:binds] = @binds unless @binds.empty?
       end
+    end
+
+    # A Puma config's language: Puma's words, meaning what they mean in
+    # Puma, and Oribi's options for the words Puma does not have.
+    class PumaDSL < DSL
+      prepend PumaWords
     end
   end
 end

@@ -49,10 +49,10 @@ module Oribi
       uri = opts[:control] || ENV["ORIBI_CONTROL"]
       token = opts[:token] || ENV["ORIBI_CONTROL_TOKEN"]
       if uri.nil? || token.nil?
-        file = opts[:config_file] || (Config::DEFAULT_FILE if File.file?(Config::DEFAULT_FILE))
+        file = opts[:config_file] || Config.default_file
         if file
           config = Config.new
-          Config::DSL.load(config, file)
+          Config.read(config, file)
           uri ||= config[:control]
           token ||= config[:control_token]
         end

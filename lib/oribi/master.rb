@@ -3,7 +3,8 @@
 module Oribi
   # The prefork master: forks the workers, notices at once when one dies
   # and replaces it (throttled when they keep crashing), kills one stuck in
-  # a request past worker_timeout, and acts on the operator's signals
+  # a request past request_timeout or hung past worker_timeout, and acts on
+  # the operator's signals
   # (docs/SIGNALS.md): graceful stop, more or fewer workers, log reopening,
   # rolling restart (HUP) and hot restart of the whole server (USR2). It
   # never serves a request itself; it answers the control endpoint when
@@ -14,7 +15,7 @@ module Oribi
     include WorkerMemory
     include ControlStandIn
 
-    SIGNALS = %w[TERM INT QUIT TTIN TTOU USR1 USR2 HUP CHLD].freeze
+    SIGNALS = Signals.master_names.freeze
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
     QUICK_CRASH = 5.0     # a worker that dies sooner than this after boot crashed "quickly"
     KILL_WAIT = 5.0       # after SIGKILL, how long to wait for the last reaps
@@ -26,8 +27,9 @@ module Oribi
     # recycling: over max_worker_memory or at max_requests, draining; its
     # replacement is started at once, as for a rolling restart, so that a
     # drain held up by a slow client never leaves the listeners unserved
+    # killed: by a timeout (enforce_timeouts), once
     Child = Struct.new(:index, :pid, :started, :booted, :retiring, :row, :link, :generation, :mold, :pending,
-                       :recycling, keyword_init: true) do
+                       :recycling, :killed, keyword_init: true) do
       # Draining, on its way out: its index is another worker's to fill.
       def leaving? = retiring || recycling
     end
@@ -62,7 +64,7 @@ module Oribi
       @solid_queue_previous = Reexec.solid_queue # USR2: the previous image's, stopped once ours runs
       @stand_in = Reexec.stand_in # USR2: answered the control endpoint while this image loaded
       # What workers that are gone served, so that totals never go down.
-      @retired = { served: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
+      @retired = { served: 0, dropped_headers: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
                    queue_from_header: 0, queue_header_refused: 0 }
     end
 
@@ -97,6 +99,7 @@ module Oribi
         roll
         refork
         enforce_timeouts
+        enforce_idle_timeout
         enforce_memory
         end_lame_duck
         enforce_deadline
@@ -148,26 +151,41 @@ module Oribi
     def wait_time
       times = [@deadline, @lame_duck&.first, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
                (@roll_next_at if @rolling.any?), (@adopted_deadline if @adopted.any?),
-               (now + 1 if @config[:worker_timeout].positive? || @config[:restart_file]),
+               (now + 1 if timeouts? || @config[:restart_file]),
                (memory_check_at if memory_limit.first.positive?),
                @control&.next_deadline, @solid_queue&.deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
 
+    def timeouts? = %i[request_timeout worker_timeout worker_boot_timeout idle_timeout].any? { |k| @config[k].positive? }
+
+    # Each signal logs one line saying what it does (the actions below log
+    # their own), in the config's language (Signals::PUMA).
     def handle(sig)
-      case sig
-      when "TERM", "INT", "QUIT" then stopping? ? stop_now(sig) : graceful_stop(sig)
-      when "TTIN"
+      puma = @config.puma?
+      action = (puma ? Signals::PUMA : Signals::MASTER)[sig] or return
+      name = puma && Signals::PUMA[sig] != Signals::MASTER[sig] ? "#{sig} (Puma's)" : sig
+      case action
+      when :stop then stopping? ? stop_now(name) : graceful_stop(name)
+      when :more
         @count += 1
-        Log.info("TTIN: #{@count} workers")
-      when "TTOU"
-        retire_one if @count > 1
-      when "USR1"
-        Log.reopen(@config)
-        signal_all(:USR1)
-      when "HUP" then rolling_restart
-      when "USR2" then hot_restart
+        Log.info("#{name}: #{@count} workers")
+      when :fewer then retire_one(name)
+      when :reopen_logs then reopen_logs(name)
+      when :reopen_logs_or_stop
+        @config[:stdout_path] || @config[:stderr_path] ? reopen_logs(name) : graceful_stop("#{name}, no stdout_redirect: as INT")
+      when :roll then rolling_restart(name)
+      when :reexec then hot_restart
+      when :backtraces
+        Log.info("#{name}: Oribi prints no thread backtraces; soft_timeout logs a slow request's (docs/SIGNALS.md)")
       end
+    end
+
+    # Said in the new files, where whoever rotated them looks next.
+    def reopen_logs(name)
+      Log.reopen(@config)
+      Log.info("#{name}: reopened the log files, the master's and the workers'")
+      signal_all(:USR1)
     end
 
     # drain_backlog: false when a next generation shares the listeners
@@ -196,15 +214,18 @@ module Oribi
 
     # A second TERM: in-flight requests are lost.
     def stop_now(sig)
+      Log.info("#{sig} again: killing the workers, whatever they have in flight")
       shutdown(sig) unless @stopping # during shutdown_delay
       signal_all(:KILL)
       @solid_queue&.kill
     end
 
-    def retire_one
+    def retire_one(name)
+      return Log.info("#{name} ignored: one worker is the fewest") if @count <= 1
+
       child = @children.values.reject(&:leaving?).max_by(&:index) or return
       @count -= 1
-      Log.info("TTOU: #{@count} workers (stopping worker[#{child.index}])")
+      Log.info("#{name}: #{@count} workers (stopping worker[#{child.index}])")
       retire(child)
     end
 
@@ -328,10 +349,10 @@ module Oribi
     # ---- rolling restart (HUP): one worker at a time, a new one booted
     # before the old one stops, rolling_interval seconds apart ----
 
-    def rolling_restart
-      return Log.info("HUP ignored: stopping") if stopping?
-      return Log.info("HUP ignored: a rolling restart is under way") if @rolling.any?
-      return hot_restart if release_changed_under_preload?
+    def rolling_restart(name = "HUP")
+      return Log.info("#{name} ignored: stopping") if stopping?
+      return Log.info("#{name} ignored: a rolling restart is under way") if @rolling.any?
+      return hot_restart if release_changed_under_preload?(name)
 
       drop_mold # new workers come from the master again (and load the app anew when not preloaded)
       @solid_queue&.restart unless @app
@@ -339,7 +360,7 @@ module Oribi
       @rolling = @children.values.reject(&:leaving?).sort_by(&:index).map(&:pid)
       @roll_next_at = now
       @roll_new = nil
-      Log.info("HUP: rolling restart of #{@rolling.size} worker(s)#{', reloading the app' unless @app}")
+      Log.info("#{name}: rolling restart of #{@rolling.size} worker(s)#{', reloading the app' unless @app}")
     end
 
     # working_directory as named, resolved again: workers that load the
@@ -348,16 +369,16 @@ module Oribi
     # through a hot restart: HUP does USR2's work then, as Puma's phased
     # restart falls back to a full one (what a team migrating from Puma,
     # or a Capistrano task that sends HUP, expects). True when it does.
-    def release_changed_under_preload?
+    def release_changed_under_preload?(name)
       dir = @server.launch.last
       Dir.chdir(dir)
       return false unless @app && Dir.pwd != @server.booted_in
 
-      Log.info("HUP: #{dir} is #{Dir.pwd} now, and the app was preloaded from #{@server.booted_in}: " \
+      Log.info("#{name}: #{dir} is #{Dir.pwd} now, and the app was preloaded from #{@server.booted_in}: " \
                "a hot restart (USR2) loads the new release")
       true
     rescue SystemCallError => e
-      Log.error("HUP: cannot enter #{dir}; the workers start from #{Dir.pwd}", e)
+      Log.error("#{name}: cannot enter #{dir}; the workers start from #{Dir.pwd}", e)
       false
     end
 
@@ -556,21 +577,58 @@ module Oribi
       end
     end
 
-    # A worker inside one request longer than worker_timeout is killed; the
-    # log names the request so it can be found.
+    # Three deadlines, each killing the worker past it with a line that
+    # says which: request_timeout (Oribi's: one request too long, named so
+    # it can be found), worker_timeout (Puma's: the worker has not checked
+    # in, however long its requests are: it is hung, stopped, or stuck in C
+    # with the GVL held), worker_boot_timeout (not serving yet).
     def enforce_timeouts
-      limit = @config[:worker_timeout]
-      return unless limit.positive?
+      timeouts = @config[:request_timeout], @config[:worker_timeout], @config[:worker_boot_timeout]
+      return unless timeouts.any?(&:positive?)
 
       @children.each_value do |child|
-        busy, request = @scoreboard.stats(child.row).values_at(:busy, :request)
-        next unless busy && busy > limit
+        next if child.killed
 
-        Log.error("worker[#{child.index}] pid #{child.pid} stuck #{busy.round(1)} s on #{request.inspect} " \
-                  "(worker_timeout #{limit} s): killing it")
+        why = child.booted ? stuck(child, *timeouts.first(2)) : slow_boot(child, timeouts.last)
+        next unless why
+
+        Log.error("worker[#{child.index}] pid #{child.pid} #{why}: killing it")
         @scoreboard.unbusy(child.row) # its counters stay, for the totals
+        child.killed = true
         signal(child.pid, :KILL)
       end
+    end
+
+    # idle_timeout (Puma's): no request taken by any worker for that long,
+    # none in the app and no connection active: a graceful stop, which a
+    # supervisor's socket activation undoes at the next connection.
+    def enforce_idle_timeout
+      limit = @config[:idle_timeout]
+      return unless limit.positive? && @notified_ready && !stopping?
+
+      rows = @children.each_value.map { |c| @scoreboard.stats(c.row) }
+      return if rows.any? { |w| w[:busy] || w[:connections] > w[:idle_connections] }
+
+      last = [@started_at.to_f, *rows.filter_map { |w| w[:last_request_at] }].max
+      return unless Time.now.to_f - last > limit
+
+      graceful_stop("idle_timeout (#{limit} s): no request since #{Time.at(last).utc.strftime('%H:%M:%S')} UTC")
+    end
+
+    def stuck(child, request_limit, silence_limit)
+      stats = @scoreboard.stats(child.row)
+      busy = stats[:busy]
+      return "stuck #{busy.round(1)} s on #{stats[:request].inspect} (request_timeout #{request_limit} s)" if
+        request_limit.positive? && busy && busy > request_limit
+
+      silent = stats[:silent] || (now - child.booted)
+      "has not checked in for #{silent.round(1)} s (worker_timeout #{silence_limit} s: hung)" if
+        silence_limit.positive? && silent > silence_limit
+    end
+
+    def slow_boot(child, limit)
+      booting = now - child.started
+      "has not booted after #{booting.round(1)} s (worker_boot_timeout #{limit} s)" if limit.positive? && booting > limit
     end
 
     # ---- control endpoint and stats (docs/CONTROL.md) ----

@@ -105,6 +105,13 @@ module Oribi
                            v.is_a?(Array) && v.size <= 64 && v.all? { |a| a.is_a?(String) && address?(a) }
                          })
     HOOK = Type.new(arg: "PROC", check: check("a block") { |v| v.nil? || v.respond_to?(:call) })
+    # Request methods: tokens (RFC 9110), as the parser takes them.
+    METHODS = Type.new(arg: "M,M", pattern: Array,
+                       text: from_string { |s| s.split(",").map(&:strip).reject(&:empty?) },
+                       show: ->(v) { v.empty? ? "any" : v.join(",") },
+                       check: check("a list of method names, [] = any") { |v|
+                         v.is_a?(Array) && v.all? { |m| m.is_a?(String) && m.match?(/\A[!#$%&'*+.^_`|~0-9A-Za-z-]+\z/) }
+                       })
 
     def self.one_of(*names)
       hint = "#{names[0..-2].join(', ')} or #{names[-1]}"
@@ -222,7 +229,7 @@ module Oribi
     # In --help's order. Durations in seconds, sizes in bytes.
     ALL = [
       #   name                 flags                          type     default                              check                help
-      opt(:config_file,        ["-C", "--config FILE"],       PATH,    unset("config/oribi.rb if present"), nil,                 "config file"),
+      opt(:config_file,        ["-C", "--config FILE"],       PATH,    unset("config/oribi.rb, else config/puma/ENV.rb, else config/puma.rb, the first present"), nil,                 "config file"),
       opt(:binds,              ["-b", "--bind URI"],          URIS,    PORT_BIND,                           nil,                 "tcp://HOST:PORT or unix:///PATH; repeatable"),
       opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
       opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), THREADS,             "threads per worker"),
@@ -254,11 +261,16 @@ module Oribi
       opt(:reuse_port,         ["--[no-]reuse-port"],         BOOL,    false,                               nil,                 "SO_REUSEPORT on TCP listeners"),
       opt(:unix_mode,          ["--unix-mode MODE"],          MODE,    0o660,                               nil,                 "permissions of unix sockets, octal"),
       opt(:umask,              ["--umask MODE"],              MODE,    unset("inherited"),                  nil,                 "process umask, octal"),
-      opt(:worker_timeout,     ["--worker-timeout SEC"],      SECONDS, 60,                                  zero_is("never"),    "kill a worker busy in one request longer; 0 = never"),
+      opt(:worker_timeout,     ["--worker-timeout SEC"],      SECONDS, 60,                                  zero_is("never"),    "kill a worker that has not checked in for SEC (hung, as Puma's); 0 = never"),
+      opt(:worker_boot_timeout, ["--worker-boot-timeout SEC"], SECONDS, 0,                                 zero_is("never"),    "kill a worker not booted after SEC (a Puma config: 60); 0 = never"),
+      opt(:request_timeout,    ["--request-timeout SEC"],     SECONDS, 60,                                  zero_is("never"),    "kill a worker busy in one request longer (a Puma config: off); 0 = never"),
       opt(:soft_timeout,       ["--soft-timeout SEC"],        SECONDS, 0,                                   zero_is("off"),      "log a request running longer, with its backtrace; 0 = off"),
       opt(:soft_timeout_raise, ["--[no-]soft-timeout-raise"], BOOL,    false,                               nil,                 "also raise Oribi::RequestTimeout in the app"),
       opt(:rolling_interval,   ["--rolling-interval SEC"],    SECONDS, 1,                                   zero_is("no pause"), "pause between workers in a rolling restart"),
       opt(:refork_after,       ["--refork-after N,N"],        COUNTS,  [].freeze,                           nil,                 "refork workers from a warm one after N requests"),
+      opt(:idle_timeout,       ["--idle-timeout SEC"],        SECONDS, 0,                                   zero_is("never"),    "stop gracefully after SEC without a request; 0 = never"),
+      opt(:http_methods,       ["--http-methods M,M"],        METHODS, [].freeze,                           nil,                 "answer 501 to other request methods; [] = any (a Puma config: Puma's 8)"),
+      opt(:url_scheme,         ["--url-scheme SCHEME"],       OPT_STR, unset("http"),                       nil,                 "env[\"rack.url_scheme\"] for every request"),
       opt(:oob_gc,             ["--oob-gc N"],                INT,     0,                                   GC_EVERY,            "run GC between requests every N requests; 0 = off"),
       opt(:fast_query_parser,  ["--[no-]fast-query-parser"],  BOOL,    true,                                nil,                 "Rack's query and form parsing, in C (Oribi::QueryParser)"),
       opt(:shutdown_timeout,   ["--shutdown-timeout SEC"],    SECONDS, 25,                                  POSITIVE,            "kill workers still busy this long after TERM"),
@@ -282,6 +294,8 @@ module Oribi
       opt(:after_fork,         nil,                           HOOK,    nil,                                 nil,                 "runs in a worker right after the fork"),
       opt(:after_worker_boot,  nil,                           HOOK,    nil,                                 nil,                 "runs in a worker about to accept requests"),
       opt(:before_worker_exit, nil,                           HOOK,    nil,                                 nil,                 "runs in a worker after it drained, before it exits"),
+      opt(:before_thread_start, nil,                          HOOK,    nil,                                 nil,                 "runs in each app thread before its first request"),
+      opt(:lowlevel_error_handler, nil,                       HOOK,    nil,                                 nil,                 "an app's exception: its [status, headers, body] in place of the 500"),
     ].to_h { |o| [o.name, o] }.freeze
   end
 end

@@ -7,10 +7,24 @@ module Oribi
   # config runs on Oribi unchanged (docs/MIGRATING.md): each becomes its
   # Oribi option, or, where Oribi has nothing to set, logs one line saying
   # it is ignored and why. None stops the server but a plugin Oribi does
-  # not know (plugin). Mixed into Config::DSL,
-  # whose @config it sets and whose report (`oribi --check-config`) lists
-  # what mapped, what was ignored and what differs.
+  # not know (plugin). Read only from a Puma config (file?), as
+  # Config::PumaDSL, whose @config it sets and whose report (`oribi
+  # --check-config`) lists what mapped, what was ignored and what differs.
   module PumaWords
+    FILES = "config/puma.rb, config/puma/ENV.rb, or any file named puma*.rb"
+
+    # Whether path is a Puma config: named as Puma names its own, or after it.
+    def self.file?(path)
+      File.basename(path).start_with?("puma") || File.basename(File.dirname(File.expand_path(path))) == "puma"
+    end
+
+    # The files Puma reads when none is named, first found wins.
+    def self.default_files(environment) = ["config/puma/#{environment}.rb", "config/puma.rb"]
+
+    # The words a Puma config may use (the __ methods are the reader's).
+    def self.words = public_instance_methods(false).reject { |m| m.start_with?("__") }
+    def self.word?(name) = words.include?(name.to_sym)
+
     # Puma words with no Oribi counterpart to set, and why nothing is lost.
     NOTES = {
       queue_requests: "the worker's C loop always reads requests ahead of the app",
@@ -18,7 +32,6 @@ module Oribi
       wait_for_less_busy_worker: "a worker whose threads are all busy takes no connection",
       fork_worker: "see refork_after (docs/REFORK.md)",
       nakayoshi_fork: "preload_app forks from a warm master",
-      lowlevel_error_handler: "a Rack middleware rescues app errors; the server logs its own 5xx",
       state_path: "see `oribi ctl` (docs/CONTROL.md)",
       state_permission: "see `oribi ctl` (docs/CONTROL.md)",
       activate_control_app: "see control and control_token (docs/CONTROL.md)",
@@ -37,26 +50,20 @@ module Oribi
       after_stopped: "no hook once stopped: before_worker_exit runs in each worker",
       after_worker_fork: "no master hook after a fork: after_fork runs in the worker",
       after_worker_shutdown: "no master hook after a worker exits",
+      after_worker_boot: "Puma 8's name for after_worker_fork, a master hook after a fork: after_fork runs in the worker",
+      _offer_plugins: "Oribi has no plugins to offer the file's words to",
       on_refork: "see refork_after (docs/REFORK.md)",
       before_refork: "see refork_after (docs/REFORK.md)",
       after_refork: "see refork_after (docs/REFORK.md)",
-      on_thread_start: "app threads start with the worker: use after_worker_boot",
-      before_thread_start: "app threads start with the worker: use after_worker_boot",
       on_thread_exit: "app threads end with the worker: use before_worker_exit",
       before_thread_exit: "app threads end with the worker: use before_worker_exit",
-      out_of_band: "see oob_gc, which runs GC when the worker's loop is idle",
       drain_on_shutdown: "a TERM always drains (docs/SIGNALS.md)",
-      idle_timeout: "Oribi does not stop when idle",
       debug: "Oribi logs only what an operator needs",
       shutdown_debug: "a worker stuck past shutdown_timeout is logged with its request",
       worker_culling_strategy: "TTOU stops the highest-numbered worker",
-      worker_boot_timeout: "a worker that cannot boot is retried with a back-off",
-      worker_check_interval: "the master watches the scoreboard every second",
-      supported_http_methods: "any method token is passed to the app; Rack apps answer 405 themselves",
+      worker_check_interval: "each worker checks in every second, whatever its requests do",
       set_remote_address: "REMOTE_ADDR is the peer; the access log reads X-Forwarded-For from trusted_proxies",
-      ssl_bind: "Oribi serves no TLS: put it in the proxy in front",
       bind_to_activated_sockets: "systemd's sockets (LISTEN_FDS) are used whenever they are there",
-      fiber_per_request: "each request runs on an app thread (threads)",
       max_io_threads: "see threads",
       io_selector_backend: "the worker's loop is epoll",
       mutate_stdout_and_stderr_to_sync_on_write: "stdout and stderr are always unbuffered",
@@ -64,8 +71,6 @@ module Oribi
       force_shutdown_after: "see shutdown_timeout",
       log_formatter: "the server's own lines are one line each, to stderr",
       custom_logger: "the server's own lines are one line each, to stderr",
-      rack_url_scheme: "rack.url_scheme is http; Rails reads X-Forwarded-Proto itself",
-      app: "name the app in a rackup file (config.ru)",
     }.freeze
 
     NOTES.each_key do |word|
@@ -73,6 +78,24 @@ module Oribi
         __ignored(word, args, NOTES[word])
       end
     end
+
+    # Words Oribi cannot honour whose absence would change what is served:
+    # the server does not start, and the line says what to do instead.
+    REFUSED = {
+      ssl_bind: "Oribi serves no TLS: terminate it in a proxy in front (Thruster, nginx, a load balancer) " \
+                "and bind plain tcp:// or unix:// here",
+      out_of_band: "Oribi runs no out-of-band hooks: for GC set oob_gc N (a GC when the worker is idle); " \
+                   "other work goes in env[\"rack.response_finished\"]",
+      app: "Oribi serves the app of a rackup file: move the block to config.ru (`run ...`)",
+    }.freeze
+
+    REFUSED.each_key do |word|
+      define_method(word) { |*_args, **_opts, &_blk| __refuse(word, REFUSED[word]) }
+    end
+
+    # Puma::Const::SUPPORTED_HTTP_METHODS: what Puma answers without a 501
+    # unless supported_http_methods says otherwise.
+    HTTP_METHODS = %w[HEAD GET POST PUT DELETE OPTIONS TRACE PATCH].freeze
 
     # tmp_restart: bin/rails restart touches tmp/restart.txt (restart_file).
     # Puma plugins: Oribi has none, but does itself what the usual ones do,
@@ -102,6 +125,42 @@ module Oribi
       end
     end
 
+    # Where the file says nothing, what Puma does, wherever Oribi's default
+    # differs in what is served: one serving process unless
+    # $WEB_CONCURRENCY (Puma's single mode; a worker under a master here,
+    # so that Puma's signals and restarts act on it as Puma's do), 5
+    # threads unless $PUMA_MAX_THREADS or $MAX_THREADS (or Oribi's own
+    # $ORIBI_THREADS), no deadline on a request, and a worker not booted in
+    # 60 s killed.
+    def __start
+      @puma_workers = ENV["WEB_CONCURRENCY"].to_s.strip.empty? ? 0 : @config[:workers]
+      __single_mode
+      @config[:threads] = __puma_threads if ENV["ORIBI_THREADS"].to_s.empty?
+      @config[:request_timeout] = 0
+      @config[:worker_boot_timeout] = 60
+      @config[:http_methods] = HTTP_METHODS
+    end
+
+    # Puma's count, which its single and cluster blocks go by.
+    def workers(count)
+      super
+      @puma_workers = @config[:workers]
+      __differs("workers 0", "Puma's single mode: one worker under a master, which acts on Puma's signals") if __single_mode
+    end
+
+    def __single_mode = (@config[:workers] = 1 if @puma_workers.zero?)
+
+    def __puma_threads
+      max = [ENV.fetch("PUMA_MAX_THREADS", nil), ENV.fetch("MAX_THREADS", nil)].find { |v| !v.to_s.empty? }
+      max ? Integer(max, 10) : 5
+    end
+
+    # Puma's, not a request timeout: a worker that has not checked in for
+    # this long (hung, stopped, stuck in C with the GVL held) is killed; one
+    # busy in a long request checks in all the same.
+    def worker_timeout(seconds) = __map("worker_timeout", :worker_timeout, seconds)
+    def worker_boot_timeout(seconds) = __map("worker_boot_timeout", :worker_boot_timeout, seconds)
+
     # Puma threads are a pool from min to max; Oribi runs a fixed number.
     def threads(min, max = min)
       min = Integer(min.to_s, 10)
@@ -112,8 +171,8 @@ module Oribi
 
     def port(number, host = nil)
       word = "port #{number}#{", #{host.inspect}" if host}"
-      __differs(word, "Puma binds [::] (IPv4 and IPv6), Oribi 0.0.0.0: bind \"tcp://[::]:#{number}\" too for IPv6") unless host
-      host ||= "0.0.0.0"
+      __differs(word, "Puma binds [::] (IPv4 and IPv6), Oribi 0.0.0.0: bind \"tcp://[::]:#{number}\" too for IPv6") unless host || @default_host
+      host ||= default_host
       uri = "tcp://#{host.include?(':') ? "[#{host}]" : host}:#{Integer(number.to_s, 10)}"
       __map(word, :binds, uri)
       @binds << uri
@@ -123,7 +182,7 @@ module Oribi
     # options; ssl:// is not served.
     def bind(uri)
       uri = uri.to_s
-      return __ignored(:bind, [uri], "Oribi serves no TLS: put it in the proxy in front") if uri.start_with?("ssl://")
+      return __refuse("bind #{uri.split('?').first}", REFUSED[:ssl_bind]) if uri.start_with?("ssl://")
 
       base, query = uri.split("?", 2)
       URI.decode_www_form(query.to_s).each do |key, value|
@@ -137,6 +196,41 @@ module Oribi
     end
 
     def clear_binds! = @binds.clear
+
+    # The host `port` binds when it names none.
+    def set_default_host(host) = (@default_host = host.to_s)
+    def default_host = @default_host || "0.0.0.0"
+
+    # A Puma option's value as read so far (plugins and files ask), where
+    # Oribi has it; else default.
+    GET = { workers: :workers, max_threads: :threads, min_threads: :threads, environment: :environment,
+            rackup: :rackup, worker_timeout: :worker_timeout, pidfile: :pid_file, persistent_timeout: :keepalive_timeout,
+            first_data_timeout: :header_timeout, worker_shutdown_timeout: :shutdown_timeout }.freeze
+
+    def get(key, default = nil) = (name = GET[key.to_sym]) ? @config[name] : default
+    def inject(&blk) = instance_eval(&blk)
+
+    # Requests with other methods are answered 501, as Puma does.
+    def supported_http_methods(methods)
+      __map("supported_http_methods", :http_methods, methods == :any ? [] : Array(methods).map(&:to_s))
+    end
+
+    def lowlevel_error_handler(obj = nil, &blk) = __map("lowlevel_error_handler", :lowlevel_error_handler, obj || blk)
+    def before_thread_start(&blk) = __hook("before_thread_start", :before_thread_start, blk)
+    def on_thread_start(&blk) = __hook("on_thread_start", :before_thread_start, blk)
+    def idle_timeout(seconds) = __map("idle_timeout", :idle_timeout, seconds)
+    def rack_url_scheme(scheme = nil) = __map("rack_url_scheme", :url_scheme, scheme&.to_s)
+
+    # Puma 8 runs each request in a fiber of its own, so that fiber locals
+    # set by one request are gone for the next: a leak Oribi would not stop.
+    def fiber_per_request(yes = true, word: :fiber_per_request)
+      return __ignored(word, [yes], "off, as Oribi runs requests") unless yes
+
+      __refuse(word, "Oribi runs each request on its app thread, with the thread's fiber and its " \
+                                    "locals: clear what a request leaves (ActiveSupport::CurrentAttributes does), then remove the line")
+    end
+
+    def clean_thread_locals(yes = true) = fiber_per_request(yes, word: :clean_thread_locals)
 
     def preload_app!(yes = true) = __map("preload_app!", :preload_app, yes)
     def pidfile(path) = __map("pidfile", :pid_file, path)
@@ -169,11 +263,12 @@ module Oribi
     def on_worker_fork(&blk) = __hook("on_worker_fork", :before_fork, blk)
 
     # Puma 7's blocks for one mode: run when the workers set so far say so.
-    def single(&blk) = (instance_eval(&blk) if @config[:workers].zero?)
-    def cluster(&blk) = (instance_eval(&blk) if @config[:workers].positive?)
+    def single(&blk) = (instance_eval(&blk) if @puma_workers.to_i.zero?)
+    def cluster(&blk) = (instance_eval(&blk) if @puma_workers.to_i.positive?)
 
     # Another config file, read as this one.
     def load(path) = instance_eval(File.read(path), path, 1)
+    def _load_from(path) = load(path)
 
     private
 
@@ -181,6 +276,10 @@ module Oribi
 
     def __hook(word, name, blk)
       __map(word, name, ->(_server, index) { call_hook(blk, index) })
+    end
+
+    def __refuse(word, what_to_do)
+      raise Config::Error, "#{word}: #{what_to_do} (docs/MIGRATING.md)"
     end
   end
 end

@@ -57,8 +57,8 @@ module Oribi
 
     # The Oribi::Config that options describe (public so it can be checked
     # without starting a server), on top of the config file (-O ConfigFile=,
-    # else config/oribi.rb when present), as Puma's handler reads
-    # config/puma.rb. What the user typed wins over the file; the caller's
+    # else Config.default_file: config/oribi.rb, else the app's Puma config,
+    # which Puma's handler would read). What the user typed wins over the file; the caller's
     # own defaults (rails server always passes Host, Port and environment)
     # only fill what the file leaves unset. user_supplied_options, from
     # Rails, says which is which; without it all count as typed. For the
@@ -133,8 +133,9 @@ module Oribi
 
     def build(strong, weak, why)
       config = Config.new
-      file = strong[:config_file] || (Config::DEFAULT_FILE if File.file?(Config::DEFAULT_FILE))
-      Config::DSL.load(config, file) if file
+      environment = strong[:environment] || weak[:environment] || Options::ALL[:environment].value
+      file = strong[:config_file] || Config.default_file(environment)
+      Config.read(config, file) if file
       if strong[:binds] && config.set?(:binds) && config[:binds] != strong[:binds]
         Log.info("listening on #{strong[:binds].join(', ')} in place of #{file}'s bind #{config[:binds].join(', ')}: #{why}")
       end

@@ -58,6 +58,19 @@ module Oribi
 
     NOTHING = proc {} # a handler, not IGNORE: an exec'd program gets its defaults back
 
+    # What each operator signal asks of the master (docs/SIGNALS.md has
+    # both tables): Oribi's, or, when it runs from a Puma config, what the
+    # same signal does to Puma's cluster, so a team's deploy tasks and
+    # runbooks (`pumactl phased-restart`, Capistrano's puma tasks, a
+    # logrotate that sends HUP) do what they did.
+    MASTER = { "TERM" => :stop, "INT" => :stop, "QUIT" => :stop, "TTIN" => :more, "TTOU" => :fewer,
+               "USR1" => :reopen_logs, "HUP" => :roll, "USR2" => :reexec }.freeze
+    PUMA = MASTER.merge("USR1" => :roll, "HUP" => :reopen_logs_or_stop, "INFO" => :backtraces).freeze
+
+    # The operator signals a master traps: SIGINFO only where there is one
+    # (the BSDs, macOS; not Linux).
+    def self.master_names = [*MASTER.keys, "CHLD", *("INFO" if Signal.list.key?("INFO"))]
+
     # The pipe, once others have trapped the signals (the handlers stay).
     def close
       @reader.close

@@ -61,6 +61,7 @@ module Oribi
         uptime: (Time.now - started_at).round(3), state: state, ready: state == "ready",
         workers_configured: configured, workers_booted: workers.count { |w| w[:booted] && !w[:retiring] },
         requests_total: retired[:served] + workers.sum { |w| w[:served] },
+        dropped_headers_total: retired[:dropped_headers] + workers.sum { |w| w[:dropped_headers] },
         listeners: listeners(listening),
         queue_time: { buckets: cumulative(queue), sum: (retired[:queue_sum] + workers.sum { |w| w[:queue_sum] }).round(6),
                       count: queue.sum,
@@ -74,7 +75,8 @@ module Oribi
     def worker(child, w, rss)
       { index: child.index, pid: child.pid, generation: w[:generation], booted: !!child.booted,
         retiring: !!child.leaving?, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
-        served: w[:served], connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
+        served: w[:served], dropped_headers: w[:dropped_headers],
+        connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
         last_request_at: w[:last_request_at], rss: rss, queue: w[:queue],
         queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header],
         queue_header_refused: w[:queue_header_refused] }
@@ -84,6 +86,7 @@ module Oribi
     # those gone, as it goes.
     def retire(retired, w)
       retired[:served] += w[:served]
+      retired[:dropped_headers] += w[:dropped_headers]
       retired[:queue] = retired[:queue].zip(w[:queue]).map(&:sum)
       retired[:queue_sum] += w[:queue_sum]
       retired[:queue_from_header] += w[:queue_from_header]
@@ -121,6 +124,9 @@ module Oribi
       live = s[:workers].reject { |w| w[:retiring] }
       per = lambda { |key| live.map { |w| [{ worker: w[:index] }, yield_value(w, key)] } }
       metric.call("oribi_worker_requests_total", "counter", "Requests served by the worker.", per.call(:served))
+      metric.call("oribi_response_headers_dropped_total", "counter",
+                  "Response header fields the app gave that the Rack SPEC forbids (a nil value, a newline), not sent.",
+                  [[{}, s[:dropped_headers_total]]])
       metric.call("oribi_worker_busy", "gauge", "1 while the worker's app runs a request.", per.call(:busy))
       metric.call("oribi_worker_connections", "gauge", "Open connections of the worker, by state.",
                   live.flat_map do |w|

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "io/wait" # the master watch waits on the lifeline with a timeout
 require "timeout"
 
 module Oribi
@@ -14,6 +15,7 @@ module Oribi
   class Worker
     ERROR_HEADERS = { "content-type" => "text/plain" }.freeze
     ERROR_BODY = ["Internal Server Error\n"].freeze
+    NOT_IMPLEMENTED_BODY = ["Not Implemented\n"].freeze
     TITLE_EVERY = 256 # requests between process-title updates
     SIGNALS = %w[TERM INT QUIT USR1 USR2].freeze # what a lone worker traps before it binds
 
@@ -51,6 +53,9 @@ module Oribi
       @threads = @config[:threads]
       @soft = @config[:soft_timeout].positive? && @config[:soft_timeout]
       @in_app = {} # Thread => [env, started]: requests inside the app, for soft_timeout
+      @methods = @config[:http_methods].to_h { |m| [m, true] }.freeze unless @config[:http_methods].empty?
+      @url_scheme = @config[:url_scheme]
+      @error_handler = @config[:lowlevel_error_handler]
     end
 
     def run
@@ -102,7 +107,10 @@ module Oribi
     # once the delay is over the timer sends the signal again.
     def stop_after_delay(sig)
       delay = @config[:shutdown_delay]
-      return stop if delay.zero? || @lame_duck == :over
+      if delay.zero? || @lame_duck == :over
+        Log.info(@stopping ? "#{sig} again: exiting at once" : "#{sig}: draining")
+        return stop
+      end
       return exit!(0) if @lame_duck
 
       Log.info("#{sig}: serving #{delay} s more (shutdown_delay), then draining")
@@ -157,18 +165,36 @@ module Oribi
     # place (or start_server's next generation) binds and serves, finishes
     # what it has in flight, and exits. Unsupervised it would serve old code
     # forever and hold the listeners.
+    #
+    # Between two looks it checks in (worker_timeout, as Puma's workers
+    # do): a thread of its own, so a request that runs long, in Ruby or
+    # waiting on I/O, never silences it; a process stopped or stuck in C
+    # with the GVL held does fall silent, and the master kills it.
     def watch_master
       master = Process.ppid
+      lifeline = self.class.lifeline
+      every = check_in_interval
       Log.thread("master watch") do
-        self.class.lifeline.read
+        loop do
+          @scoreboard&.check_in(@sb_row)
+          # The master never writes: readable is EOF.
+          break if lifeline.wait_readable(every) && lifeline.read_nonblock(1, exception: false).nil?
+        end
         Log.info("worker[#{@index}] pid #{Process.pid}: the master (pid #{master}) is gone; draining and exiting")
         Process.kill(:USR2, Process.pid)
       end
     end
 
+    # Often enough that a short worker_timeout is never missed by a live worker.
+    def check_in_interval
+      timeout = @config[:worker_timeout]
+      timeout.positive? ? [1.0, timeout / 4.0].min : 1.0
+    end
+
     # One thread: the loop and the app take turns on it, no pool, no queue.
     # The engine keeps the scoreboard and runs oob_gc itself (engine.c).
     def serve_each
+      thread_started
       while (env = @engine.next_request)
         @served += 1
         retire if @limit && @served == @limit # before the response, so that it says connection: close
@@ -183,7 +209,12 @@ module Oribi
     # the few a thread is about to take.
     def dispatch
       queue = Thread::Queue.new
-      pool = Array.new(@threads) { Log.thread("app", restart: true) { serve_queue(queue) } }
+      pool = Array.new(@threads) do
+        Log.thread("app", restart: true) do
+          thread_started unless Thread.current[:oribi_started] # a restarted thread is the same app thread
+          serve_queue(queue)
+        end
+      end
       while (env = @engine.next_request)
         @served += 1
         retire if @limit && @served == @limit
@@ -193,6 +224,15 @@ module Oribi
     ensure # graceful drain: every thread finishes what it has
       queue&.close
       pool&.each(&:join)
+    end
+
+    # before_thread_start (Puma's too): an error in it is logged, and the
+    # thread serves all the same, as in Puma.
+    def thread_started
+      Thread.current[:oribi_started] = true
+      @config.hook(:before_thread_start, @server, @index)
+    rescue StandardError => e
+      Log.error("before_thread_start raised", e)
     end
 
     def serve_queue(queue)
@@ -214,11 +254,21 @@ module Oribi
       end
       %w[TERM INT QUIT].each { |sig| trap(sig) { @standalone ? stop_after_delay(sig) : stop } }
       # from the master: others go on (or a next generation), leave the backlog
-      trap("USR2") { stop(drain_backlog: false) }
+      trap("USR2") do
+        said("USR2: draining and exiting, leaving the backlog (no master here to restart in place)")
+        stop(drain_backlog: false)
+      end
       trap("USR1") do
         Log.reopen(@config)
         @access_log&.reopen
+        said("USR1: reopened the log files")
       end
+    end
+
+    # A lone server (workers 0) says what each signal does, as a master
+    # does; a worker's signals come from its master, which said so.
+    def said(line)
+      Log.info(line) if @standalone
     end
 
     # A watchdog thread, only when soft_timeout is set: a request inside the
@@ -248,6 +298,24 @@ module Oribi
           reported.keep_if { |env, _| live.any? { |_, (e, _)| e.equal?(env) } }
         end
       end
+    end
+
+    # lowlevel_error_handler's answer to the app's exception, called as Puma
+    # calls it (by its arity: error, env, status); nil when there is none
+    # or it failed too.
+    def handled(error, env)
+      return nil unless (h = @error_handler)
+
+      res = case h.arity
+            when 1 then h.call(error)
+            when 2 then h.call(error, env)
+            else h.call(error, env, 500)
+            end
+      status, headers, body = res
+      [status, headers, body, error]
+    rescue StandardError => e
+      Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: lowlevel_error_handler raised", e)
+      nil
     end
 
     # max_requests, or a draw between min_requests and max_requests so that
@@ -296,6 +364,10 @@ module Oribi
     # leaves its exchange without a respond. (An Array, the usual case, is
     # taken apart by the caller without a call and without a copy.)
     def call_app(env)
+      env[Rack::RACK_URL_SCHEME] = @url_scheme if @url_scheme
+      # http_methods (Puma's supported_http_methods): what Puma answers 501 to
+      return [501, ERROR_HEADERS.dup, NOT_IMPLEMENTED_BODY] if @methods && !@methods.key?(env[Rack::REQUEST_METHOD])
+
       @in_app[Thread.current] = [env, Process.clock_gettime(Process::CLOCK_MONOTONIC)] if @soft
       res = @app.call(env)
       return res if res.instance_of?(Array)
@@ -306,7 +378,7 @@ module Oribi
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: app raised", e)
-      [500, ERROR_HEADERS.dup, ERROR_BODY, e] # e goes to rack.response_finished
+      handled(e, env) || [500, ERROR_HEADERS.dup, ERROR_BODY, e] # e goes to rack.response_finished
     ensure
       @in_app.delete(Thread.current) if @soft
     end

@@ -41,6 +41,8 @@ run lambda { |env|
   when "/crlf"
     [200, { "x-bad" => "a\r\nInjected: 1", "x-nul" => "a\0b", "x-good" => "ok",
             "bad name" => "x", "x-list" => ["1", "2\n3"] }, ["ok"]]
+  when "/nil-header" # `"x-rev" => ENV["GIT_REVISION"]` with the variable unset
+    [200, { "x-rev" => nil, "content-type" => "text/plain" }, ["ok"]]
   when "/hop"
     [200, { "connection" => "close", "transfer-encoding" => "chunked", "keep-alive" => "timeout=5",
             "content-type" => "text/plain" }, ["hop"]]

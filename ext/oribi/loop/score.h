@@ -1,7 +1,8 @@
 /*
  * One worker's row of the scoreboard (ruby/scoreboard.c): a few words of
  * shared memory the worker's engine writes with plain stores on its hot
- * path, and the master reads for worker_timeout and for stats. Each field
+ * path, and the master reads for request_timeout, worker_timeout and for
+ * stats. Each field
  * has one writer (the worker) and is read without locks: the master may
  * see a request counted in `served` a moment before `busy_since_ms` is
  * cleared, which stats can live with.
@@ -29,6 +30,11 @@ struct oribi_score {
     volatile uint64_t queue_header;         /* requests whose queue time came from X-Request-Start */
     volatile uint64_t queue_header_refused; /* X-Request-Start from a trusted peer, implausible */
     char request[ORIBI_SCORE_REQUEST];      /* "GET /path" being served, no query, cut to fit */
+    /* CLOCK_MONOTONIC ms of the worker's last check-in (worker_timeout), 0
+     * before the first: written by a thread of its own, whatever its
+     * requests do, so that only a hung process falls silent. */
+    volatile int64_t checked_in_ms;
+    uint64_t dropped_headers; /* atomic (the app threads add): response fields the SPEC forbids, not sent */
     /* Atomic, what this worker counts in the head (below), which the
      * master takes back when it is gone (Scoreboard#release). */
     uint32_t attached; /* 1: counted among the head's workers */
@@ -66,7 +72,7 @@ void oribi_score_release(struct oribi_score *s, struct oribi_score_head *h);
 void oribi_score_take(struct oribi_score *s, int64_t wall_ms, int64_t queue_us, int from_header);
 
 /* The worker is busy with this request since since_ms (CLOCK_MONOTONIC):
- * with threads, the oldest request in the app (worker_timeout). */
+ * with threads, the oldest request in the app (request_timeout). */
 void oribi_score_busy(struct oribi_score *s, const char *method, size_t method_len, const char *path, size_t path_len,
                       int64_t since_ms);
 

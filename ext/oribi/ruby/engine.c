@@ -225,6 +225,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     struct oribi_listener ls[ORIBI_MAX_LISTENERS];
     Check_Type(fds, T_ARRAY);
     Check_Type(opts, T_HASH);
+    oribi_rack_response_new_worker();
     long n = RARRAY_LEN(fds);
     if (n < 1 || n > ORIBI_MAX_LISTENERS)
         rb_raise(rb_eArgError, "1 to %d listeners", ORIBI_MAX_LISTENERS);
@@ -350,7 +351,7 @@ static int peer_trusted(const struct oribi_engine *e, const struct oribi_conn *c
  * than a queue's patience before the server started, and not past our
  * clock by more than the skew. A refused stamp is counted: a proxy that passes
  * a client's header on shows there. The worker is busy since its oldest
- * request in the app (worker_timeout): this one when no other is. */
+ * request in the app (request_timeout): this one when no other is. */
 static void score_take(struct oribi_engine *e, struct oribi_exchange *x, struct oribi_conn *c)
 {
     if (!e->loop.score)
@@ -706,6 +707,8 @@ static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
     e->loop.score = oribi_scoreboard_row(sb, idx);
     e->loop.shared = oribi_scoreboard_head(sb);
     e->scoreboard = sb;
+    for (int i = 0; i < e->nexchanges; i++)
+        e->exchanges[i].score = e->loop.score;
     oribi_score_attach(e->loop.score, e->loop.shared); /* before any connection */
     return self;
 }

@@ -42,6 +42,7 @@ struct oribi_exchange {
     char *out;                        /* response head and chunk framing not yet written */
     struct oribi_date_cache date;     /* this exchange's thread's own (http/response.h) */
     size_t out_len, out_cap;
+    struct oribi_score *score; /* the worker's scoreboard row (dropped headers), or NULL */
 };
 
 enum { BODY_NONE, BODY_ARRAY, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE, BODY_FILE, BODY_STREAM, BODY_HIJACK };

@@ -203,10 +203,34 @@ struct head_ctx {
     int date;   /* the app's date field was written: the server's is not */
 };
 
-static void drop_header(VALUE key, const char *why)
+/* Header names this worker has logged a drop of, with why: an app that
+ * sends `x-rev => nil` on every response (an unset environment variable)
+ * logged a line per response. Each drop is counted in the scoreboard
+ * (/stats); each name is logged once for each reason, up to DROPPED_NAMES
+ * lines. */
+#define DROPPED_NAMES 256
+static VALUE dropped_names;
+
+void oribi_rack_response_new_worker(void)
 {
+    rb_hash_clear(dropped_names);
+}
+
+/* Under the GVL (the app thread writing the response). */
+static void drop_header(struct oribi_exchange *x, VALUE key, const char *why)
+{
+    if (x->score)
+        __atomic_add_fetch(&x->score->dropped_headers, 1, __ATOMIC_RELAXED);
+    if (RHASH_SIZE(dropped_names) >= DROPPED_NAMES)
+        return;
+    VALUE seen = rb_assoc_new(key, rb_str_new_cstr(why));
+    if (RTEST(rb_hash_lookup2(dropped_names, seen, Qfalse)))
+        return;
+    rb_hash_aset(dropped_names, seen, Qtrue);
     VALUE name = rb_inspect(key);
-    oribi_log("dropped response header %.*s: %s", (int)RSTRING_LEN(name), RSTRING_PTR(name), why);
+    oribi_log("dropped response header %.*s: %s (logged once in this worker; /stats counts each: "
+              "dropped_headers)",
+              (int)RSTRING_LEN(name), RSTRING_PTR(name), why);
 }
 
 static int parse_length(const char *p, long n, int64_t *out)
@@ -226,11 +250,11 @@ static int parse_length(const char *p, long n, int64_t *out)
 static int head_field(struct oribi_exchange *x, VALUE key, VALUE val)
 {
     if (!RB_TYPE_P(val, T_STRING)) {
-        drop_header(key, "value is not a String");
+        drop_header(x, key, NIL_P(val) ? "value is nil, not a String" : "value is not a String");
         return 0;
     }
     if (!oribi_field_value_ok(RSTRING_PTR(val), RSTRING_LEN(val))) {
-        drop_header(key, "value has CR, LF, NUL or another control byte");
+        drop_header(x, key, "value has CR, LF, NUL or another control byte");
         return 0;
     }
     out_reserve(x, (size_t)(RSTRING_LEN(key) + RSTRING_LEN(val) + 4));
@@ -267,9 +291,9 @@ static void rack_field(struct oribi_rack_response *r, const char *k, long klen, 
         if (rb_respond_to(val, id_call))
             r->hijack = val;
         else
-            drop_header(key, "does not respond to call");
+            drop_header(r->x, key, "does not respond to call");
     } else if (klen == 13 && memcmp(k + 5, "protocol", 8) == 0 && !r->c->req.upgrade) {
-        drop_header(key, "the request asked for no upgrade");
+        drop_header(r->x, key, "the request asked for no upgrade");
     }
 }
 
@@ -286,7 +310,7 @@ static int head_each(VALUE key, VALUE val, VALUE arg)
         return ST_CONTINUE;
     }
     if (!oribi_field_name_ok(k, (size_t)klen)) {
-        drop_header(key, "not a valid field name");
+        drop_header(h->x, key, "not a valid field name");
         return ST_CONTINUE;
     }
     switch (oribi_hop_by_hop(k, (size_t)klen)) {
@@ -297,7 +321,7 @@ static int head_each(VALUE key, VALUE val, VALUE arg)
         return ST_CONTINUE;
     case ORIBI_HOP_CONTENT_LENGTH:
         if (r && (!RB_TYPE_P(val, T_STRING) || !parse_length(RSTRING_PTR(val), RSTRING_LEN(val), &r->app_length)))
-            drop_header(key, "not a valid length");
+            drop_header(h->x, key, "not a valid length");
         return ST_CONTINUE;
     case ORIBI_HOP_TRANSFER_ENCODING:
     case ORIBI_HOP_OTHER:
@@ -331,7 +355,7 @@ static void accept_protocol(struct oribi_rack_response *r)
         oribi_field_value_ok(RSTRING_PTR(proto), RSTRING_LEN(proto)))
         r->protocol = proto;
     else
-        drop_header(k_rack_protocol, "not one of the protocols the request offered");
+        drop_header(r->x, k_rack_protocol, "not one of the protocols the request offered");
 }
 
 /* ---- framing ---- */
@@ -729,4 +753,6 @@ void Init_oribi_rack_response(void)
     id_to_path = rb_intern("to_path");
     id_call = rb_intern("call");
     k_rack_protocol = oribi_fstr("rack.protocol");
+    dropped_names = rb_hash_new();
+    rb_gc_register_mark_object(dropped_names);
 }

@@ -9,4 +9,7 @@ VALUE oribi_rack_response_close(VALUE resp); /* closes the body (and the file) *
 VALUE oribi_early_hints(VALUE ticket, VALUE headers); /* env["rack.early_hints"].call */
 void Init_oribi_rack_response(void);
 
+/* A new worker's engine: each dropped header name is logged again, once. */
+void oribi_rack_response_new_worker(void);
+
 #endif

@@ -3,7 +3,8 @@
  * with one row per worker (loop/score.h) where the worker's engine says
  * what it is doing: the request it is busy with and since when, how many
  * it served, its connections, its requests' queue times. The master reads
- * it to kill a worker stuck past worker_timeout and to report stats,
+ * it to kill a worker stuck in a request past request_timeout, or silent
+ * past worker_timeout, and to report stats,
  * without a pipe round trip or any help from the (maybe stuck) worker.
  */
 #include "loop/score.h"
@@ -95,10 +96,19 @@ static VALUE sb_clear(int argc, VALUE *argv, VALUE self)
 }
 
 /* unbusy(row): the master gave up on the request (the worker is killed):
- * not stuck any more as far as worker_timeout goes, counters kept. */
+ * not stuck any more as far as request_timeout goes, counters kept. */
 static VALUE sb_unbusy(VALUE self, VALUE i)
 {
     oribi_score_idle(oribi_scoreboard_row(self, i));
+    return Qnil;
+}
+
+/* check_in(row): the worker lives (worker_timeout). From its check-in
+ * thread, which needs the GVL: a worker stuck holding it, or stopped,
+ * stops checking in. */
+static VALUE sb_check_in(VALUE self, VALUE i)
+{
+    __atomic_store_n(&oribi_scoreboard_row(self, i)->checked_in_ms, mono_ms(), __ATOMIC_RELEASE);
     return Qnil;
 }
 
@@ -125,10 +135,12 @@ static VALUE sb_head(VALUE self)
     return r;
 }
 
-/* stats(row) → Hash: everything the row says, for the master (worker_timeout,
- * refork) and the control endpoint. busy: seconds in the oldest request in
- * the app, nil when idle; request: that request ("GET /path"), nil when
- * idle; queue: the histogram's per-bucket counts (not cumulative). */
+/* stats(row) → Hash: everything the row says, for the master
+ * (request_timeout, worker_timeout, refork) and the control endpoint.
+ * busy: seconds in the oldest request in the app, nil when idle; request:
+ * that request ("GET /path"), nil when idle; silent: seconds since the
+ * worker last checked in, nil before it first did; queue: the histogram's
+ * per-bucket counts (not cumulative). */
 static VALUE sb_stats(VALUE self, VALUE i)
 {
     struct oribi_score *s = oribi_scoreboard_row(self, i);
@@ -144,7 +156,10 @@ static VALUE sb_stats(VALUE self, VALUE i)
     } else {
         SET(r, "request", Qnil);
     }
+    int64_t checked = __atomic_load_n(&s->checked_in_ms, __ATOMIC_ACQUIRE);
+    SET(r, "silent", checked ? DBL2NUM((double)(mono_ms() - checked) / 1000.0) : Qnil);
     SET(r, "served", ULL2NUM(s->served));
+    SET(r, "dropped_headers", ULL2NUM(__atomic_load_n(&s->dropped_headers, __ATOMIC_RELAXED)));
     SET(r, "connections", UINT2NUM(s->conns));
     SET(r, "idle_connections", UINT2NUM(s->idle));
     SET(r, "generation", UINT2NUM(s->generation));
@@ -191,6 +206,7 @@ void Init_oribi_scoreboard(VALUE mOribi)
     rb_define_singleton_method(c, "parse_request_start", sb_parse_request_start, 1);
     rb_define_method(c, "initialize", sb_init, 1);
     rb_define_method(c, "unbusy", sb_unbusy, 1);
+    rb_define_method(c, "check_in", sb_check_in, 1);
     rb_define_method(c, "clear", sb_clear, -1);
     rb_define_method(c, "release", sb_release, 1);
     rb_define_method(c, "head", sb_head, 0);
