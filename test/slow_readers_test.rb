@@ -64,6 +64,32 @@ class SlowReadersTest < Minitest::Test
 
   # A client that falls behind and then catches up while the app still
   # writes: the thread sends from the spool, then goes back to memory.
+  # A streaming body whose client reads nothing: its write gives up after
+  # write_timeout, and the connection is dead then. The app's `ensure
+  # stream.close` returns at once, and the server drops the connection with
+  # what it kept for it, instead of keeping both for another write_timeout.
+  def test_a_stream_whose_write_timed_out_is_dead
+    start("-t", "2", "--write-timeout", "1")
+    sockets = -> { Dir.children("/proc/#{@srv.pid}/fd").count { |fd| File.readlink("/proc/#{@srv.pid}/fd/#{fd}").start_with?("socket:") rescue false } } # rubocop:disable Style/RescueModifier
+    first = @srv.tcp # the loop's copies of the listeners are made by then
+    assert_equal 200, HTTPClient.request(first, "/", headers: { "Connection" => "close" }).status
+    assert HTTPClient.closed?(first)
+    before = sockets.call
+    t = now
+    stalled = Array.new(2) { request("/endless") }
+    res = HTTPClient.read_response(beside = request("/"), timeout: 10)
+    assert_equal 200, res&.status
+    waited = now - t
+    beside.close
+    assert_match(/endless: close took 0\.0\d s\n.*endless: close took 0\.0\d s/m,
+                 @srv.log_until(/(endless: close took.*){2}/m))
+    assert wait_until(timeout: 0.5) { sockets.call <= before }, "the dead connections were kept"
+    assert_operator waited, :<, 1.8, "the app threads were held #{waited.round(2)} s for a write_timeout of 1 s"
+  ensure
+    first&.close
+    stalled&.each(&:close)
+  end
+
   def test_a_streamed_body_spooled_then_caught_up_arrives_whole
     start("--max-write-backlog", (8 << 20).to_s)
     s = request("/each?mb=16&pace=0.01", @srv.unix)

@@ -7,6 +7,9 @@
 # ?pace=SEC between chunks; each
 # MiB chunk is Random.new(i).bytes, so lost or reordered bytes show), / a
 # small answer. /each logs "each: chunk N" when chunk N was taken.
+# /endless a streaming body (call(stream)) that writes until a write
+# fails, then closes its stream in an ensure, as apps do, and logs how
+# long that close took.
 require "tmpdir"
 
 path = File.join(Dir.mktmpdir("oribi-readers"), "big.bin")
@@ -34,6 +37,15 @@ run lambda { |env|
       end
     end
     [200, { "content-type" => "text/plain" }, body]
+  when "/endless"
+    body = lambda do |stream|
+      loop { stream.write(MIB) }
+    ensure
+      t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      stream.close
+      warn format("endless: close took %.2f s", Process.clock_gettime(Process::CLOCK_MONOTONIC) - t)
+    end
+    [200, {}, body]
   when "/pid" then [200, { "content-type" => "text/plain" }, [Process.pid.to_s]]
   else [200, { "content-type" => "text/plain" }, ["ok"]]
   end

@@ -657,8 +657,12 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
         }
     }
     if (!hijacked) { /* else the app has the socket and c is recycled */
-        if (r.gone)
+        if (r.gone) {
+            /* Gone, or took nothing for write_timeout: the connection is
+             * dead, and what is kept for it goes now. */
             oribi_conn_no_keepalive(c);
+            oribi_conn_discard_output(c);
+        }
         oribi_handback(&e->hb, c);
     }
     end_request(x);

@@ -295,7 +295,8 @@ static VALUE stream_flush(VALUE self)
 /* ---- closing ---- */
 
 /* Ends the response body: the client sees EOF (the server closes the
- * connection after the body returns in any case). */
+ * connection after the body returns in any case). A client that is gone,
+ * or whose write timed out, is dead: nothing is waited for. */
 static VALUE stream_close_write(VALUE self)
 {
     struct stream *s = rb_check_typeddata(self, &stream_type);
@@ -304,7 +305,7 @@ static VALUE stream_close_write(VALUE self)
     struct oribi_exchange *x = stream_exchange(self);
     struct oribi_conn *c = x->stream == self ? oribi_exchange_conn(x) : NULL;
     s->write_closed = 1;
-    if (c && oribi_exchange_drain(x, c) == 0)
+    if (c && !(x->resp && x->resp->gone) && oribi_exchange_drain(x, c) == 0)
         shutdown(c->fd, SHUT_WR);
     return Qnil;
 }
