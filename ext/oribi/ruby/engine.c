@@ -26,6 +26,7 @@
 #include "ruby/oribi.h"
 #include "ruby/rack_response.h"
 #include "ruby/stream.h"
+#include "http/proxy_protocol.h"
 #include "http/queue_time.h"
 #include "http/response.h"
 
@@ -221,6 +222,27 @@ static void trusted_networks(struct oribi_engine *e, VALUE nets)
     }
 }
 
+/* The PROXY protocol versions each listener's connections open with
+ * (Listeners#proxy_protocols: a mask of ORIBI_PROXY_V* per fd, in the
+ * fds' order); nil, or no such option, for none. Not a Config option:
+ * the listeners carry it (a bind URI's ?proxy_protocol=, else the
+ * proxy_protocol option). */
+static void listener_proxies(VALUE opts, struct oribi_listener *ls, long n)
+{
+    VALUE v = rb_hash_lookup2(opts, ID2SYM(rb_intern("proxy_protocols")), Qnil);
+    if (NIL_P(v))
+        return;
+    Check_Type(v, T_ARRAY);
+    if (RARRAY_LEN(v) != n)
+        rb_raise(rb_eArgError, "engine option proxy_protocols: one per listener");
+    for (long i = 0; i < n; i++) {
+        int mask = NUM2INT(rb_ary_entry(v, i));
+        if (mask & ~(ORIBI_PROXY_V1 | ORIBI_PROXY_V2))
+            rb_raise(rb_eArgError, "engine option proxy_protocols: a bad mask");
+        ls[i].proxy = mask;
+    }
+}
+
 /* Engine.new(listener_fds, options) — options are documented in docs/CONFIGURATION.md */
 static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
 {
@@ -265,8 +287,10 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     trusted_networks(e, opt_get(opts, "trusted_networks"));
     e->started_us = opt_int(opts, "started_ms", 0, INT64_MAX / 1000) * 1000;
 
+    memset(ls, 0, sizeof(ls));
     for (long i = 0; i < n; i++)
         describe_listener(&e->listeners[i], &ls[i], NUM2INT(rb_ary_entry(fds, i)));
+    listener_proxies(opts, ls, n);
     if (oribi_loop_init(&e->loop, &o, ls, (int)n) < 0)
         rb_sys_fail("oribi loop");
     e->ready = 1;
