@@ -215,6 +215,7 @@ module Oribi
       v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
     end
     FORMATS = one_of("combined", "ltsv", "json")
+    PROXY_PROTOCOL = one_of("off", "v1", "v2", "any")
     LOG_FORMATS = Type.new(arg: "text|json|ltsv", pattern: %w[text json ltsv],
                            check: check("text, json or ltsv") { |v| v.nil? || %w[text json ltsv].include?(v) })
     MEMORY = check("bytes, 0 = off") { |v| v.nil? || (v.is_a?(Integer) && v >= 0) }
@@ -253,6 +254,7 @@ module Oribi
       opt(:backlog,            ["--backlog N"],               INT,     1024,                                int(1..INT32_MAX),   "listen(2) backlog"),
       opt(:reuse_port,         ["--[no-]reuse-port"],         BOOL,    false,                               nil,                 "SO_REUSEPORT on TCP listeners"),
       opt(:unix_mode,          ["--unix-mode MODE"],          MODE,    0o660,                               nil,                 "permissions of unix sockets, octal"),
+      opt(:proxy_protocol,     ["--proxy-protocol VERSION"],  PROXY_PROTOCOL, "off",                        nil,                 "connections must open with this PROXY protocol header, on listeners whose URI does not say; any = v1 or v2"),
       opt(:umask,              ["--umask MODE"],              MODE,    unset("inherited"),                  nil,                 "process umask, octal"),
       opt(:worker_timeout,     ["--worker-timeout SEC"],      SECONDS, 60,                                  zero_is("never"),    "kill a worker busy in one request longer; 0 = never"),
       opt(:soft_timeout,       ["--soft-timeout SEC"],        SECONDS, 0,                                   zero_is("off"),      "log a request running longer, with its backtrace; 0 = off"),

@@ -120,20 +120,27 @@ module Oribi
     end
 
     # Puma's URI parameters: backlog and a unix socket's mode have Oribi
-    # options; ssl:// is not served.
+    # options; ssl:// is not served. Oribi's own (proxy_protocol) stay on
+    # the URI: they are the listener's.
     def bind(uri)
       uri = uri.to_s
       return __ignored(:bind, [uri], "Oribi serves no TLS: put it in the proxy in front") if uri.start_with?("ssl://")
 
       base, query = uri.split("?", 2)
+      own = []
       URI.decode_www_form(query.to_s).each do |key, value|
         case key
         when "backlog" then __map("bind …?backlog=#{value}", :backlog, value)
         when "mode" then __map("bind …?mode=#{value}", :unix_mode, value)
+        when *Listeners::PARAMS.keys then own << [key, value]
         else __ignored(:bind, ["…?#{key}=#{value}"], "a URI parameter Oribi does not take")
         end
       end
+      base = "#{base}?#{URI.encode_www_form(own)}" unless own.empty?
+      Listeners.split_params(base)
       @binds << base
+    rescue ArgumentError => e
+      raise Config::Error, e.message
     end
 
     def clear_binds! = @binds.clear
