@@ -3,6 +3,7 @@
 require "ipaddr"
 require "open3"
 require "test_helper"
+require_relative "haproxy_proxy"
 
 # The PROXY protocol (haproxy's send-proxy and send-proxy-v2, an AWS NLB):
 # on a proxy_protocol listener every connection opens with the header, whose
@@ -12,7 +13,7 @@ require "test_helper"
 class ProxyProtocolTest < Minitest::Test
   include SharedServer
   include ServerLogs
-  server "echo.ru", "--proxy-protocol", "any", "--header-timeout", "1", "--access-log"
+  server "echo.ru", "--proxy-protocol", "any", "--header-timeout", "1", "--access-log", "--remote-addr-header", "X-Real-IP"
 
   REQUEST = "GET /pp HTTP/1.1\r\nHost: t\r\n\r\n"
 
@@ -97,6 +98,25 @@ class ProxyProtocolTest < Minitest::Test
     s&.close
   end
 
+  # The header comes once, before the first request: a PROXY line after it
+  # (a client behind the proxy writing its own, first or on a kept-alive
+  # connection) is the request line of a bad request, never a second
+  # header that would let the client choose its address.
+  def test_a_second_proxy_header_is_a_bad_request
+    s = server.tcp
+    s.write(v1("192.0.2.70") + v1("198.51.100.66") + REQUEST)
+    assert_equal 400, HTTPClient.read_response(s)&.status
+    s.close
+    s = server.tcp
+    s.write(v1("192.0.2.71") + REQUEST)
+    assert_equal "192.0.2.71", remote_addr(HTTPClient.read_response(s))
+    s.write(v2("198.51.100.67") + REQUEST)
+    assert_equal 400, HTTPClient.read_response(s)&.status
+    refute_match(/198\.51\.100\.6[67]/, server.log)
+  ensure
+    s&.close
+  end
+
   # No header, garbage, too long, a v2 length past the bound, a header
   # that never ends: each connection is closed without an answer, the log
   # says so without the client's bytes, and the worker serves on.
@@ -171,6 +191,55 @@ class ProxyProtocolTest < Minitest::Test
       refute status.success?, uri
       assert_match(message, out)
     end
+  end
+
+  # haproxy with send-proxy in front of the server a config/puma.rb with
+  # `set_remote_address proxy_protocol: :v1` starts (Puma's word for it),
+  # and with send-proxy-v2 in front of a listener marked v2: the client
+  # connects from 127.0.0.2, haproxy from 127.0.0.1, and the app and the
+  # access log see 127.0.0.2. Before the PROXY protocol was read, every
+  # request through haproxy was a 400.
+  def test_haproxy_send_proxy_v1_and_v2
+    skip "haproxy is not installed: the proxy test did not run" unless HaproxyProxy.available?
+    dir = Dir.mktmpdir("oribi-pp")
+    puma = File.join(dir, "puma.rb")
+    File.write(puma, "set_remote_address proxy_protocol: :v1\n")
+    v2_sock = File.join(dir, "v2.sock")
+    [[["-C", puma, "--access-log"], nil, "send-proxy"],
+     [["--access-log", "-b", "unix://#{v2_sock}?proxy_protocol=v2"], v2_sock, "send-proxy-v2"]].each do |args, sock, send|
+      srv = ServerProcess.new("echo.ru", *args, unix: sock.nil?)
+      proxy = HaproxyProxy.new(sock || srv.sock, server: send)
+      s = Socket.tcp("127.0.0.1", proxy.port, "127.0.0.2", 0)
+      s.write("GET /via-haproxy HTTP/1.1\r\nHost: t\r\n\r\n")
+      res = HTTPClient.read_response(s)
+      assert_equal 200, res&.status, "#{send}: #{res&.raw}"
+      assert_equal "127.0.0.2", remote_addr(res), send
+      assert_match(%r{^127\.0\.0\.2 - - \[.*"GET /via-haproxy HTTP/1\.1" 200},
+                   srv.log_until(%r{^127\.0\.0\.2 - - .*via-haproxy}), send)
+    ensure
+      s&.close
+      proxy&.stop
+      srv&.stop
+    end
+  end
+
+  # remote_addr_header (Puma's set_remote_address header:) counts from a
+  # trusted proxy only, and the PROXY header's address is the peer it
+  # judges: a client named 192.0.2.60 cannot choose REMOTE_ADDR; what the
+  # proxy's own address (UNKNOWN: the socket's, 127.0.0.1) sends, counts.
+  def test_remote_addr_header_from_a_trusted_peer_only
+    { v1("192.0.2.60") => "192.0.2.60", "PROXY UNKNOWN\r\n" => "203.0.113.9" }.each do |header, want|
+      s = server.tcp
+      s.write("#{header}GET /real HTTP/1.1\r\nHost: t\r\nX-Real-IP: 203.0.113.9, 10.0.0.1\r\n\r\n")
+      assert_equal want, remote_addr(HTTPClient.read_response(s)), header.inspect
+    ensure
+      s&.close
+    end
+    s = server.tcp
+    s.write("PROXY UNKNOWN\r\nGET /real HTTP/1.1\r\nHost: t\r\nX-Real-IP: 203.0.113.9:80\r\n\r\n")
+    assert_equal "127.0.0.1", remote_addr(HTTPClient.read_response(s)), "not an address: the peer stands"
+  ensure
+    s&.close
   end
 
   def test_the_parser_from_ruby

@@ -216,6 +216,7 @@ module Oribi
     end
     FORMATS = one_of("combined", "ltsv", "json")
     PROXY_PROTOCOL = one_of("off", "v1", "v2", "any")
+    FIELD_NAME = check("nil or a header field name") { |v| v.nil? || (v.is_a?(String) && v.match?(/\A[!#$%&'*+.^_`|~0-9A-Za-z-]+\z/)) }
     LOG_FORMATS = Type.new(arg: "text|json|ltsv", pattern: %w[text json ltsv],
                            check: check("text, json or ltsv") { |v| v.nil? || %w[text json ltsv].include?(v) })
     MEMORY = check("bytes, 0 = off") { |v| v.nil? || (v.is_a?(Integer) && v >= 0) }
@@ -269,6 +270,7 @@ module Oribi
       opt(:access_log_format,  ["--access-log-format FMT"],   FORMATS, "combined",                          nil,                 "access log format: combined, ltsv or json"),
       opt(:log_format,         ["--log-format FMT"],          LOG_FORMATS, unset("access_log_format when json or ltsv, else text"), nil, "error and lifecycle lines: text, json or ltsv"),
       opt(:trusted_proxies,    ["--trusted-proxies ADDR,ADDR"], ADDRESSES, %w[127.0.0.0/8 ::1].freeze,    nil,                 "peers whose X-Forwarded-For (access log) and X-Request-Start (queue time) count"),
+      opt(:remote_addr_header, ["--remote-addr-header NAME"], OPT_STR, unset("off"),                    FIELD_NAME,          "REMOTE_ADDR from this request field (its first address) when the peer is a trusted proxy"),
       opt(:stdout_path,        ["--stdout FILE"],             PATH,    unset("inherited"),                  nil,                 "append stdout to FILE, reopened on USR1"),
       opt(:stderr_path,        ["--stderr FILE"],             PATH,    unset("inherited"),                  nil,                 "append stderr to FILE, reopened on USR1"),
       opt(:pid_file,           ["--pid FILE"],                PATH,    nil,                                 nil,                 "write the server's pid to FILE"),

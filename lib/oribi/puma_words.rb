@@ -53,7 +53,6 @@ module Oribi
       worker_boot_timeout: "a worker that cannot boot is retried with a back-off",
       worker_check_interval: "the master watches the scoreboard every second",
       supported_http_methods: "any method token is passed to the app; Rack apps answer 405 themselves",
-      set_remote_address: "REMOTE_ADDR is the peer; the access log reads X-Forwarded-For from trusted_proxies",
       ssl_bind: "Oribi serves no TLS: put it in the proxy in front",
       bind_to_activated_sockets: "systemd's sockets (LISTEN_FDS) are used whenever they are there",
       fiber_per_request: "each request runs on an app thread (threads)",
@@ -145,6 +144,22 @@ module Oribi
 
     def clear_binds! = @binds.clear
 
+    # Puma's forms: :socket (its default), proxy_protocol: :v1, header:
+    # NAME, :localhost, or a fixed address. The first three map (strictly:
+    # a PROXY header required, a header only from trusted_proxies); the
+    # last two would hide the client's address, which REMOTE_ADDR keeps.
+    def set_remote_address(val = :socket)
+      word = "set_remote_address #{val.is_a?(Hash) ? val.map { |k, v| "#{k}: #{v.inspect}" }.join(', ') : val.inspect}"
+      case val
+      when :socket then __ignored(:set_remote_address, [val], "REMOTE_ADDR is the socket's peer, as by default")
+      when :localhost, String
+        __differs(word, "REMOTE_ADDR stays each client's address (Oribi's accept gives it for free): a fixed one " \
+                        "would hide every client from the app, the access log and trusted_proxies")
+      when Hash then __remote_address_from(word, val)
+      else raise Config::Error, "#{word}: Puma takes :socket, :localhost, a String, proxy_protocol: :v1 or header: NAME"
+      end
+    end
+
     def preload_app!(yes = true) = __map("preload_app!", :preload_app, yes)
     def pidfile(path) = __map("pidfile", :pid_file, path)
     def early_hints(yes = true) = __map("early_hints", :early_hints, yes)
@@ -185,6 +200,21 @@ module Oribi
     private
 
     def call_hook(blk, index) = blk.arity.zero? ? blk.call : blk.call(index)
+
+    def __remote_address_from(word, val)
+      key, value = val.first
+      if val.size == 1 && key == :proxy_protocol && %w[v1 v2].include?(value.to_s)
+        __map(word, :proxy_protocol, value.to_s)
+        __differs(word, "strict: a connection without the PROXY header is refused; Puma takes the socket's address " \
+                        "then, which lets anyone who reaches the port choose REMOTE_ADDR (docs/HARDENING.md)")
+      elsif val.size == 1 && key == :header
+        __map(word, :remote_addr_header, value.to_s)
+        __differs(word, "only from a peer in trusted_proxies (loopback unless set), from whom it counts; Puma " \
+                        "takes the field from any client, who may write it")
+      else
+        raise Config::Error, "#{word}: Puma takes proxy_protocol: :v1 (Oribi also :v2) or header: NAME"
+      end
+    end
 
     def __hook(word, name, blk)
       __map(word, name, ->(_server, index) { call_hook(blk, index) })

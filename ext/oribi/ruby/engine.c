@@ -54,6 +54,7 @@ static void engine_mark(void *p)
         rb_gc_mark(e->listeners[i].server_port);
     }
     rb_gc_mark(e->tmpdir);
+    rb_gc_mark(e->addr_header);
     rb_gc_mark(e->dispatcher);
     rb_gc_mark(e->scoreboard);
     for (int i = 0; i < e->exchanges_len; i++) {
@@ -88,7 +89,7 @@ static const rb_data_type_t engine_type = {
 static VALUE engine_alloc(VALUE klass)
 {
     struct oribi_engine *e = ZALLOC(struct oribi_engine);
-    e->tmpdir = e->dispatcher = e->scoreboard = Qnil;
+    e->tmpdir = e->dispatcher = e->scoreboard = e->addr_header = Qnil;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
 
@@ -285,6 +286,10 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     int64_t threads = opt_int(opts, "threads", 1, ORIBI_MAX_THREADS);
     int early_hints = opt_bool(opts, "early_hints");
     trusted_networks(e, opt_get(opts, "trusted_networks"));
+    VALUE addr_header = opt_get(opts, "remote_addr_header");
+    if (!NIL_P(addr_header) && (!RB_TYPE_P(addr_header, T_STRING) || RSTRING_LEN(addr_header) == 0))
+        rb_raise(rb_eArgError, "engine option remote_addr_header must be nil or a field name");
+    e->addr_header = NIL_P(addr_header) ? Qnil : rb_obj_freeze(rb_str_dup(addr_header));
     e->started_us = opt_int(opts, "started_ms", 0, INT64_MAX / 1000) * 1000;
 
     memset(ls, 0, sizeof(ls));
@@ -448,6 +453,8 @@ static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *x, str
     x->io = x->stream = Qnil;
     e->busy++;
     x->env = oribi_env_build(&x->ctx, c, request_input(x, c));
+    if (!NIL_P(e->addr_header) && peer_trusted(e, c))
+        oribi_env_remote_addr_from(x->env, &c->req, RSTRING_PTR(e->addr_header), (size_t)RSTRING_LEN(e->addr_header));
     return x->env;
 }
 

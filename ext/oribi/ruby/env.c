@@ -196,6 +196,35 @@ static VALUE remote_addr(const struct oribi_conn *c)
     return rb_interned_str_cstr(ip);
 }
 
+void oribi_env_remote_addr_from(VALUE env, const struct oribi_request *r, const char *name, size_t len)
+{
+    for (size_t i = 0; i < r->num_headers; i++) {
+        const struct oribi_header *h = &r->headers[i];
+        if (h->name_len != len || strncasecmp(h->name, name, len) != 0)
+            continue;
+        const char *v = h->value, *end = h->value + h->value_len;
+        const char *comma = memchr(v, ',', h->value_len);
+        if (comma)
+            end = comma;
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        char ip[INET6_ADDRSTRLEN];
+        unsigned char bin[16];
+        size_t n = (size_t)(end - v);
+        if (n == 0 || n >= sizeof(ip))
+            return;
+        memcpy(ip, v, n);
+        ip[n] = 0;
+        /* inet_pton stops at a NUL: the copy must have none before its end. */
+        if (strlen(ip) != n || (inet_pton(AF_INET, ip, bin) != 1 && inet_pton(AF_INET6, ip, bin) != 1))
+            return;
+        rb_hash_aset(env, k_remote_addr, rb_interned_str_cstr(ip));
+        return;
+    }
+}
+
 /* What tells peers apart for REMOTE_ADDR: the family and the address. */
 static void peer_key(unsigned char key[17], const struct oribi_conn *c)
 {
