@@ -183,6 +183,32 @@ class ProxyProtocolTest < Minitest::Test
     srv&.stop
   end
 
+  # Sockets handed over: after a USR2 the URI the old image bound keeps its
+  # parameter; a supervisor's (systemd, start_server) have none, and the
+  # option marks them.
+  def test_handed_over_sockets_keep_their_marks
+    srv = TCPServer.new("127.0.0.1", 0)
+    port = srv.addr[1]
+    handover = lambda do |env, **opts|
+      copy = srv.dup
+      copy.autoclose = false # the Listeners close it
+      env = env.transform_values { |v| v.gsub("FD", copy.fileno.to_s) }
+      l = Oribi::Listeners.new([], env: env, **opts)
+      [l.proxy_protocols, l.all.map(&:to_s)]
+    ensure
+      l&.close_sockets
+    end
+    assert_equal [[2], ["tcp://127.0.0.1:#{port}?proxy_protocol=v2"]],
+                 handover.call({ "ORIBI_INHERIT" => "tcp://127.0.0.1:#{port}?proxy_protocol=v2=FD" }, proxy_protocol: "v1")
+    assert_equal [[1], ["tcp://127.0.0.1:#{port} (proxy_protocol v1)"]],
+                 handover.call({ "ORIBI_INHERIT" => "tcp://127.0.0.1:#{port}=FD" }, proxy_protocol: "v1")
+    masks, names = handover.call({ "SERVER_STARTER_PORT" => "127.0.0.1:#{port}=FD" }, proxy_protocol: "any")
+    assert_equal [3], masks
+    assert_match(/\Atcp:\/\/127\.0\.0\.1:#{port} \(inherited fd \d+\) \(proxy_protocol any\)\z/, names.first)
+  ensure
+    srv&.close
+  end
+
   def test_bad_uri_parameters_stop_the_server_with_a_line
     [["tcp://127.0.0.1:1?proxy_protocol=v3", /proxy_protocol=v3: v1, v2, any or off/],
      ["tcp://127.0.0.1:1?proxy=v1", /unknown parameter proxy: proxy_protocol is taken/]].each do |uri, message|
