@@ -227,7 +227,7 @@ class PumaConfigTest < Minitest::Test
   def test_set_remote_address
     c, log = load("set_remote_address proxy_protocol: :v1\nport 3000\n")
     assert_equal ["v1", ["tcp://0.0.0.0:3000"]], [c[:proxy_protocol], c[:binds]]
-    assert_match(/set_remote_address proxy_protocol: :v1: strict: a connection without the PROXY header is refused/, log)
+    assert_match(/set_remote_address proxy_protocol: :v1: strict: a connection without the PROXY header is closed unanswered/, log)
     assert_equal "v2", load("set_remote_address proxy_protocol: :v2\n")[0][:proxy_protocol]
     assert_match(/set_remote_address :socket is Puma's, ignored: REMOTE_ADDR is the socket's peer/,
                  load("set_remote_address :socket\n")[1])
@@ -243,6 +243,14 @@ class PumaConfigTest < Minitest::Test
     assert_equal [["tcp://0.0.0.0:3000?proxy_protocol=v2"], 5], [c[:binds], c[:backlog]]
     error = assert_raises(Oribi::Config::Error) { load(%(bind "tcp://0.0.0.0:3000?proxy_protocol=v9"\n)) }
     assert_match(/proxy_protocol=v9: v1, v2, any or off/, error.message)
+    Dir.mktmpdir do |d|
+      path = File.join(d, "puma.rb")
+      File.write(path, %(set_remote_address proxy_protocol: :v1\nbind "unix://#{d}/s.sock?proxy_protocol=v2"\n))
+      out, status = FrameworkProcess.capture(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--check-config", path)
+      assert status.success?, out
+      assert_match(/^  maps +set_remote_address proxy_protocol: :v1 +→ proxy_protocol "v1"$/, out)
+      assert_match(%r{^  binds unix://#{Regexp.escape(d)}/s\.sock\?proxy_protocol=v2$}, out)
+    end
   end
 
   # Rails 8's puma.rb ends with `plugin :solid_queue if

@@ -205,8 +205,8 @@ module Oribi
       key, value = val.first
       if val.size == 1 && key == :proxy_protocol && %w[v1 v2].include?(value.to_s)
         __map(word, :proxy_protocol, value.to_s)
-        __differs(word, "strict: a connection without the PROXY header is refused; Puma takes the socket's address " \
-                        "then, which lets anyone who reaches the port choose REMOTE_ADDR (docs/HARDENING.md)")
+        __differs(word, "strict: a connection without the PROXY header is closed unanswered; Puma serves it with the " \
+                        "socket's address, so the port serves whoever reaches it directly too (docs/HARDENING.md)")
       elsif val.size == 1 && key == :header
         __map(word, :remote_addr_header, value.to_s)
         __differs(word, "only from a peer in trusted_proxies (loopback unless set), from whom it counts; Puma " \
