@@ -7,7 +7,9 @@
 # decoding; seeds fuzz/seeds-query/, corpus fuzz/corpus-query/) or
 # TARGET=results (fuzz/results_fuzz.c, the records of `oribi bench
 # --output` files and their HdrHistogram encoding; seeds
-# fuzz/seeds-results/, corpus fuzz/corpus-results/). Exits non-zero when a crash is found; the input that
+# fuzz/seeds-results/, corpus fuzz/corpus-results/) or TARGET=proxy
+# (fuzz/proxy_fuzz.c, the PROXY protocol header, v1 and v2; seeds
+# fuzz/seeds-proxy/, corpus fuzz/corpus-proxy/). Exits non-zero when a crash is found; the input that
 # crashed is left in fuzz/build/ (crash-*), ready to become a regression test.
 # JOBS=N runs N fuzzing processes in parallel. RUNS=N stops after N
 # executions instead (SECONDS then only caps the time; 0 = no cap).
@@ -25,7 +27,8 @@ results)
     corpus=$root/fuzz/corpus-results seeds=$root/fuzz/seeds-results
     sources="$root/oribi-bench/ext/oribi_bench/results.c $root/oribi-bench/ext/oribi_bench/histogram.c $root/oribi-bench/ext/oribi_bench/loadgen_series.c"
     ;;
-*) echo "TARGET must be parser, query or results" >&2; exit 2 ;;
+proxy) corpus=$root/fuzz/corpus-proxy seeds=$root/fuzz/seeds-proxy sources=$root/ext/oribi/http/proxy_protocol.c ;;
+*) echo "TARGET must be parser, query, results or proxy" >&2; exit 2 ;;
 esac
 mkdir -p "$build" "$corpus"
 

@@ -11,11 +11,12 @@ class HaproxyProxy < ProxyProcess
 
   def self.available? = system(HAPROXY, "-v", %i[out err] => File::NULL)
 
-  # frontend: more lines for the frontend section, e.g. an http-request deny
-  def initialize(upstream_sock, frontend: "")
+  # frontend: more lines for the frontend section, e.g. an http-request
+  # deny; server: options of the server line, e.g. send-proxy
+  def initialize(upstream_sock, frontend: "", server: "")
     super("haproxy") do |dir|
       conf = File.join(dir, "haproxy.cfg")
-      File.write(conf, config(upstream_sock, frontend))
+      File.write(conf, config(upstream_sock, frontend, server))
       [HAPROXY, "-db", "-f", conf]
     end
   end
@@ -24,7 +25,7 @@ class HaproxyProxy < ProxyProcess
 
   # Keep-alive on both sides (http-keep-alive is haproxy's default), so a
   # client's second request may go over the server connection of its first.
-  def config(sock, frontend)
+  def config(sock, frontend, server)
     <<~CONF
       global
         maxconn 256
@@ -39,7 +40,7 @@ class HaproxyProxy < ProxyProcess
         #{frontend}
         default_backend oribi
       backend oribi
-        server oribi #{sock}
+        server oribi #{sock} #{server}
     CONF
   end
 end

@@ -223,7 +223,7 @@ class PumaConfigTest < Minitest::Test
 
   IGNORED = %w[after_worker_fork after_booted before_restart after_stopped
                on_restart on_stopped on_booted drain_on_shutdown
-               debug worker_culling_strategy set_remote_address
+               debug worker_culling_strategy
                worker_check_interval fork_worker queue_requests wait_for_less_busy_worker
                tag log_requests quiet prune_bundler extra_runtime_dependencies
                silence_single_worker_warning state_path activate_control_app].freeze
@@ -243,12 +243,45 @@ class PumaConfigTest < Minitest::Test
                  %i[backlog unix_mode working_directory keepalive_requests keepalive max_body threads workers].map { |k| c[k] }
     assert_equal "tmp/restart.txt", c[:restart_file]
     assert_equal "bin/restart-app", c[:restart_command]
+    assert_equal "X-Real-IP", c[:remote_addr_header]
+    assert_match(/set_remote_address header: "X-Real-IP": only from a peer in trusted_proxies/, log)
     assert_match(/restart_command: Oribi runs it as it is; Puma appends/, log)
     IGNORED.each do |word|
       assert_equal 1, log.scan(/puma\.rb: #{word}\b.* is Puma's, ignored: /).size, "#{word}:\n#{log}"
     end
     assert_match(/plugin :statsd is Puma's, ignored: Puma's own metrics: Oribi's are at \/metrics/, load("plugin :statsd\n")[1])
     assert_match(/threads 1, 3: Oribi runs a fixed 3 per worker/, log)
+  end
+
+  # set_remote_address: the PROXY protocol and a header map, strictly; the
+  # forms that would hide the client's address leave REMOTE_ADDR the peer.
+  def test_set_remote_address
+    c, log = load("set_remote_address proxy_protocol: :v1\nport 3000\n")
+    assert_equal ["v1", ["tcp://0.0.0.0:3000"]], [c[:proxy_protocol], c[:binds]]
+    assert_match(/set_remote_address proxy_protocol: :v1: strict: a connection without the PROXY header is closed unanswered/, log)
+    assert_equal "v2", load("set_remote_address proxy_protocol: :v2\n")[0][:proxy_protocol]
+    assert_match(/set_remote_address :socket is Puma's, ignored: REMOTE_ADDR is the socket's peer/,
+                 load("set_remote_address :socket\n")[1])
+    [":localhost", '"10.0.0.1"'].each do |form|
+      c, log = load("set_remote_address #{form}\n")
+      assert_match(/set_remote_address #{Regexp.escape(form)}: REMOTE_ADDR stays each client's address/, log)
+      assert_equal ["off", nil], [c[:proxy_protocol], c[:remote_addr_header]]
+    end
+    error = assert_raises(Oribi::Config::Error) { load("set_remote_address proxy_protocol: :v3\n") }
+    assert_match(/puma\.rb:1: set_remote_address proxy_protocol: :v3: Puma takes proxy_protocol: :v1/, error.message)
+    # A bind's own parameter stays on its URI; Puma's go to their options.
+    c, = load(%(bind "tcp://0.0.0.0:3000?backlog=5&proxy_protocol=v2"\n))
+    assert_equal [["tcp://0.0.0.0:3000?proxy_protocol=v2"], 5], [c[:binds], c[:backlog]]
+    error = assert_raises(Oribi::Config::Error) { load(%(bind "tcp://0.0.0.0:3000?proxy_protocol=v9"\n)) }
+    assert_match(/proxy_protocol=v9: v1, v2, any or off/, error.message)
+    Dir.mktmpdir do |d|
+      path = File.join(d, "puma.rb")
+      File.write(path, %(set_remote_address proxy_protocol: :v1\nbind "unix://#{d}/s.sock?proxy_protocol=v2"\n))
+      out, status = FrameworkProcess.capture(RbConfig.ruby, File.join(ROOT, "exe/oribi"), "--check-config", path)
+      assert status.success?, out
+      assert_match(/^  maps +set_remote_address proxy_protocol: :v1 +→ proxy_protocol "v1"$/, out)
+      assert_match(%r{^  binds unix://#{Regexp.escape(d)}/s\.sock\?proxy_protocol=v2$}, out)
+    end
   end
 
   # Rails 8's puma.rb ends with `plugin :solid_queue if

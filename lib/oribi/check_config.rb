@@ -36,7 +36,7 @@ module Oribi
     # RuntimeDirectory=app, say): said here, where the file is checked.
     def check_bind_dirs(config)
       config[:binds].each do |uri|
-        kind, path = Listeners.parse(uri)
+        kind, path = Listeners.parse(Listeners.split_params(uri).first)
         dir = File.dirname(path.to_s)
         next unless kind == :unix && !File.directory?(dir)
 

@@ -11,15 +11,28 @@ module Oribi
   # next generation keeps receiving on them), or bound from --bind URIs:
   # tcp://HOST:PORT (IPv4, [IPv6]) and unix:///PATH. A unix socket path is
   # checked for a live owner before a stale file is replaced, and removed on
-  # exit by the process that made it.
+  # exit by the process that made it. Each listener may require the PROXY
+  # protocol header of its connections: its URI's ?proxy_protocol=, else
+  # the proxy_protocol option.
   class Listeners
+    # The PROXY protocol versions a listener takes, as the engine's masks
+    # (ORIBI_PROXY_V1 | ORIBI_PROXY_V2); "off" (nil) none.
+    PROXY_PROTOCOLS = { "v1" => 1, "v2" => 2, "any" => 3 }.freeze
     # made: [inode, ctime] of the socket file this process bound, so that
     # it never removes a file another server made there since (an inode
     # number alone is soon reused)
-    Listener = Struct.new(:uri, :socket, :path, :inherited, :made, keyword_init: true) do
+    Listener = Struct.new(:uri, :socket, :path, :inherited, :made, :proxy_protocol, keyword_init: true) do
       def fileno = socket.fileno
       def unix? = !path.nil?
-      def to_s = uri
+      def proxy_mask = PROXY_PROTOCOLS.fetch(proxy_protocol, 0)
+
+      # The URI, and the PROXY protocol it requires when the option (not
+      # the URI) says so.
+      def to_s
+        return uri if proxy_protocol.nil? || uri.include?("proxy_protocol=")
+
+        "#{uri} (proxy_protocol #{proxy_protocol})"
+      end
 
       # Who may connect to a unix socket this process bound, for the log:
       # a proxy that may not gets EACCES and answers 502.
@@ -38,10 +51,13 @@ module Oribi
 
     attr_reader :all, :supervisor
 
-    def initialize(binds, backlog: 1024, reuse_port: false, unix_mode: nil, env: ENV)
+    # proxy_protocol: "v1", "v2", "any" or "off"/nil, for listeners whose
+    # URI does not say
+    def initialize(binds, backlog: 1024, reuse_port: false, unix_mode: nil, proxy_protocol: nil, env: ENV)
       @backlog = backlog
       @reuse_port = reuse_port
       @unix_mode = unix_mode
+      @proxy_protocol = proxy_protocol == "off" ? nil : proxy_protocol
       @all = []
       @owner = Process.pid
       inherited = self.class.inheritance(env)
@@ -85,6 +101,10 @@ module Oribi
     end
 
     def fds = @all.map(&:fileno)
+
+    # Each listener's PROXY protocol mask, in the order of fds (the engine's
+    # proxy_protocols).
+    def proxy_protocols = @all.map(&:proxy_mask)
 
     # A next generation took the sockets over (USR2): closing ours must not
     # remove the unix socket files it now serves on.
@@ -131,6 +151,33 @@ module Oribi
       end
     end
 
+    # URI parameters a bind takes, and their values.
+    PARAMS = { "proxy_protocol" => [*PROXY_PROTOCOLS.keys, "off"] }.freeze
+
+    # [the URI without its parameters, { name => value }]; an unknown
+    # parameter or value is an error naming what is taken.
+    def self.split_params(uri)
+      base, query = uri.split("?", 2)
+      params = URI.decode_www_form(query.to_s).to_h
+      params.each do |name, value|
+        taken = PARAMS[name] or raise ArgumentError, "#{uri}: unknown parameter #{name}: #{PARAMS.keys.join(', ')} is taken"
+        next if taken.include?(value)
+
+        raise ArgumentError, "#{uri}: #{name}=#{value}: #{taken[0..-2].join(', ')} or #{taken[-1]}"
+      end
+      [base, params]
+    rescue ArgumentError => e
+      raise if e.message.start_with?(uri)
+
+      raise ArgumentError, "#{uri}: #{e.message}"
+    end
+
+    # The PROXY protocol a listener's URI asks for, else default; nil: none.
+    def self.proxy_protocol(uri, default)
+      value = split_params(uri)[1].fetch("proxy_protocol", default)
+      value == "off" ? nil : value
+    end
+
     def self.parse(uri)
       case uri
       when %r{\Aunix://(/.+)\z} then [:unix, Regexp.last_match(1)]
@@ -167,16 +214,22 @@ module Oribi
       raise ArgumentError, "inherited fd #{fd} (#{spec}) is not a listening stream socket" unless sock.getsockopt(:SOCKET, :ACCEPTCONN).bool
 
       # Ours once we serve in its place (take_ownership!); until then a failed
-      # start must leave the files to the generation that still serves.
-      return Listener.new(uri: spec, socket: sock, path: (addr.unix_path if addr.unix?), inherited: true) if owned
+      # start must leave the files to the generation that still serves. The
+      # spec is the URI it was bound from, parameters and all.
+      if owned
+        return Listener.new(uri: spec, socket: sock, path: (addr.unix_path if addr.unix?), inherited: true,
+                            proxy_protocol: Listeners.proxy_protocol(spec, @proxy_protocol))
+      end
 
       if addr.unix?
-        Listener.new(uri: "unix://#{addr.unix_path} (inherited fd #{fd})", socket: sock, path: addr.unix_path, inherited: true)
+        Listener.new(uri: "unix://#{addr.unix_path} (inherited fd #{fd})", socket: sock, path: addr.unix_path, inherited: true,
+                     proxy_protocol: @proxy_protocol)
       else
         sock.setsockopt(:TCP, :NODELAY, true)
         sock.setsockopt(:TCP, :DEFER_ACCEPT, 1) if defined?(Socket::TCP_DEFER_ACCEPT)
         host = addr.ipv6? ? "[#{addr.ip_address}]" : addr.ip_address
-        Listener.new(uri: "tcp://#{host}:#{addr.ip_port} (inherited fd #{fd})", socket: sock, inherited: true)
+        Listener.new(uri: "tcp://#{host}:#{addr.ip_port} (inherited fd #{fd})", socket: sock, inherited: true,
+                     proxy_protocol: @proxy_protocol)
       end
     rescue Errno::EBADF, Errno::ENOTSOCK
       raise ArgumentError, "inherited fd #{fd} (#{spec}) is not open as a socket"
@@ -184,19 +237,23 @@ module Oribi
 
     # → the Listeners for uri: one, or two for localhost.
     def bind(uri)
-      kind, *rest = self.class.parse(uri)
-      return [bind_unix(uri, rest[0])] if kind == :unix
-      return bind_localhost(rest[1]) if rest[0] == "localhost"
-
-      [bind_tcp(uri, *rest)]
+      base, = self.class.split_params(uri)
+      proxy = self.class.proxy_protocol(uri, @proxy_protocol)
+      kind, *rest = self.class.parse(base)
+      listeners = if kind == :unix then [bind_unix(uri, rest[0])]
+                  elsif rest[0] == "localhost" then bind_localhost(rest[1], uri.delete_prefix(base))
+                  else [bind_tcp(uri, *rest)]
+                  end
+      listeners.each { |l| l.proxy_protocol = proxy }
     end
 
     # Both loopbacks, as a client that resolves localhost may pick either
-    # (Puma does the same); ::1 only where the host has IPv6.
-    def bind_localhost(port)
-      v4 = bind_tcp("tcp://127.0.0.1:#{port}", "127.0.0.1", port)
+    # (Puma does the same); ::1 only where the host has IPv6. query: the
+    # URI's parameters, which each one's URI keeps.
+    def bind_localhost(port, query)
+      v4 = bind_tcp("tcp://127.0.0.1:#{port}#{query}", "127.0.0.1", port)
       begin
-        [v4, bind_tcp("tcp://[::1]:#{port}", "::1", port)]
+        [v4, bind_tcp("tcp://[::1]:#{port}#{query}", "::1", port)]
       rescue Errno::EADDRNOTAVAIL, Errno::EAFNOSUPPORT
         [v4]
       end

@@ -222,6 +222,8 @@ module Oribi
       v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
     end
     FORMATS = one_of("combined", "ltsv", "json")
+    PROXY_PROTOCOL = one_of("off", "v1", "v2", "any")
+    FIELD_NAME = check("nil or a header field name") { |v| v.nil? || (v.is_a?(String) && v.match?(/\A[!#$%&'*+.^_`|~0-9A-Za-z-]+\z/)) }
     LOG_FORMATS = Type.new(arg: "text|json|ltsv", pattern: %w[text json ltsv],
                            check: check("text, json or ltsv") { |v| v.nil? || %w[text json ltsv].include?(v) })
     MEMORY = check("bytes, 0 = off") { |v| v.nil? || (v.is_a?(Integer) && v >= 0) }
@@ -260,6 +262,7 @@ module Oribi
       opt(:backlog,            ["--backlog N"],               INT,     1024,                                int(1..INT32_MAX),   "listen(2) backlog"),
       opt(:reuse_port,         ["--[no-]reuse-port"],         BOOL,    false,                               nil,                 "SO_REUSEPORT on TCP listeners"),
       opt(:unix_mode,          ["--unix-mode MODE"],          MODE,    0o660,                               nil,                 "permissions of unix sockets, octal"),
+      opt(:proxy_protocol,     ["--proxy-protocol VERSION"],  PROXY_PROTOCOL, "off",                        nil,                 "connections must open with this PROXY protocol header, on listeners whose URI does not say; any = v1 or v2"),
       opt(:umask,              ["--umask MODE"],              MODE,    unset("inherited"),                  nil,                 "process umask, octal"),
       opt(:worker_timeout,     ["--worker-timeout SEC"],      SECONDS, 60,                                  zero_is("never"),    "kill a worker that has not checked in for SEC (hung, as Puma's); 0 = never"),
       opt(:worker_boot_timeout, ["--worker-boot-timeout SEC"], SECONDS, 0,                                 zero_is("never"),    "kill a worker not booted after SEC (a Puma config: 60); 0 = never"),
@@ -279,6 +282,7 @@ module Oribi
       opt(:access_log_format,  ["--access-log-format FMT"],   FORMATS, "combined",                          nil,                 "access log format: combined, ltsv or json"),
       opt(:log_format,         ["--log-format FMT"],          LOG_FORMATS, unset("access_log_format when json or ltsv, else text"), nil, "error and lifecycle lines: text, json or ltsv"),
       opt(:trusted_proxies,    ["--trusted-proxies ADDR,ADDR"], ADDRESSES, %w[127.0.0.0/8 ::1].freeze,    nil,                 "peers whose X-Forwarded-For (access log) and X-Request-Start (queue time) count"),
+      opt(:remote_addr_header, ["--remote-addr-header NAME"], OPT_STR, unset("off"),                    FIELD_NAME,          "REMOTE_ADDR from this request field (its first address) when the peer is a trusted proxy"),
       opt(:stdout_path,        ["--stdout FILE"],             PATH,    unset("inherited"),                  nil,                 "append stdout to FILE, reopened on USR1"),
       opt(:stderr_path,        ["--stderr FILE"],             PATH,    unset("inherited"),                  nil,                 "append stderr to FILE, reopened on USR1"),
       opt(:pid_file,           ["--pid FILE"],                PATH,    nil,                                 nil,                 "write the server's pid to FILE"),

@@ -62,7 +62,6 @@ module Oribi
       shutdown_debug: "a worker stuck past shutdown_timeout is logged with its request",
       worker_culling_strategy: "TTOU stops the highest-numbered worker",
       worker_check_interval: "each worker checks in every second, whatever its requests do",
-      set_remote_address: "REMOTE_ADDR is the peer; the access log reads X-Forwarded-For from trusted_proxies",
       bind_to_activated_sockets: "systemd's sockets (LISTEN_FDS) are used whenever they are there",
       max_io_threads: "see threads",
       io_selector_backend: "the worker's loop is epoll",
@@ -179,20 +178,27 @@ module Oribi
     end
 
     # Puma's URI parameters: backlog and a unix socket's mode have Oribi
-    # options; ssl:// is not served.
+    # options; ssl:// is not served. Oribi's own (proxy_protocol) stay on
+    # the URI: they are the listener's.
     def bind(uri)
       uri = uri.to_s
       return __refuse("bind #{uri.split('?').first}", REFUSED[:ssl_bind]) if uri.start_with?("ssl://")
 
       base, query = uri.split("?", 2)
+      own = []
       URI.decode_www_form(query.to_s).each do |key, value|
         case key
         when "backlog" then __map("bind …?backlog=#{value}", :backlog, value)
         when "mode" then __map("bind …?mode=#{value}", :unix_mode, value)
+        when *Listeners::PARAMS.keys then own << [key, value]
         else __ignored(:bind, ["…?#{key}=#{value}"], "a URI parameter Oribi does not take")
         end
       end
+      base = "#{base}?#{URI.encode_www_form(own)}" unless own.empty?
+      Listeners.split_params(base)
       @binds << base
+    rescue ArgumentError => e
+      raise Config::Error, e.message
     end
 
     def clear_binds! = @binds.clear
@@ -231,6 +237,22 @@ module Oribi
     end
 
     def clean_thread_locals(yes = true) = fiber_per_request(yes, word: :clean_thread_locals)
+
+    # Puma's forms: :socket (its default), proxy_protocol: :v1, header:
+    # NAME, :localhost, or a fixed address. The first three map (strictly:
+    # a PROXY header required, a header only from trusted_proxies); the
+    # last two would hide the client's address, which REMOTE_ADDR keeps.
+    def set_remote_address(val = :socket)
+      word = "set_remote_address #{val.is_a?(Hash) ? val.map { |k, v| "#{k}: #{v.inspect}" }.join(', ') : val.inspect}"
+      case val
+      when :socket then __ignored(:set_remote_address, [val], "REMOTE_ADDR is the socket's peer, as by default")
+      when :localhost, String
+        __differs(word, "REMOTE_ADDR stays each client's address (Oribi's accept gives it for free): a fixed one " \
+                        "would hide every client from the app, the access log and trusted_proxies")
+      when Hash then __remote_address_from(word, val)
+      else raise Config::Error, "#{word}: Puma takes :socket, :localhost, a String, proxy_protocol: :v1 or header: NAME"
+      end
+    end
 
     def preload_app!(yes = true) = __map("preload_app!", :preload_app, yes)
     def pidfile(path) = __map("pidfile", :pid_file, path)
@@ -273,6 +295,21 @@ module Oribi
     private
 
     def call_hook(blk, index) = blk.arity.zero? ? blk.call : blk.call(index)
+
+    def __remote_address_from(word, val)
+      key, value = val.first
+      if val.size == 1 && key == :proxy_protocol && %w[v1 v2].include?(value.to_s)
+        __map(word, :proxy_protocol, value.to_s)
+        __differs(word, "strict: a connection without the PROXY header is closed unanswered; Puma serves it with the " \
+                        "socket's address, so the port serves whoever reaches it directly too (docs/HARDENING.md)")
+      elsif val.size == 1 && key == :header
+        __map(word, :remote_addr_header, value.to_s)
+        __differs(word, "only from a peer in trusted_proxies (loopback unless set), from whom it counts; Puma " \
+                        "takes the field from any client, who may write it")
+      else
+        raise Config::Error, "#{word}: Puma takes proxy_protocol: :v1 (Oribi also :v2) or header: NAME"
+      end
+    end
 
     def __hook(word, name, blk)
       __map(word, name, ->(_server, index) { call_hook(blk, index) })

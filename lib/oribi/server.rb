@@ -57,8 +57,8 @@ module Oribi
       # (even while the app loads) is a graceful stop that serves it, never
       # the default death that resets the connections queued so far.
       signals = Signals.new(standalone ? Worker::SIGNALS : Master::SIGNALS)
-      @listeners = Listeners.new(@config[:binds], backlog: @config[:backlog],
-                                                  reuse_port: @config[:reuse_port], unix_mode: @config[:unix_mode])
+      @listeners = Listeners.new(@config[:binds], backlog: @config[:backlog], reuse_port: @config[:reuse_port],
+                                                  unix_mode: @config[:unix_mode], proxy_protocol: @config[:proxy_protocol])
       @listeners.apply_unix_mode unless @degraded # a config that did not load changes nothing
       app ||= load_app_or_degrade if @config[:preload_app] || standalone
       banner

@@ -317,6 +317,11 @@ int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end)
     c->listener = li;
     memcpy(&c->peer, &ss, sl < sizeof(ss) ? sl : sizeof(ss));
     c->peer_len = sl;
+    /* What accept says of a unix peer varies (the BSDs may say nothing):
+     * the family is what tells it from an address a PROXY header gives. */
+    if (loop->listeners[li].is_unix)
+        c->peer.ss_family = AF_UNIX;
+    c->proxy = (unsigned char)loop->listeners[li].proxy;
     c->may_read = 1;
     c->seen_us = oribi_mono_us();
     timer_arm(loop, c, TIMER_HEAD);

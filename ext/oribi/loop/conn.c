@@ -18,6 +18,7 @@
 #include "os/clock.h"
 #include "loop/log.h"
 #include "loop/scheduler.h"
+#include "http/proxy_protocol.h"
 #include "http/response.h"
 
 /* What a conn between requests (idle, or on the free list) keeps of its
@@ -79,7 +80,7 @@ struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->gen++;
     c->state = CONN_HEAD;
     c->watched = c->may_read = c->keepalive = c->buf_moved = c->peer_hup = c->kept = 0;
-    c->cork = c->corked = 0;
+    c->cork = c->corked = c->proxy = 0;
     c->piped_us = 0;
     c->len = c->last_len = c->head_len = c->rest_off = 0;
     c->body_fd = -1;
@@ -177,16 +178,23 @@ static void conn_linger(struct oribi_loop *loop, struct oribi_conn *c)
     timer_arm(loop, c, TIMER_LINGER);
 }
 
+/* The peer as a log line names it: an address, or "unix". */
+static void peer_text(const struct oribi_conn *c, char out[INET6_ADDRSTRLEN])
+{
+    const struct sockaddr *sa = (const struct sockaddr *)&c->peer;
+    strcpy(out, "unix");
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, INET6_ADDRSTRLEN);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, INET6_ADDRSTRLEN);
+}
+
 /* A 5xx the loop answers for a request it will not serve (a 500 is logged
  * where it happens, with its errno): who sent it, and why. */
 static void log_refusal(struct oribi_conn *c, int status)
 {
-    char peer[INET6_ADDRSTRLEN] = "unix";
-    const struct sockaddr *sa = (const struct sockaddr *)&c->peer;
-    if (sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, peer, sizeof(peer));
-    else if (sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, peer, sizeof(peer));
+    char peer[INET6_ADDRSTRLEN];
+    peer_text(c, peer);
     oribi_log("answered %d to %s: %s", status, peer,
               status == 501 ? "a transfer coding other than chunked" : "an HTTP major version other than 1");
 }
@@ -244,6 +252,61 @@ static void conn_ready(struct oribi_loop *loop, struct oribi_conn *c, enum oribi
     oribi_sched_queue(&loop->sched, c, end, oribi_mono_us());
 }
 
+/* A connection on a proxy_protocol listener that did not open with a
+ * valid PROXY header (none, garbage, too long, cut short by the header
+ * timeout) is closed without an answer: its peer is not the proxy, or the
+ * proxy is misconfigured, and an HTTP answer would reach a client as the
+ * app's. Counted, and told at most every SHED_LOG_MS with the peer of the
+ * last one (the socket's: the proxy, or whoever connected), never its bytes. */
+static void conn_refuse_proxy(struct oribi_loop *loop, struct oribi_conn *c, const char *why)
+{
+    char peer[INET6_ADDRSTRLEN];
+    peer_text(c, peer);
+    conn_close(loop, c);
+    loop->no_proxy.count++;
+    uint64_t n = oribi_tally_due(&loop->no_proxy, loop->now, SHED_LOG_MS);
+    if (n)
+        oribi_log("closed %llu connection(s) on a proxy_protocol listener without a valid PROXY header (the last "
+                  "from %s: %s)",
+                  (unsigned long long)n, peer, why);
+}
+
+/* The PROXY header a proxy_protocol listener's connection opens with: its
+ * address becomes the conn's peer (the client's, for REMOTE_ADDR, the
+ * access log and trusted_proxies), and the bytes after it are the first
+ * request. 1 when read, 0 while more must come (within header_timeout),
+ * -1 when the conn was closed. */
+static int conn_proxy_header(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    struct oribi_proxy_header h;
+    int r = oribi_proxy_parse(c->buf, c->len, c->proxy, &h);
+    if (r == ORIBI_PARSE_INCOMPLETE)
+        return 0;
+    if (r < 0) {
+        conn_refuse_proxy(loop, c, "not a PROXY header, or a malformed one");
+        return -1;
+    }
+    if (h.family == ORIBI_PROXY_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&c->peer;
+        memset(&c->peer, 0, sizeof(c->peer));
+        a->sin_family = AF_INET;
+        memcpy(&a->sin_addr, h.src, 4);
+        a->sin_port = htons(h.src_port);
+        c->peer_len = sizeof(*a);
+    } else if (h.family == ORIBI_PROXY_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&c->peer;
+        memset(&c->peer, 0, sizeof(c->peer));
+        a->sin6_family = AF_INET6;
+        memcpy(&a->sin6_addr, h.src, 16);
+        a->sin6_port = htons(h.src_port);
+        c->peer_len = sizeof(*a);
+    }
+    c->proxy = 0;
+    c->len -= (size_t)r;
+    memmove(c->buf, c->buf + r, c->len);
+    return 1;
+}
+
 /* A head is complete: check what the loop must answer itself, then read the body. */
 static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_len, enum oribi_queue_end end)
 {
@@ -281,6 +344,8 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c, enum ori
             return;
         if (c->timer != TIMER_HEAD)
             timer_arm(loop, c, TIMER_HEAD); /* the header timeout runs from the first byte */
+        if (c->proxy && (conn_proxy_header(loop, c) <= 0 || c->len == 0))
+            return;
         c->req.headers = c->headers;
         c->req.num_headers = loop->opt.limits.max_headers;
         int r = oribi_parse_request(c->buf, c->len, c->last_len, &c->req, &loop->opt.limits);
@@ -314,7 +379,8 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_e
     while (c->may_read && (c->state == CONN_HEAD || c->state == CONN_BODY || c->state == CONN_LINGER)) {
         size_t want = c->state == CONN_HEAD ? 4096 : 16384;
         if (c->state == CONN_HEAD) {
-            size_t max = loop->opt.limits.max_request_line + loop->opt.limits.max_header_bytes + 1024;
+            size_t max = loop->opt.limits.max_request_line + loop->opt.limits.max_header_bytes + 1024 +
+                         (c->proxy ? ORIBI_PROXY_V2_MAX : 0);
             if (c->len >= max) {
                 conn_reject(loop, c, 431);
                 return;
@@ -588,7 +654,9 @@ void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t event
  * otherwise. */
 void conn_timed_out(struct oribi_loop *loop, struct oribi_conn *c, int kind)
 {
-    if ((kind == TIMER_HEAD && c->len > 0) || kind == TIMER_BODY)
+    if (c->proxy && c->len > 0)
+        conn_refuse_proxy(loop, c, "cut short by header_timeout");
+    else if ((kind == TIMER_HEAD && c->len > 0) || kind == TIMER_BODY)
         conn_reject(loop, c, 408);
     else
         conn_close(loop, c);

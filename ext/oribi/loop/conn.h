@@ -46,6 +46,7 @@ struct oribi_conn {
     unsigned watched : 1;   /* in the poller */
     unsigned keepalive : 1; /* may carry another request after this one (keepalive_decide) */
     unsigned buf_moved : 1; /* buffer reallocated since the head was parsed */
+    unsigned char proxy;    /* PROXY header versions awaited (its listener's, ORIBI_PROXY_V*), 0 once read */
     /* Not bit fields: the loop's thread writes these while an app thread
      * writes the others (threads > 1). */
     unsigned char may_read; /* the last read filled the buffer, or an edge came in since */
@@ -95,6 +96,8 @@ struct oribi_conn {
     struct oribi_conn *tprev, *tnext;
     struct oribi_conn *qnext; /* ready queue, free list */
 
+    /* The client: the socket's peer, or the address a PROXY header gave
+     * (REMOTE_ADDR, trusted_proxies, the loop's log lines). */
     struct sockaddr_storage peer;
     socklen_t peer_len;
 };

@@ -56,6 +56,7 @@ struct oribi_options {
 struct oribi_listener {
     int fd;
     int is_unix;
+    int proxy; /* PROXY protocol versions its connections must open with (ORIBI_PROXY_V*), 0 none */
     /* Wake-ups for it this worker took from the poller asleep and has not
      * answered with an accept: under EPOLLEXCLUSIVE no other worker was
      * woken for those connections (close_listeners hands them over). */
@@ -118,6 +119,7 @@ struct oribi_loop {
     struct oribi_tally dropped;       /* clients dropped for reading nothing (max_write_backlog) */
     struct oribi_tally dropped_spool; /* ... whose spooled responses filled max_worker_spool */
     struct oribi_tally slow_bodies;   /* bodies cut for coming slower than min_body_rate */
+    struct oribi_tally no_proxy;      /* connections closed on a proxy_protocol listener: no valid PROXY header */
     int64_t rate_check_at;            /* next look at the bodies in progress (ms), 0 none due */
 };
 

@@ -26,6 +26,7 @@
 #include "ruby/oribi.h"
 #include "ruby/rack_response.h"
 #include "ruby/stream.h"
+#include "http/proxy_protocol.h"
 #include "http/queue_time.h"
 #include "http/response.h"
 
@@ -53,6 +54,7 @@ static void engine_mark(void *p)
         rb_gc_mark(e->listeners[i].server_port);
     }
     rb_gc_mark(e->tmpdir);
+    rb_gc_mark(e->addr_header);
     rb_gc_mark(e->dispatcher);
     rb_gc_mark(e->scoreboard);
     for (int i = 0; i < e->exchanges_len; i++) {
@@ -86,7 +88,7 @@ static const rb_data_type_t engine_type = {
 static VALUE engine_alloc(VALUE klass)
 {
     struct oribi_engine *e = ZALLOC(struct oribi_engine);
-    e->tmpdir = e->dispatcher = e->scoreboard = Qnil;
+    e->tmpdir = e->dispatcher = e->scoreboard = e->addr_header = Qnil;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
 
@@ -217,6 +219,27 @@ static void trusted_networks(struct oribi_engine *e, VALUE nets)
     }
 }
 
+/* The PROXY protocol versions each listener's connections open with
+ * (Listeners#proxy_protocols: a mask of ORIBI_PROXY_V* per fd, in the
+ * fds' order); nil, or no such option, for none. Not a Config option:
+ * the listeners carry it (a bind URI's ?proxy_protocol=, else the
+ * proxy_protocol option). */
+static void listener_proxies(VALUE opts, struct oribi_listener *ls, long n)
+{
+    VALUE v = rb_hash_lookup2(opts, ID2SYM(rb_intern("proxy_protocols")), Qnil);
+    if (NIL_P(v))
+        return;
+    Check_Type(v, T_ARRAY);
+    if (RARRAY_LEN(v) != n)
+        rb_raise(rb_eArgError, "engine option proxy_protocols: one per listener");
+    for (long i = 0; i < n; i++) {
+        int mask = NUM2INT(rb_ary_entry(v, i));
+        if (mask & ~(ORIBI_PROXY_V1 | ORIBI_PROXY_V2))
+            rb_raise(rb_eArgError, "engine option proxy_protocols: a bad mask");
+        ls[i].proxy = mask;
+    }
+}
+
 /* Engine.new(listener_fds, options) — options are documented in docs/CONFIGURATION.md */
 static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
 {
@@ -260,10 +283,16 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     int64_t threads = opt_int(opts, "threads", 1, ORIBI_MAX_THREADS);
     int early_hints = opt_bool(opts, "early_hints");
     trusted_networks(e, opt_get(opts, "trusted_networks"));
+    VALUE addr_header = opt_get(opts, "remote_addr_header");
+    if (!NIL_P(addr_header) && (!RB_TYPE_P(addr_header, T_STRING) || RSTRING_LEN(addr_header) == 0))
+        rb_raise(rb_eArgError, "engine option remote_addr_header must be nil or a field name");
+    e->addr_header = NIL_P(addr_header) ? Qnil : rb_obj_freeze(rb_str_dup(addr_header));
     e->started_us = opt_int(opts, "started_ms", 0, INT64_MAX / 1000) * 1000;
 
+    memset(ls, 0, sizeof(ls));
     for (long i = 0; i < n; i++)
         describe_listener(&e->listeners[i], &ls[i], NUM2INT(rb_ary_entry(fds, i)));
+    listener_proxies(opts, ls, n);
     if (oribi_loop_init(&e->loop, &o, ls, (int)n) < 0)
         rb_sys_fail("oribi loop");
     e->ready = 1;
@@ -425,6 +454,8 @@ static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *x, str
         .early_hints = x->ctx.early_hints ? oribi_ticket_new(cEarlyHints, x, TICKET_EARLY_HINTS) : Qnil,
     };
     x->env = oribi_env_build(&x->ctx, c, &own);
+    if (!NIL_P(e->addr_header) && peer_trusted(e, c))
+        oribi_env_remote_addr_from(x->env, &c->req, RSTRING_PTR(e->addr_header), (size_t)RSTRING_LEN(e->addr_header));
     return x->env;
 }
 

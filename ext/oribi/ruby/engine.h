@@ -46,6 +46,9 @@ struct oribi_engine {
         int len, prefix;        /* address bytes, prefix bits */
     } trusted[ORIBI_MAX_TRUSTED];
     int ntrusted;
+    /* remote_addr_header: REMOTE_ADDR from this field of a trusted peer's
+     * requests; Qnil off */
+    VALUE addr_header;
     int64_t started_us; /* the server's start (wall clock): no X-Request-Start before it */
 };
 

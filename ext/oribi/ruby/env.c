@@ -172,10 +172,12 @@ static VALUE header_key(const char *name, size_t len)
     return v;
 }
 
-static VALUE remote_addr(const struct oribi_conn *c, int is_unix)
+/* The conn's peer: its family tells a unix one (as the loop sets it for a
+ * unix listener's) from an address, the socket's or a PROXY header's. */
+static VALUE remote_addr(const struct oribi_conn *c)
 {
     char ip[INET6_ADDRSTRLEN];
-    if (is_unix || c->peer.ss_family == AF_UNIX)
+    if (c->peer.ss_family == AF_UNIX)
         return v_localhost_ip;
     if (c->peer.ss_family == AF_INET) {
         const struct sockaddr_in *a = (const struct sockaddr_in *)&c->peer;
@@ -194,11 +196,40 @@ static VALUE remote_addr(const struct oribi_conn *c, int is_unix)
     return rb_interned_str_cstr(ip);
 }
 
+void oribi_env_remote_addr_from(VALUE env, const struct oribi_request *r, const char *name, size_t len)
+{
+    for (size_t i = 0; i < r->num_headers; i++) {
+        const struct oribi_header *h = &r->headers[i];
+        if (h->name_len != len || strncasecmp(h->name, name, len) != 0)
+            continue;
+        const char *v = h->value, *end = h->value + h->value_len;
+        const char *comma = memchr(v, ',', h->value_len);
+        if (comma)
+            end = comma;
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        char ip[INET6_ADDRSTRLEN];
+        unsigned char bin[16];
+        size_t n = (size_t)(end - v);
+        if (n == 0 || n >= sizeof(ip))
+            return;
+        memcpy(ip, v, n);
+        ip[n] = 0;
+        /* inet_pton stops at a NUL: the copy must have none before its end. */
+        if (strlen(ip) != n || (inet_pton(AF_INET, ip, bin) != 1 && inet_pton(AF_INET6, ip, bin) != 1))
+            return;
+        rb_hash_aset(env, k_remote_addr, rb_interned_str_cstr(ip));
+        return;
+    }
+}
+
 /* What tells peers apart for REMOTE_ADDR: the family and the address. */
-static void peer_key(unsigned char key[17], const struct oribi_conn *c, int is_unix)
+static void peer_key(unsigned char key[17], const struct oribi_conn *c)
 {
     memset(key, 0, 17);
-    if (is_unix || c->peer.ss_family == AF_UNIX)
+    if (c->peer.ss_family == AF_UNIX)
         return;
     key[0] = (unsigned char)c->peer.ss_family;
     if (c->peer.ss_family == AF_INET)
@@ -296,12 +327,12 @@ static void tmpl_method(struct oribi_env_ctx *ctx, VALUE method)
     }
 }
 
-static void tmpl_peer(struct oribi_env_ctx *ctx, const struct oribi_conn *c, int is_unix)
+static void tmpl_peer(struct oribi_env_ctx *ctx, const struct oribi_conn *c)
 {
     unsigned char key[sizeof(ctx->t_peer)];
-    peer_key(key, c, is_unix);
+    peer_key(key, c);
     if (memcmp(key, ctx->t_peer, sizeof(key)) != 0) {
-        rb_hash_aset(ctx->tmpl, k_remote_addr, remote_addr(c, is_unix));
+        rb_hash_aset(ctx->tmpl, k_remote_addr, remote_addr(c));
         memcpy(ctx->t_peer, key, sizeof(key));
     }
 }
@@ -387,13 +418,12 @@ static void header_pairs(struct pairs *p, const struct oribi_request *r)
 VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const struct oribi_env_own *own)
 {
     const struct oribi_request *r = &c->req;
-    const struct oribi_env_listener *l = &ctx->listeners[c->listener];
     if (ctx->tmpl_errors != rb_stderr) /* $stderr was replaced: rack.errors follows */
         build_template(ctx);
     VALUE method = method_value(r->method, r->method_len);
     if (!NIL_P(method))
         tmpl_method(ctx, method);
-    tmpl_peer(ctx, c, l->is_unix);
+    tmpl_peer(ctx, c);
     tmpl_host(ctx, r, c->listener);
 
     struct pairs p = {.env = rb_hash_dup(ctx->tmpl)};

@@ -50,6 +50,12 @@ struct oribi_env_own {
 /* ctx->multiprocess, multithread, early_hints and empty_input must be set. */
 VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const struct oribi_env_own *own);
 
+/* REMOTE_ADDR from the first address in the request's field name (len
+ * bytes; its first such field, up to a comma), when it is one (IPv4 or
+ * IPv6, nothing else around it); else env is left as it was. For a peer
+ * the caller trusts (remote_addr_header). */
+void oribi_env_remote_addr_from(VALUE env, const struct oribi_request *r, const char *name, size_t len);
+
 /* Frozen keys shared with the engine. */
 extern VALUE oribi_key_input, oribi_key_request_method;
 

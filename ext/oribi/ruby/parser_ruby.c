@@ -4,9 +4,13 @@
  * parts that speak HTTP (the control endpoint and `oribi ctl`). The server
  * itself calls the C functions directly and never goes through here.
  */
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
 #include "ruby/oribi.h"
 #include "http/parser.h"
 #include "http/chunked.h"
+#include "http/proxy_protocol.h"
 
 static VALUE sym(const char *name)
 {
@@ -241,6 +245,64 @@ static VALUE parser_discard_chunked(VALUE self, VALUE input)
     return h;
 }
 
+/* The versions a listener takes, by the names its option gives them. */
+static int proxy_accept(VALUE v)
+{
+    if (RB_TYPE_P(v, T_SYMBOL))
+        v = rb_sym2str(v);
+    StringValue(v);
+    const char *s = RSTRING_PTR(v);
+    long n = RSTRING_LEN(v);
+    if (n == 2 && memcmp(s, "v1", 2) == 0)
+        return ORIBI_PROXY_V1;
+    if (n == 2 && memcmp(s, "v2", 2) == 0)
+        return ORIBI_PROXY_V2;
+    if (n == 3 && memcmp(s, "any", 3) == 0)
+        return ORIBI_PROXY_V1 | ORIBI_PROXY_V2;
+    rb_raise(rb_eArgError, "accept must be :v1, :v2 or :any");
+}
+
+static VALUE proxy_address(int family, const unsigned char *a)
+{
+    char text[INET6_ADDRSTRLEN];
+    inet_ntop(family == ORIBI_PROXY_INET ? AF_INET : AF_INET6, a, text, sizeof(text));
+    return rb_str_new_cstr(text);
+}
+
+/* Oribi::Parser.parse_proxy(str, accept = :any) -> Hash: {incomplete: true},
+ * {error: true}, or the header: consumed, version (1, 2), family (:inet,
+ * :inet6, or :local: the socket's own peer stands) and for an address
+ * source, source_port, destination, destination_port. */
+static VALUE parser_parse_proxy(int argc, VALUE *argv, VALUE self)
+{
+    VALUE str, accept, h = rb_hash_new();
+    struct oribi_proxy_header ph;
+    rb_scan_args(argc, argv, "11", &str, &accept);
+    StringValue(str);
+    int mask = NIL_P(accept) ? ORIBI_PROXY_V1 | ORIBI_PROXY_V2 : proxy_accept(accept);
+    int r = oribi_proxy_parse(RSTRING_PTR(str), (size_t)RSTRING_LEN(str), mask, &ph);
+    if (r == ORIBI_PARSE_INCOMPLETE) {
+        rb_hash_aset(h, sym("incomplete"), Qtrue);
+    } else if (r == ORIBI_PARSE_ERROR) {
+        rb_hash_aset(h, sym("error"), Qtrue);
+    } else {
+        rb_hash_aset(h, sym("consumed"), INT2NUM(r));
+        rb_hash_aset(h, sym("version"), INT2NUM(ph.version));
+        rb_hash_aset(h, sym("family"),
+                     sym(ph.family == ORIBI_PROXY_INET    ? "inet"
+                         : ph.family == ORIBI_PROXY_INET6 ? "inet6"
+                                                          : "local"));
+        if (ph.family != ORIBI_PROXY_LOCAL) {
+            rb_hash_aset(h, sym("source"), proxy_address(ph.family, ph.src));
+            rb_hash_aset(h, sym("source_port"), INT2NUM(ph.src_port));
+            rb_hash_aset(h, sym("destination"), proxy_address(ph.family, ph.dst));
+            rb_hash_aset(h, sym("destination_port"), INT2NUM(ph.dst_port));
+        }
+    }
+    RB_GC_GUARD(str);
+    return h;
+}
+
 static VALUE parser_simd_p(VALUE self)
 {
     return oribi_parser_simd() ? Qtrue : Qfalse;
@@ -258,6 +320,7 @@ void Init_oribi_parser(VALUE mOribi)
     rb_define_module_function(m, "decode_chunked", parser_decode_chunked, 1);
     rb_define_module_function(m, "parse_response", parser_parse_response, -1);
     rb_define_module_function(m, "discard_chunked", parser_discard_chunked, 1);
+    rb_define_module_function(m, "parse_proxy", parser_parse_proxy, -1);
     rb_define_module_function(m, "simd?", parser_simd_p, 0);
     /* "AVX2", "SSE4.2" or "portable" */
     rb_define_module_function(m, "path", parser_path, 0);
@@ -266,4 +329,6 @@ void Init_oribi_parser(VALUE mOribi)
     rb_define_const(m, "DEFAULT_MAX_HEADERS", SIZET2NUM(ORIBI_DEFAULT_MAX_HEADERS));
     rb_define_const(m, "CHUNK_EXT_MAX", INT2NUM(ORIBI_CHUNK_EXT_MAX));
     rb_define_const(m, "CHUNK_TRAILER_MAX", INT2NUM(ORIBI_CHUNK_TRAILER_MAX));
+    rb_define_const(m, "PROXY_V1_MAX", INT2NUM(ORIBI_PROXY_V1_MAX));
+    rb_define_const(m, "PROXY_V2_MAX", INT2NUM(ORIBI_PROXY_V2_MAX));
 }
