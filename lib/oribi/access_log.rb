@@ -119,7 +119,7 @@ module Oribi
       when "json"
         JSON.generate(f.merge(time: f[:time].iso8601(3), duration: f[:duration].round(6)).transform_values do |v|
           v.is_a?(String) ? Log.utf8(v) : v
-        end) << "\n"
+        end, ascii_only: true) << "\n"
       else
         %(#{clean(f[:host])} - - [#{f[:time].strftime('%d/%b/%Y:%H:%M:%S %z')}] ) +
           %("#{clean(f[:method])} #{clean(f[:uri])} #{clean(f[:protocol])}" #{f[:status] || '-'} #{f[:size]} ) +
@@ -128,8 +128,8 @@ module Oribi
     end
 
     # No field may end the line or fake another field: every text field is
-    # escaped alike (status, size and times are numbers we make), as UTF-8
-    # (Log.utf8).
+    # escaped alike (status, size and times are numbers we make), as ASCII
+    # (Log.ascii).
     def clean(s) = Log.one_line(s).gsub('"', "\\x22")
   end
 end

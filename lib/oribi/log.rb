@@ -11,8 +11,12 @@ module Oribi
   #
   # Messages carry request bytes (paths, header values, an app's error
   # about them), which are bytes, not text: every value is written through
-  # Log.utf8, so a line stays valid UTF-8 and valid in its format whatever
-  # a client sent, and writing it never raises.
+  # Log.utf8 (JSON, then with every character past ASCII as \uXXXX) or
+  # Log.ascii (text, LTSV), so a line is ASCII and valid in its format
+  # whatever a client sent, and writing it never raises. ASCII as nginx
+  # writes its logs: a code point that ends a line for some readers (NEL,
+  # U+2028, U+2029), starts a terminal's control sequence (CSI) or turns
+  # text around (U+202E) must not reach them raw.
   module Log
     FORMATS = { "text" => 0, "json" => 1, "ltsv" => 2 }.freeze
 
@@ -57,7 +61,7 @@ module Oribi
 
     def line(level, msg, exc, backtrace = nil)
       case Log.format
-      when "json" then "#{JSON.generate(record(level, msg, exc, backtrace))}\n"
+      when "json" then "#{JSON.generate(record(level, msg, exc, backtrace), ascii_only: true)}\n"
       when "ltsv" then "#{record(level, msg, exc, backtrace).map { |k, v| "#{k}:#{ltsv(v)}" }.join("\t")}\n"
       else text(msg, exc, backtrace)
       end
@@ -103,9 +107,18 @@ module Oribi
       s.valid_encoding? ? s : s.scrub { |bytes| bytes.unpack("C*").map { |b| Kernel.format("\\x%02x", b) }.join }
     end
 
+    # Bytes as ASCII: every byte past it, and the backslash, as \xNN (valid
+    # UTF-8 too: "café" is "caf\xc3\xa9"), as nginx and Apache write them.
+    def ascii(value)
+      s = value.to_s
+      return s if s.ascii_only? && !s.include?("\\")
+
+      s.b.gsub(/[\\\x80-\xff]/n) { |c| Kernel.format("\\x%02x", c.ord) }.force_encoding(Encoding::UTF_8)
+    end
+
     # Control bytes as \xNN too: what a format that ends a line or a field
     # at one of them needs.
-    def one_line(value) = utf8(value).gsub(/[\x00-\x1f\x7f]/) { |c| Kernel.format("\\x%02x", c.ord) }
+    def one_line(value) = ascii(value).gsub(/[\x00-\x1f\x7f]/) { |c| Kernel.format("\\x%02x", c.ord) }
 
     # A field that neither ends the line nor starts another.
     def ltsv(value)
@@ -125,7 +138,7 @@ module Oribi
       line << "\n"
     end
 
-    def indented(value) = utf8(value).gsub(/[\x00-\x08\x0b-\x1f\x7f]/) { |c| Kernel.format("\\x%02x", c.ord) }.gsub("\n", "\n    ")
+    def indented(value) = ascii(value).gsub(/[\x00-\x08\x0b-\x1f\x7f]/) { |c| Kernel.format("\\x%02x", c.ord) }.gsub("\n", "\n    ")
 
     # Points stdout/stderr at their configured files (again, after a log
     # rotation: USR1).

@@ -33,21 +33,36 @@ static size_t utf8_sequence(const unsigned char *p, size_t n)
     return len;
 }
 
-/* Appends s to out[*n..cap) as Oribi::Log.utf8 writes bytes (valid UTF-8
- * as it is; the backslash and any other byte as \xNN), escaped for the
- * format: control bytes as \u00XX in JSON, as \xNN in LTSV, and in text
- * too except the tab and the newline, which starts a line of four spaces.
- * Stops short of cap. */
+/* The code point of the valid UTF-8 sequence of len bytes at p. */
+static unsigned code_point(const unsigned char *p, size_t len)
+{
+    unsigned cp = p[0] & (0x7f >> len);
+    for (size_t i = 1; i < len; i++)
+        cp = cp << 6 | (p[i] & 0x3f);
+    return cp;
+}
+
+/* Appends s to out[*n..cap) as Oribi::Log writes bytes, every line ASCII:
+ * in JSON a valid UTF-8 sequence as its \uXXXX escape (a surrogate pair
+ * past U+FFFF) and any other byte, and the backslash, as \xNN (Log.utf8);
+ * in text and LTSV every byte past ASCII, and the backslash, as \xNN
+ * (Log.ascii). Control bytes as \u00XX in JSON, as \xNN in LTSV, and in
+ * text too except the tab and the newline, which starts a line of four
+ * spaces. Stops short of cap. */
 static void put_escaped(char *out, size_t *n, size_t cap, const char *s, enum oribi_log_format format)
 {
     const char *bs = format == ORIBI_LOG_JSON ? "\\\\" : "\\";
     size_t left = strlen(s);
     while (left > 0 && *n + 12 < cap) {
         const unsigned char *p = (const unsigned char *)s;
-        size_t len = utf8_sequence(p, left);
+        size_t len = format == ORIBI_LOG_JSON ? utf8_sequence(p, left) : *p < 0x80;
         if (len > 1) {
-            memcpy(out + *n, s, len);
-            *n += len;
+            unsigned cp = code_point(p, len);
+            if (cp > 0xffff)
+                *n += (size_t)snprintf(out + *n, cap - *n, "\\u%04x\\u%04x", 0xd800 + ((cp - 0x10000) >> 10),
+                                       0xdc00 + ((cp - 0x10000) & 0x3ff));
+            else
+                *n += (size_t)snprintf(out + *n, cap - *n, "\\u%04x", cp);
         } else if (len == 0 || *p == '\\') {
             *n += (size_t)snprintf(out + *n, cap - *n, "%sx%02x", bs, *p);
             len = 1;
