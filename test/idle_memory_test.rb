@@ -10,8 +10,9 @@ require "test_helper"
 # request each and then wait must not pin megabytes apiece.
 #
 # The cost is the worker's RSS per further idle connection, after a first
-# batch of them: what the allocator and Ruby's heap keep once for such
-# requests (a freed 8 MiB block, the env's strings) is not per connection.
+# batch of them, read after a GC and the allocator's trim (the app's /gc):
+# what the allocator and Ruby's heap keep once for such requests is not
+# per connection.
 class IdleMemoryTest < Minitest::Test
   PER_CONN_KIB = 16
 
@@ -60,6 +61,24 @@ class IdleMemoryTest < Minitest::Test
     # and they serve on
     @clients.each { |s| s.write("GET / HTTP/1.1\r\nHost: t\r\n\r\n") }
     @clients.each { |s| assert_equal "ok", HTTPClient.read_response(s).body }
+  end
+
+  # An app thread builds each response head in a buffer of its own, which
+  # an app's 1 MiB header field grows; between requests the thread keeps
+  # no more than a usual head needs. (One app thread: several each have
+  # an allocator arena, whose top glibc keeps for the thread, in use or
+  # not, so their RSS says nothing of what the server holds.)
+  def test_an_idle_app_thread_keeps_no_large_response_head
+    rss = []
+    [0, 1, 1].each do |big| # the first round with a usual head
+      s = @srv.tcp
+      s.write("GET /?head=#{big} HTTP/1.1\r\nHost: t\r\n\r\n")
+      assert_equal big << 20, HTTPClient.read_response(s, timeout: 10)["x-big"].to_s.bytesize
+      s.close
+      rss << rss_after_gc
+    end
+    kib = rss.max - rss.first
+    assert_operator kib, :<=, PER_CONN_KIB, "the app thread holds #{kib} KiB after a 1 MiB response head"
   end
 
   # The largest head the server accepts (a request line of 8 KiB, 64 KiB

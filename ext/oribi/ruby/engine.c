@@ -520,6 +520,10 @@ static VALUE engine_next_request(VALUE self)
     }
 }
 
+/* What an app thread keeps of the buffer its response heads are built in
+ * between requests: a usual head's worth. */
+#define EXCHANGE_OUT_KEEP 16384
+
 static void end_request(struct oribi_exchange *x)
 {
     score_done(x->engine, x);
@@ -536,6 +540,11 @@ static void end_request(struct oribi_exchange *x)
     x->resp = NULL;
     x->io = x->stream = Qnil;
     x->tickets[TICKET_HIJACK] = x->tickets[TICKET_EARLY_HINTS] = Qnil; /* kept ones do nothing now */
+    if (x->out_cap > EXCHANGE_OUT_KEEP) { /* an app's large head: not kept for the thread's life */
+        free(x->out);
+        x->out = NULL;
+        x->out_cap = x->out_len = 0;
+    }
     x->engine->busy--;
 }
 
