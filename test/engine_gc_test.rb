@@ -62,7 +62,7 @@ class EngineGCTest < Minitest::Test
       envs = Array.new(2) { engine.next_request }
       names = envs.map { |env| [env["SERVER_NAME"], env["SERVER_PORT"]] }.sort
       assert_equal [["127.0.0.1", tcp.addr[1].to_s], %w[localhost 80]], names
-      envs.each { |env| assert_kind_of Method, env["rack.hijack"] }
+      envs.each { |env| assert_kind_of Oribi::Engine::Hijack, env["rack.hijack"] }
       envs.each { |env| assert_equal "", env["rack.input"].read }
     ensure
       engine&.close

@@ -3,6 +3,7 @@
 require "test_helper"
 require "open3"
 require "framework_process"
+require "oribi/config" # Oribi::PumaWords, which the tests name before any loads a config
 
 # A config/puma.rb as Rails generates it, and the words Puma users add to
 # it, read by Oribi: each mapped to its Oribi option, or one line naming
