@@ -96,7 +96,8 @@ end
 # upstream connection closed; a HEAD got the 103 as its answer. So
 # rack.early_hints is offered only when configured (early_hints), as Puma
 # does, and an app that calls it when offered (Rails does by default) is
-# answered right through either proxy.
+# answered right through either proxy. With early_hints on, behind these
+# and six more: test/early_hints_proxies_test.rb.
 class EarlyHintsProxyTest < Minitest::Test
   def deadline(seconds) = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
 
