@@ -123,7 +123,7 @@ class WorkerMemoryTest < Minitest::Test
     File.write(File.join(@root, "cgroup.controllers"), "cpu memory\n")
     File.write(File.join(@root, "memory.max"), "#{240 * MIB}\n")
     @srv = ServerProcess.new("leak.ru", workers: 2, unix: false, env: { "ORIBI_CGROUP_ROOT" => @root })
-    assert_match(/max_worker_memory 120\.0 MiB per worker \(memory\.max #{240 * MIB} in #{@root} ÷ 2 workers\)/,
+    assert_match(/max_worker_memory 120\.0 MiB per worker \(memory\.max #{240 * MIB} in #{@root} \/ 2 workers\)/,
                  @srv.log_until(/max_worker_memory/))
     # Keep-alive on one connection: the same worker until it is recycled.
     s = @srv.tcp

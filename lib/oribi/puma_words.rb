@@ -188,10 +188,10 @@ module Oribi
       own = []
       URI.decode_www_form(query.to_s).each do |key, value|
         case key
-        when "backlog" then __map("bind …?backlog=#{value}", :backlog, value)
-        when "mode" then __map("bind …?mode=#{value}", :unix_mode, value)
+        when "backlog" then __map("bind ...?backlog=#{value}", :backlog, value)
+        when "mode" then __map("bind ...?mode=#{value}", :unix_mode, value)
         when *Listeners::PARAMS.keys then own << [key, value]
-        else __ignored(:bind, ["…?#{key}=#{value}"], "a URI parameter Oribi does not take")
+        else __ignored(:bind, ["...?#{key}=#{value}"], "a URI parameter Oribi does not take")
         end
       end
       base = "#{base}?#{URI.encode_www_form(own)}" unless own.empty?

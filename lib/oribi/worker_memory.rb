@@ -43,7 +43,7 @@ module Oribi
       return [set, "max_worker_memory"] unless set.nil?
 
       mem = Cgroup.current.memory_max or return [0, "off"]
-      [mem.bytes / [@count, 1].max, "#{mem.why} ÷ #{@count} worker#{'s' if @count > 1}"]
+      [mem.bytes / [@count, 1].max, "#{mem.why} / #{@count} worker#{'s' if @count > 1}"]
     end
 
     # Says at start what the limit is when the cgroup set it.
