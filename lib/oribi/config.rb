@@ -29,7 +29,7 @@ module Oribi
     ENGINE = %i[keepalive keepalive_timeout keepalive_requests header_timeout body_timeout
                 write_timeout max_body body_buffer max_request_line max_header_bytes
                 max_headers max_connections max_write_backlog max_response_spool max_worker_spool tmpdir oob_gc
-                threads early_hints min_body_rate busy_poll remote_addr_header].freeze
+                threads io_threads early_hints min_body_rate busy_poll remote_addr_header].freeze
 
     DEFAULT_FILE = "config/oribi.rb"
 
@@ -102,6 +102,10 @@ module Oribi
       if self[:shutdown_delay] >= self[:shutdown_timeout]
         raise Error, "shutdown_delay (#{self[:shutdown_delay]}) must be below shutdown_timeout " \
                      "(#{self[:shutdown_timeout]}), which counts from TERM and leaves the rest to drain"
+      end
+      if self[:threads] + self[:io_threads] > Engine::MAX_THREADS
+        raise Error, "threads (#{self[:threads]}) and io_threads (#{self[:io_threads]}) make more than " \
+                     "#{Engine::MAX_THREADS} threads per worker"
       end
       if self[:min_requests].positive? && self[:max_requests] < self[:min_requests]
         raise Error, "min_requests (#{self[:min_requests]}) is above max_requests (#{self[:max_requests]})"

@@ -217,6 +217,7 @@ module Oribi
     INT32_MAX = (2**31) - 1
     INT64_MAX = (2**63) - 1
     THREADS = int(1..Engine::MAX_THREADS)
+    IO_THREADS = int(0..Engine::MAX_THREADS - 1)
     GC_EVERY = int(0..INT64_MAX, "requests between GCs, 0 = off")
     CONTROL_URI = check("nil, tcp://HOST:PORT or unix:///PATH") do |v|
       v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
@@ -235,6 +236,7 @@ module Oribi
       opt(:binds,              ["-b", "--bind URI"],          URIS,    PORT_BIND,                           nil,                 "tcp://HOST:PORT or unix:///PATH; repeatable"),
       opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
       opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), THREADS,             "threads per worker"),
+      opt(:io_threads,         ["--io-threads N"],            INT,     0,                                   IO_THREADS,          "more threads for requests the app marks as waiting on IO; 0 = off"),
       opt(:environment,        ["-E", "--env ENV"],           STR,     APP_ENV,                             nil,                 "RACK_ENV for the app"),
       opt(:preload_app,        ["--[no-]preload"],            BOOL,    true,                                nil,                 "load the app in the master before forking"),
       opt(:solid_queue,        ["--[no-]solid-queue"],        BOOL,    false,                               nil,                 "run Solid Queue's supervisor (Rails jobs) beside the workers"),

@@ -63,7 +63,6 @@ module Oribi
       worker_culling_strategy: "TTOU stops the highest-numbered worker",
       worker_check_interval: "each worker checks in every second, whatever its requests do",
       bind_to_activated_sockets: "systemd's sockets (LISTEN_FDS) are used whenever they are there",
-      max_io_threads: "see threads",
       io_selector_backend: "the worker's loop is epoll",
       mutate_stdout_and_stderr_to_sync_on_write: "stdout and stderr are always unbuffered",
       raise_exception_on_sigterm: "a TERM drains the requests in flight",
@@ -226,6 +225,7 @@ module Oribi
     def on_thread_start(&blk) = __hook("on_thread_start", :before_thread_start, blk)
     def idle_timeout(seconds) = __map("idle_timeout", :idle_timeout, seconds)
     def rack_url_scheme(scheme = nil) = __map("rack_url_scheme", :url_scheme, scheme&.to_s)
+    def max_io_threads(count) = __map("max_io_threads", :io_threads, count)
 
     # Puma 8 runs each request in a fiber of its own, so that fiber locals
     # set by one request are gone for the next: a leak Oribi would not stop.

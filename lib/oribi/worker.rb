@@ -50,7 +50,7 @@ module Oribi
       @scoreboard, @sb_row = scoreboard
       @link = link
       @early = early
-      @threads = @config[:threads]
+      @threads = @config[:threads] + @config[:io_threads] # io_threads serve only beside the others (engine.c)
       @soft = @config[:soft_timeout].positive? && @config[:soft_timeout]
       @in_app = {} # Thread => [env, started]: requests inside the app, for soft_timeout
       @methods = @config[:http_methods].to_h { |m| [m, true] }.freeze unless @config[:http_methods].empty?

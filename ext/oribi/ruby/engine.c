@@ -30,7 +30,7 @@
 #include "http/queue_time.h"
 #include "http/response.h"
 
-static VALUE cEngine, cStringIO, cHijack, cEarlyHints, empty_input, k_response_finished, mGC, minor_gc_opts;
+static VALUE cEngine, cStringIO, cHijack, cEarlyHints, cIoBound, empty_input, k_response_finished, mGC, minor_gc_opts;
 static ID id_new, id_for_fd, id_call, id_error, id_start;
 
 /* oob_gc's collection: a minor GC swept at once. It takes the garbage of
@@ -66,6 +66,7 @@ static void engine_mark(void *p)
         rb_gc_mark(x->self);
         rb_gc_mark(x->tickets[TICKET_HIJACK]);
         rb_gc_mark(x->tickets[TICKET_EARLY_HINTS]);
+        rb_gc_mark(x->tickets[TICKET_IO_BOUND]);
         rb_gc_mark(x->ctx.tmpl);
     }
 }
@@ -103,7 +104,7 @@ static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE mul
     x->hb = &e->hb;
     x->opt = &e->loop.opt;
     x->env = x->io = x->stream = x->spilled_input = Qnil;
-    x->tickets[TICKET_HIJACK] = x->tickets[TICKET_EARLY_HINTS] = Qnil;
+    x->tickets[TICKET_HIJACK] = x->tickets[TICKET_EARLY_HINTS] = x->tickets[TICKET_IO_BOUND] = Qnil;
     x->ctx.tmpl = x->ctx.tmpl_errors = Qnil;
     x->self = oribi_exchange_wrap(engine, x);
     x->ctx.listeners = e->listeners;
@@ -281,6 +282,10 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     e->tmpdir = rb_obj_freeze(rb_str_new_cstr(StringValueCStr(tmpdir)));
     o.tmpdir = RSTRING_PTR(e->tmpdir);
     int64_t threads = opt_int(opts, "threads", 1, ORIBI_MAX_THREADS);
+    /* io_threads: exchanges beyond threads, for requests marked io_bound */
+    int64_t io_threads = opt_int(opts, "io_threads", 0, ORIBI_MAX_THREADS - threads);
+    e->regular = (int)threads;
+    threads += io_threads;
     int early_hints = opt_bool(opts, "early_hints");
     trusted_networks(e, opt_get(opts, "trusted_networks"));
     VALUE addr_header = opt_get(opts, "remote_addr_header");
@@ -452,6 +457,7 @@ static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *x, str
         .input = request_input(x, c),
         .hijack = oribi_ticket_new(cHijack, x, TICKET_HIJACK),
         .early_hints = x->ctx.early_hints ? oribi_ticket_new(cEarlyHints, x, TICKET_EARLY_HINTS) : Qnil,
+        .io_bound = e->nexchanges > e->regular ? oribi_ticket_new(cIoBound, x, TICKET_IO_BOUND) : Qnil,
     };
     x->env = oribi_env_build(&x->ctx, c, &own);
     if (!NIL_P(e->addr_header) && peer_trusted(e, c))
@@ -460,6 +466,29 @@ static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *x, str
 }
 
 static void end_request(struct oribi_exchange *x);
+
+/* Whether a request may be handed out: a free exchange, and fewer than
+ * `threads` of the busy ones not marked io_bound (io_threads, as Puma 8's
+ * max_io_threads: a marked request stops counting against threads). */
+static int has_room(const struct oribi_engine *e)
+{
+    return e->busy < e->nexchanges && e->busy - e->io_bound < e->regular;
+}
+
+/* env["puma.mark_as_io_bound"].call: the request waits on IO (an upstream,
+ * a long poll) and stops counting against threads; the dispatcher, which
+ * may be holding for want of room, looks again. Once per request; nothing
+ * once the request is over. */
+static VALUE engine_mark_io_bound(VALUE ticket)
+{
+    struct oribi_exchange *x = oribi_ticket_exchange(ticket, TICKET_IO_BOUND);
+    if (!x || x->io_bound)
+        return Qnil;
+    x->io_bound = 1;
+    x->engine->io_bound++;
+    oribi_loop_wake(&x->engine->loop);
+    return Qtrue;
+}
 
 /* Returns the next request's env, or nil once a stopping loop is drained. */
 static VALUE engine_next_request(VALUE self)
@@ -484,9 +513,9 @@ static VALUE engine_next_request(VALUE self)
             /* All exchanges busy: the loop goes on with its conns (timers,
              * flushes, idle keep-alive) but accepts none and hands out
              * none, so that idle workers get the backlog. */
-            oribi_loop_hold(&e->loop, e->busy == e->nexchanges);
+            oribi_loop_hold(&e->loop, !has_room(e));
         }
-        struct oribi_conn *c = e->busy < e->nexchanges ? oribi_loop_take(&e->loop) : NULL;
+        struct oribi_conn *c = has_room(e) ? oribi_loop_take(&e->loop) : NULL;
         if (c) {
             struct oribi_exchange *x = e->exchanges;
             while (x->phase != PHASE_NONE)
@@ -539,7 +568,12 @@ static void end_request(struct oribi_exchange *x)
     x->phase = PHASE_NONE;
     x->resp = NULL;
     x->io = x->stream = Qnil;
-    x->tickets[TICKET_HIJACK] = x->tickets[TICKET_EARLY_HINTS] = Qnil; /* kept ones do nothing now */
+    /* kept ones do nothing now */
+    x->tickets[TICKET_HIJACK] = x->tickets[TICKET_EARLY_HINTS] = x->tickets[TICKET_IO_BOUND] = Qnil;
+    if (x->io_bound) {
+        x->io_bound = 0;
+        x->engine->io_bound--;
+    }
     if (x->out_cap > EXCHANGE_OUT_KEEP) { /* an app's large head: not kept for the thread's life */
         free(x->out);
         x->out = NULL;
@@ -814,4 +848,6 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cHijack, "call", oribi_full_hijack, 0);
     cEarlyHints = oribi_ticket_class(cEngine, "EarlyHints");
     rb_define_method(cEarlyHints, "call", oribi_early_hints, 1);
+    cIoBound = oribi_ticket_class(cEngine, "IoBound");
+    rb_define_method(cIoBound, "call", engine_mark_io_bound, 0);
 }

@@ -26,6 +26,8 @@ struct oribi_engine {
     struct oribi_env_listener listeners[ORIBI_MAX_LISTENERS];
     VALUE tmpdir;
     int nexchanges, busy; /* one exchange per app thread, those in use */
+    int regular;          /* threads: busy exchanges not marked io_bound may be at most this many */
+    int io_bound;         /* busy exchanges whose request is marked io_bound */
     struct oribi_exchange *exchanges;
     int exchanges_len;         /* allocated: marked while Engine.new is still filling them in */
     int in_loop;               /* the dispatcher is in the loop without the GVL */

@@ -18,7 +18,8 @@ VALUE rb_hash_new_with_size(st_index_t size); /* exported, not declared, in Ruby
 VALUE oribi_key_input, oribi_key_request_method;
 static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server_name, k_server_port, k_server_protocol,
     k_server_software, k_remote_addr, k_content_length, k_content_type, k_rack_errors, k_url_scheme, k_multithread,
-    k_multiprocess, k_run_once, k_hijack_p, k_http_host, k_hijack, k_early_hints, k_response_finished, k_protocol;
+    k_multiprocess, k_run_once, k_hijack_p, k_http_host, k_hijack, k_early_hints, k_response_finished, k_protocol,
+    k_io_bound;
 static VALUE v_empty, v_http, v_http10, v_http11, v_software, v_localhost_ip, v_port80;
 
 VALUE oribi_fstr(const char *s)
@@ -114,6 +115,7 @@ void oribi_env_init(void)
     k_multiprocess = oribi_fstr("rack.multiprocess");
     k_run_once = oribi_fstr("rack.run_once");
     k_hijack_p = oribi_fstr("rack.hijack?");
+    k_io_bound = oribi_fstr("puma.mark_as_io_bound"); /* the name apps written for Puma 8 call */
     k_hijack = oribi_fstr("rack.hijack");
     k_early_hints = oribi_fstr("rack.early_hints");
     k_response_finished = oribi_fstr("rack.response_finished");
@@ -443,6 +445,8 @@ VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const str
         pairs_add(&p, k_server_protocol, v_http10);
     else if (ctx->early_hints) /* no 1xx for HTTP/1.0 (RFC 9110 15.2) */
         pairs_add(&p, k_early_hints, own->early_hints);
+    if (!NIL_P(own->io_bound))
+        pairs_add(&p, k_io_bound, own->io_bound);
     header_pairs(&p, r);
     pairs_flush(&p);
 

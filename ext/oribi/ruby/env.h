@@ -45,6 +45,7 @@ struct oribi_env_own {
     VALUE input;
     VALUE hijack;
     VALUE early_hints; /* nil when ctx->early_hints is off */
+    VALUE io_bound;    /* env["puma.mark_as_io_bound"], nil without io_threads */
 };
 
 /* ctx->multiprocess, multithread, early_hints and empty_input must be set. */

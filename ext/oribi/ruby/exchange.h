@@ -37,7 +37,8 @@ struct oribi_exchange {
     VALUE stream;                     /* the Oribi::Stream given to a streaming body, else nil */
     VALUE spilled_input;              /* the tmpfile IO of the request, closed after it */
     VALUE self;                       /* what the exchange's streams carry */
-    VALUE tickets[2];                 /* the env callables of the request it serves (oribi_ticket_new) */
+    VALUE tickets[3];                 /* the env callables of the request it serves (oribi_ticket_new) */
+    int io_bound;                     /* its app marked the request as waiting on IO (io_threads) */
     struct oribi_env_ctx ctx;         /* the env template, with this exchange's callables */
     char *out;                        /* response head and chunk framing not yet written */
     struct oribi_date_cache date;     /* this exchange's thread's own (http/response.h) */
@@ -97,7 +98,7 @@ int oribi_exchange_drain(struct oribi_exchange *x, struct oribi_conn *c);
  * one per request and kind, recorded as the exchange's current one. An app
  * may keep it (a background thread, a cache); once its request is over it
  * acts on no other. */
-enum oribi_ticket_kind { TICKET_HIJACK, TICKET_EARLY_HINTS };
+enum oribi_ticket_kind { TICKET_HIJACK, TICKET_EARLY_HINTS, TICKET_IO_BOUND };
 VALUE oribi_ticket_class(VALUE outer, const char *name);
 VALUE oribi_ticket_new(VALUE klass, struct oribi_exchange *x, enum oribi_ticket_kind kind);
 /* The ticket's exchange while it serves the ticket's request, else NULL;
