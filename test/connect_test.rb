@@ -19,16 +19,6 @@ class ConnectTest < Minitest::Test
   def connect(authority) = "CONNECT #{authority} HTTP/1.1\r\nHost: #{authority}\r\n\r\n"
   def deadline(seconds = 10) = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
 
-  # Everything up to the server's close; raises Timeout::Error when it stays open.
-  def read_to_close(sock)
-    d = deadline
-    out = +""
-    while (chunk = HTTPClient.read_some(sock, 65_536, d))
-      out << chunk
-    end
-    out
-  end
-
   # A response head, read up to its blank line and not a byte further (what
   # follows a 2xx to CONNECT is the tunnel's).
   def read_head(sock)
@@ -66,7 +56,7 @@ class ConnectTest < Minitest::Test
   def test_a_2xx_without_hijack_is_refused_and_the_connection_closes
     each_connection do |s, name|
       s.write(connect("plain.test:443") + ADMIN)
-      raw = read_to_close(s)
+      raw = HTTPClient.read_to_close(s)
       assert_match(%r{\AHTTP/1\.1 501 }, raw, name)
       assert_equal 1, raw.scan(%r{^HTTP/1\.1 }).size, "#{name}: one response, then the close: #{raw.inspect}"
       refute_match(/no tunnel here|secret/, raw, name)
@@ -78,7 +68,7 @@ class ConnectTest < Minitest::Test
   def test_a_non_2xx_answer_goes_out_and_the_connection_closes
     s = server.tcp
     s.write(connect("deny.test:443") + ADMIN)
-    raw = read_to_close(s)
+    raw = HTTPClient.read_to_close(s)
     head, body = raw.split("\r\n\r\n", 2)
     assert_match(%r{\AHTTP/1\.1 403 }, head)
     assert_match(/^connection: close$/i, head)

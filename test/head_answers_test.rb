@@ -17,20 +17,10 @@ class HeadAnswersTest < Minitest::Test
     @srv&.stop
   end
 
-  # Every byte until the server closes (a deadline on each read).
-  def read_to_close(sock)
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
-    out = +""
-    while (chunk = HTTPClient.read_some(sock, 65_536, deadline))
-      out << chunk
-    end
-    out
-  end
-
   def assert_head_only(status, request)
     s = @srv.tcp
     s.write(request)
-    raw = read_to_close(s)
+    raw = HTTPClient.read_to_close(s)
     assert_match(/\AHTTP\/1.1 #{status} /, raw, request[0, 60].inspect)
     head, body = raw.split("\r\n\r\n", 2)
     assert_match(/^connection: close$/i, head)
@@ -64,7 +54,7 @@ class HeadAnswersTest < Minitest::Test
     # and a GET still reads why
     s = @srv.tcp
     s.write("GET / HTTP/1.1\r\nHost: a\r\nBad Name: x\r\n\r\n")
-    assert_match(/\r\n\r\nBad Request\n\z/, read_to_close(s))
+    assert_match(/\r\n\r\nBad Request\n\z/, HTTPClient.read_to_close(s))
   ensure
     s&.close
   end

@@ -217,6 +217,17 @@ module HTTPClient
   end
 
   # true when the peer closed (EOF or reset) within timeout
+  # Everything up to the server's close; raises Timeout::Error when it
+  # stays open past timeout.
+  def read_to_close(sock, timeout: 10)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    out = +""
+    while (chunk = read_some(sock, 65_536, deadline))
+      out << chunk
+    end
+    out
+  end
+
   def closed?(sock, timeout: 5)
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
     loop do
