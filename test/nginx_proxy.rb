@@ -11,6 +11,14 @@ class NginxProxy < ProxyProcess
 
   def self.available? = system(NGINX, "-v", %i[out err] => File::NULL)
 
+  # Its version as Integers ([1, 22, 1]: compare with <=>); nil when not installed
+  def self.version
+    out = IO.popen([NGINX, "-v", { err: %i[child out] }], &:read)
+    out[%r{nginx/(\d+(?:\.\d+)+)}, 1]&.split(".")&.map(&:to_i)
+  rescue SystemCallError
+    nil
+  end
+
   # http: more directives for the http block; location: for the location
   def initialize(upstream_sock, keepalive: 32, http: "", location: "")
     super("nginx") do |dir|
