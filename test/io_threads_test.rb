@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "json"
 
 # io_threads (Puma 8's max_io_threads): a request the app marks as waiting
 # on IO (env["puma.mark_as_io_bound"].call, as in Puma) stops counting
@@ -12,8 +13,19 @@ class IoThreadsTest < Minitest::Test
     @srv&.stop
   end
 
+  TOKEN = "t0ken"
+
   def start(*args)
-    @srv = ServerProcess.new("marked_waits.ru", *args, workers: 1)
+    @control = free_port
+    @srv = ServerProcess.new("marked_waits.ru", *args, "--control", "tcp://127.0.0.1:#{@control}",
+                             "--control-token", TOKEN, workers: 1)
+  end
+
+  def control(path)
+    sock = TCPSocket.new("127.0.0.1", @control)
+    HTTPClient.request(sock, path, headers: { "Authorization" => "Bearer #{TOKEN}" }).body
+  ensure
+    sock&.close
   end
 
   def assert_in_app(n) = assert_match(/(wait begun\n.*){#{n}}/m, @srv.log_until(/(wait begun\n.*){#{n}}/m))
@@ -31,8 +43,11 @@ class IoThreadsTest < Minitest::Test
     h = now
     assert_equal "hello offered=true", get("/").body
     assert_operator now - h, :<, 0.5, "hello waited behind the marked requests"
+    assert_equal 20, JSON.parse(control("/stats"))["workers"][0]["io_bound"]
+    assert_match(/^oribi_worker_requests_io_bound\{worker="0"\} 20$/, control("/metrics"))
     waits.each { |s| assert_equal "waited", HTTPClient.read_response(s, timeout: 10).body }
     assert_operator now - t, :<, 3, "20 marked waits of 1 s on 2 threads + 20 io threads"
+    assert wait_until { JSON.parse(control("/stats"))["workers"][0]["io_bound"].zero? }, "io_bound counts ended requests"
   ensure
     waits&.each(&:close)
   end

@@ -34,7 +34,8 @@ struct oribi_score {
      * before the first: written by a thread of its own, whatever its
      * requests do, so that only a hung process falls silent. */
     volatile int64_t checked_in_ms;
-    uint64_t dropped_headers; /* atomic (the app threads add): response fields the SPEC forbids, not sent */
+    uint64_t dropped_headers;   /* atomic (the app threads add): response fields the SPEC forbids, not sent */
+    volatile uint32_t io_bound; /* requests in the app marked as waiting on IO (io_threads), under the GVL */
     /* Atomic, what this worker counts in the head (below), which the
      * master takes back when it is gone (Scoreboard#release). */
     uint32_t attached; /* 1: counted among the head's workers */

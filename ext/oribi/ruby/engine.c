@@ -486,6 +486,8 @@ static VALUE engine_mark_io_bound(VALUE ticket)
         return Qnil;
     x->io_bound = 1;
     x->engine->io_bound++;
+    if (x->score)
+        x->score->io_bound = (uint32_t)x->engine->io_bound;
     oribi_loop_wake(&x->engine->loop);
     return Qtrue;
 }
@@ -573,6 +575,8 @@ static void end_request(struct oribi_exchange *x)
     if (x->io_bound) {
         x->io_bound = 0;
         x->engine->io_bound--;
+        if (x->score)
+            x->score->io_bound = (uint32_t)x->engine->io_bound;
     }
     if (x->out_cap > EXCHANGE_OUT_KEEP) { /* an app's large head: not kept for the thread's life */
         free(x->out);

@@ -160,6 +160,7 @@ static VALUE sb_stats(VALUE self, VALUE i)
     SET(r, "silent", checked ? DBL2NUM((double)(mono_ms() - checked) / 1000.0) : Qnil);
     SET(r, "served", ULL2NUM(s->served));
     SET(r, "dropped_headers", ULL2NUM(__atomic_load_n(&s->dropped_headers, __ATOMIC_RELAXED)));
+    SET(r, "io_bound", UINT2NUM(s->io_bound));
     SET(r, "connections", UINT2NUM(s->conns));
     SET(r, "idle_connections", UINT2NUM(s->idle));
     SET(r, "generation", UINT2NUM(s->generation));
