@@ -78,15 +78,24 @@ class IoThreadsTest < Minitest::Test
     waits&.each(&:close)
   end
 
-  # Off by default: no callable in the env, as Puma without max_io_threads
-  # gives one that does nothing; a second call in one request is one mark.
-  def test_off_by_default_and_a_mark_counts_once
-    start("-t", "2")
-    assert_equal "hello offered=false", get("/").body
+  # Off by default, and the env offers the callable all the same, as Puma
+  # 8 does without max_io_threads: apps written for it call it
+  # unconditionally. Then a mark changes nothing: two marked waits on one
+  # thread take their turns. A second call in one request is one mark.
+  def test_off_by_default_the_mark_is_there_and_does_nothing
+    start("-t", "1")
+    assert_equal "hello offered=true", get("/").body
+    t = now
+    waits = @srv.send_gets(%w[/wait?marked=1 /wait?marked=1])
+    waits.each { |s| assert_equal "waited", HTTPClient.read_response(s).body }
+    assert_operator now - t, :>, 1.9, "a mark without io_threads let a request past threads"
+    assert_equal "marked twice", get("/mark-twice").body
     @srv.stop
     start("-t", "1", "--io-threads", "1")
     assert_equal "marked twice", get("/mark-twice").body
-    assert_equal "hello offered=true", get("/").body
+    assert_equal 0, JSON.parse(control("/stats"))["workers"][0]["io_bound"], "one mark, and it ended with its request"
+  ensure
+    waits&.each(&:close)
   end
 
   # Puma's word, from a config/puma.rb

@@ -30,7 +30,8 @@
 #include "http/queue_time.h"
 #include "http/response.h"
 
-static VALUE cEngine, cStringIO, cHijack, cEarlyHints, cIoBound, empty_input, k_response_finished, mGC, minor_gc_opts;
+static VALUE cEngine, cStringIO, cHijack, cEarlyHints, cIoBound, empty_input, no_mark, k_response_finished, mGC,
+    minor_gc_opts;
 static ID id_new, id_for_fd, id_call, id_error, id_start;
 
 /* oob_gc's collection: a minor GC swept at once. It takes the garbage of
@@ -114,6 +115,7 @@ static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE mul
      * response, and Varnish answers 503 (docs/DEPLOYMENT.md). */
     x->ctx.early_hints = early_hints;
     x->ctx.empty_input = empty_input;
+    x->ctx.no_mark = no_mark;
 }
 
 struct oribi_engine *oribi_engine_get(VALUE self)
@@ -492,6 +494,12 @@ static VALUE engine_mark_io_bound(VALUE ticket)
     return Qtrue;
 }
 
+static VALUE no_mark_call(VALUE self)
+{
+    (void)self;
+    return Qnil;
+}
+
 /* Returns the next request's env, or nil once a stopping loop is drained. */
 static VALUE engine_next_request(VALUE self)
 {
@@ -854,4 +862,12 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cEarlyHints, "call", oribi_early_hints, 1);
     cIoBound = oribi_ticket_class(cEngine, "IoBound");
     rb_define_method(cIoBound, "call", engine_mark_io_bound, 0);
+    /* Without io_threads a mark changes nothing, as in Puma without
+     * max_io_threads: one frozen callable that does nothing, no object per
+     * request. */
+    VALUE cNoMark = rb_define_class_under(cEngine, "NoMark", rb_cObject);
+    rb_define_method(cNoMark, "call", no_mark_call, 0);
+    no_mark = rb_obj_freeze(rb_obj_alloc(cNoMark));
+    rb_undef_alloc_func(cNoMark);
+    rb_gc_register_mark_object(no_mark);
 }

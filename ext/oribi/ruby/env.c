@@ -312,6 +312,7 @@ static void build_template(struct oribi_env_ctx *ctx)
         k_run_once,        Qfalse,
         k_hijack_p,        Qtrue,            /* rack.hijack and rack.early_hints are each request's own */
         oribi_key_input,   ctx->empty_input, /* replaced when there is a body */
+        k_io_bound,        ctx->no_mark,     /* replaced with io_threads: Puma 8 always offers it */
     };
     rb_hash_bulk_insert((long)(sizeof(same) / sizeof(same[0])), same, t);
     ctx->tmpl = t;

@@ -22,6 +22,7 @@ struct oribi_env_ctx {
     VALUE multithread;
     int early_hints;   /* env["rack.early_hints"] is given (HTTP/1.1 requests) */
     VALUE empty_input; /* rack.input without a body: Oribi::EmptyInput's, shared and stateless */
+    VALUE no_mark;     /* env["puma.mark_as_io_bound"] without io_threads: does nothing, shared and frozen */
     VALUE tmpl;        /* the pairs every env has, copied per request */
     VALUE tmpl_errors; /* rb_stderr when tmpl was built */
     /* tmpl also holds the last request's method, peer and host values
@@ -45,10 +46,10 @@ struct oribi_env_own {
     VALUE input;
     VALUE hijack;
     VALUE early_hints; /* nil when ctx->early_hints is off */
-    VALUE io_bound;    /* env["puma.mark_as_io_bound"], nil without io_threads */
+    VALUE io_bound;    /* env["puma.mark_as_io_bound"] with io_threads, else nil (ctx->no_mark) */
 };
 
-/* ctx->multiprocess, multithread, early_hints and empty_input must be set. */
+/* ctx->multiprocess, multithread, early_hints, empty_input and no_mark must be set. */
 VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const struct oribi_env_own *own);
 
 /* REMOTE_ADDR from the first address in the request's field name (len
