@@ -65,9 +65,8 @@ static void engine_mark(void *p)
         rb_gc_mark(x->stream);
         rb_gc_mark(x->spilled_input);
         rb_gc_mark(x->self);
-        rb_gc_mark(x->tickets[TICKET_HIJACK]);
-        rb_gc_mark(x->tickets[TICKET_EARLY_HINTS]);
-        rb_gc_mark(x->tickets[TICKET_IO_BOUND]);
+        for (int k = 0; k < ORIBI_TICKETS; k++)
+            rb_gc_mark(x->tickets[k]);
         rb_gc_mark(x->ctx.tmpl);
     }
 }
@@ -105,7 +104,8 @@ static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE mul
     x->hb = &e->hb;
     x->opt = &e->loop.opt;
     x->env = x->io = x->stream = x->spilled_input = Qnil;
-    x->tickets[TICKET_HIJACK] = x->tickets[TICKET_EARLY_HINTS] = x->tickets[TICKET_IO_BOUND] = Qnil;
+    for (int k = 0; k < ORIBI_TICKETS; k++)
+        x->tickets[k] = Qnil;
     x->ctx.tmpl = x->ctx.tmpl_errors = Qnil;
     x->self = oribi_exchange_wrap(engine, x);
     x->ctx.listeners = e->listeners;
@@ -477,6 +477,16 @@ static int has_room(const struct oribi_engine *e)
     return e->busy < e->nexchanges && e->busy - e->io_bound < e->regular;
 }
 
+/* x's request marked io_bound (on), or no longer (its end): the engine's
+ * count, and the scoreboard's copy for /stats. */
+static void io_bound_mark(struct oribi_exchange *x, int on)
+{
+    x->io_bound = on;
+    x->engine->io_bound += on ? 1 : -1;
+    if (x->score)
+        x->score->io_bound = (uint32_t)x->engine->io_bound;
+}
+
 /* env["puma.mark_as_io_bound"].call: the request waits on IO (an upstream,
  * a long poll) and stops counting against threads; the dispatcher, which
  * may be holding for want of room, looks again. Once per request; nothing
@@ -486,10 +496,7 @@ static VALUE engine_mark_io_bound(VALUE ticket)
     struct oribi_exchange *x = oribi_ticket_exchange(ticket, TICKET_IO_BOUND);
     if (!x || x->io_bound)
         return Qnil;
-    x->io_bound = 1;
-    x->engine->io_bound++;
-    if (x->score)
-        x->score->io_bound = (uint32_t)x->engine->io_bound;
+    io_bound_mark(x, 1);
     oribi_loop_wake(&x->engine->loop);
     return Qtrue;
 }
@@ -578,14 +585,10 @@ static void end_request(struct oribi_exchange *x)
     x->phase = PHASE_NONE;
     x->resp = NULL;
     x->io = x->stream = Qnil;
-    /* kept ones do nothing now */
-    x->tickets[TICKET_HIJACK] = x->tickets[TICKET_EARLY_HINTS] = x->tickets[TICKET_IO_BOUND] = Qnil;
-    if (x->io_bound) {
-        x->io_bound = 0;
-        x->engine->io_bound--;
-        if (x->score)
-            x->score->io_bound = (uint32_t)x->engine->io_bound;
-    }
+    for (int k = 0; k < ORIBI_TICKETS; k++)
+        x->tickets[k] = Qnil; /* kept ones do nothing now */
+    if (x->io_bound)
+        io_bound_mark(x, 0);
     if (x->out_cap > EXCHANGE_OUT_KEEP) { /* an app's large head: not kept for the thread's life */
         free(x->out);
         x->out = NULL;

@@ -17,6 +17,9 @@
 
 enum { PHASE_NONE, PHASE_APP, PHASE_RESPONDING, PHASE_HIJACKED };
 
+/* The env callables a request has of its own (oribi_ticket_new, below). */
+enum oribi_ticket_kind { TICKET_HIJACK, TICKET_EARLY_HINTS, TICKET_IO_BOUND, ORIBI_TICKETS };
+
 struct oribi_rack_response;
 struct oribi_handbacks;
 struct oribi_engine;
@@ -37,7 +40,7 @@ struct oribi_exchange {
     VALUE stream;                     /* the Oribi::Stream given to a streaming body, else nil */
     VALUE spilled_input;              /* the tmpfile IO of the request, closed after it */
     VALUE self;                       /* what the exchange's streams carry */
-    VALUE tickets[3];                 /* the env callables of the request it serves (oribi_ticket_new) */
+    VALUE tickets[ORIBI_TICKETS];     /* the env callables of the request it serves (oribi_ticket_new) */
     int io_bound;                     /* its app marked the request as waiting on IO (io_threads) */
     struct oribi_env_ctx ctx;         /* the env template, with this exchange's callables */
     char *out;                        /* response head and chunk framing not yet written */
@@ -98,7 +101,6 @@ int oribi_exchange_drain(struct oribi_exchange *x, struct oribi_conn *c);
  * one per request and kind, recorded as the exchange's current one. An app
  * may keep it (a background thread, a cache); once its request is over it
  * acts on no other. */
-enum oribi_ticket_kind { TICKET_HIJACK, TICKET_EARLY_HINTS, TICKET_IO_BOUND };
 VALUE oribi_ticket_class(VALUE outer, const char *name);
 VALUE oribi_ticket_new(VALUE klass, struct oribi_exchange *x, enum oribi_ticket_kind kind);
 /* The ticket's exchange while it serves the ticket's request, else NULL;
