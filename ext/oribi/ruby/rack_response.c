@@ -203,11 +203,34 @@ struct head_ctx {
     int date;   /* the app's date field was written: the server's is not */
 };
 
-/* Header names this worker has logged a drop of, with why: an app that
- * sends `x-rev => nil` on every response (an unset environment variable)
- * logged a line per response. Each drop is counted in the scoreboard
- * (/stats); each name is logged once for each reason, up to DROPPED_NAMES
- * lines. */
+/* Why a response field is not sent: each name is logged once for each. */
+enum drop_reason {
+    DROP_NIL,
+    DROP_NOT_STRING,
+    DROP_CONTROL,
+    DROP_NOT_CALLABLE,
+    DROP_NO_UPGRADE,
+    DROP_BAD_NAME,
+    DROP_BAD_LENGTH,
+    DROP_NOT_OFFERED,
+};
+static const char *const drop_why[] = {
+    [DROP_NIL] = "value is nil, not a String",
+    [DROP_NOT_STRING] = "value is not a String",
+    [DROP_CONTROL] = "value has CR, LF, NUL or another control byte",
+    [DROP_NOT_CALLABLE] = "does not respond to call",
+    [DROP_NO_UPGRADE] = "the request asked for no upgrade",
+    [DROP_BAD_NAME] = "not a valid field name",
+    [DROP_BAD_LENGTH] = "not a valid length",
+    [DROP_NOT_OFFERED] = "not one of the protocols the request offered",
+};
+
+/* Header names this worker has logged a drop of, each with the reasons
+ * logged (a bit each): an app that sends `x-rev => nil` on every response
+ * (an unset environment variable) logged a line per response. Each drop
+ * is counted in the scoreboard (/stats); each name is logged once for each
+ * reason, for up to DROPPED_NAMES names. A repeat costs a lookup, nothing
+ * allocated. */
 #define DROPPED_NAMES 256
 static VALUE dropped_names;
 
@@ -217,20 +240,18 @@ void oribi_rack_response_new_worker(void)
 }
 
 /* Under the GVL (the app thread writing the response). */
-static void drop_header(struct oribi_exchange *x, VALUE key, const char *why)
+static void drop_header(struct oribi_exchange *x, VALUE key, enum drop_reason why)
 {
     if (x->score)
         __atomic_add_fetch(&x->score->dropped_headers, 1, __ATOMIC_RELAXED);
-    if (RHASH_SIZE(dropped_names) >= DROPPED_NAMES)
+    long seen = FIX2LONG(rb_hash_lookup2(dropped_names, key, INT2FIX(0)));
+    if (seen & (1L << why) || (!seen && RHASH_SIZE(dropped_names) >= DROPPED_NAMES))
         return;
-    VALUE seen = rb_assoc_new(key, rb_str_new_cstr(why));
-    if (RTEST(rb_hash_lookup2(dropped_names, seen, Qfalse)))
-        return;
-    rb_hash_aset(dropped_names, seen, Qtrue);
+    rb_hash_aset(dropped_names, key, LONG2FIX(seen | (1L << why)));
     VALUE name = rb_inspect(key);
     oribi_log("dropped response header %.*s: %s (logged once in this worker; /stats counts each: "
               "dropped_headers)",
-              (int)RSTRING_LEN(name), RSTRING_PTR(name), why);
+              (int)RSTRING_LEN(name), RSTRING_PTR(name), drop_why[why]);
 }
 
 static int parse_length(const char *p, long n, int64_t *out)
@@ -250,11 +271,11 @@ static int parse_length(const char *p, long n, int64_t *out)
 static int head_field(struct oribi_exchange *x, VALUE key, VALUE val)
 {
     if (!RB_TYPE_P(val, T_STRING)) {
-        drop_header(x, key, NIL_P(val) ? "value is nil, not a String" : "value is not a String");
+        drop_header(x, key, NIL_P(val) ? DROP_NIL : DROP_NOT_STRING);
         return 0;
     }
     if (!oribi_field_value_ok(RSTRING_PTR(val), RSTRING_LEN(val))) {
-        drop_header(x, key, "value has CR, LF, NUL or another control byte");
+        drop_header(x, key, DROP_CONTROL);
         return 0;
     }
     out_reserve(x, (size_t)(RSTRING_LEN(key) + RSTRING_LEN(val) + 4));
@@ -291,9 +312,9 @@ static void rack_field(struct oribi_rack_response *r, const char *k, long klen, 
         if (rb_respond_to(val, id_call))
             r->hijack = val;
         else
-            drop_header(r->x, key, "does not respond to call");
+            drop_header(r->x, key, DROP_NOT_CALLABLE);
     } else if (klen == 13 && memcmp(k + 5, "protocol", 8) == 0 && !r->c->req.upgrade) {
-        drop_header(r->x, key, "the request asked for no upgrade");
+        drop_header(r->x, key, DROP_NO_UPGRADE);
     }
 }
 
@@ -310,7 +331,7 @@ static int head_each(VALUE key, VALUE val, VALUE arg)
         return ST_CONTINUE;
     }
     if (!oribi_field_name_ok(k, (size_t)klen)) {
-        drop_header(h->x, key, "not a valid field name");
+        drop_header(h->x, key, DROP_BAD_NAME);
         return ST_CONTINUE;
     }
     switch (oribi_hop_by_hop(k, (size_t)klen)) {
@@ -321,7 +342,7 @@ static int head_each(VALUE key, VALUE val, VALUE arg)
         return ST_CONTINUE;
     case ORIBI_HOP_CONTENT_LENGTH:
         if (r && (!RB_TYPE_P(val, T_STRING) || !parse_length(RSTRING_PTR(val), RSTRING_LEN(val), &r->app_length)))
-            drop_header(h->x, key, "not a valid length");
+            drop_header(h->x, key, DROP_BAD_LENGTH);
         return ST_CONTINUE;
     case ORIBI_HOP_TRANSFER_ENCODING:
     case ORIBI_HOP_OTHER:
@@ -355,7 +376,7 @@ static void accept_protocol(struct oribi_rack_response *r)
         oribi_field_value_ok(RSTRING_PTR(proto), RSTRING_LEN(proto)))
         r->protocol = proto;
     else
-        drop_header(r->x, k_rack_protocol, "not one of the protocols the request offered");
+        drop_header(r->x, k_rack_protocol, DROP_NOT_OFFERED);
 }
 
 /* ---- framing ---- */
