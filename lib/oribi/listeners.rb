@@ -15,9 +15,9 @@ module Oribi
   # protocol header of its connections: its URI's ?proxy_protocol=, else
   # the proxy_protocol option.
   class Listeners
-    # The PROXY protocol versions a listener takes, as the engine's masks
-    # (ORIBI_PROXY_V1 | ORIBI_PROXY_V2); "off" (nil) none.
-    PROXY_PROTOCOLS = { "v1" => 1, "v2" => 2, "any" => 3 }.freeze
+    # The PROXY protocol versions a listener takes, by name, as the engine's
+    # masks; "off" (nil) none.
+    PROXY_PROTOCOLS = Parser::PROXY_PROTOCOLS
     # made: [inode, ctime] of the socket file this process bound, so that
     # it never removes a file another server made there since (an inode
     # number alone is soon reused)

@@ -105,12 +105,14 @@ module Oribi
                            v.is_a?(Array) && v.size <= 64 && v.all? { |a| a.is_a?(String) && address?(a) }
                          })
     HOOK = Type.new(arg: "PROC", check: check("a block") { |v| v.nil? || v.respond_to?(:call) })
-    # Request methods: tokens (RFC 9110), as the parser takes them.
+    # A token (RFC 9110): a method, a field name, as the parser takes them.
+    TOKEN = /\A[!#$%&'*+.^_`|~0-9A-Za-z-]+\z/
+    # Request methods: tokens.
     METHODS = Type.new(arg: "M,M", pattern: Array,
                        text: from_string { |s| s.split(",").map(&:strip).reject(&:empty?) },
                        show: ->(v) { v.empty? ? "any" : v.join(",") },
                        check: check("a list of method names, [] = any") { |v|
-                         v.is_a?(Array) && v.all? { |m| m.is_a?(String) && m.match?(/\A[!#$%&'*+.^_`|~0-9A-Za-z-]+\z/) }
+                         v.is_a?(Array) && v.all? { |m| m.is_a?(String) && m.match?(TOKEN) }
                        })
 
     def self.one_of(*names)
@@ -223,8 +225,8 @@ module Oribi
       v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
     end
     FORMATS = one_of("combined", "ltsv", "json")
-    PROXY_PROTOCOL = one_of("off", "v1", "v2", "any")
-    FIELD_NAME = check("nil or a header field name") { |v| v.nil? || (v.is_a?(String) && v.match?(/\A[!#$%&'*+.^_`|~0-9A-Za-z-]+\z/)) }
+    PROXY_PROTOCOL = one_of("off", *Parser::PROXY_PROTOCOLS.keys)
+    FIELD_NAME = check("nil or a header field name") { |v| v.nil? || (v.is_a?(String) && v.match?(TOKEN)) }
     LOG_FORMATS = Type.new(arg: "text|json|ltsv", pattern: %w[text json ltsv],
                            check: check("text, json or ltsv") { |v| v.nil? || %w[text json ltsv].include?(v) })
     MEMORY = check("bytes, 0 = off") { |v| v.nil? || (v.is_a?(Integer) && v >= 0) }

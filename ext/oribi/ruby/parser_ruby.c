@@ -245,21 +245,18 @@ static VALUE parser_discard_chunked(VALUE self, VALUE input)
     return h;
 }
 
-/* The versions a listener takes, by the names its option gives them. */
+/* The versions a listener takes, by the names its option gives them
+ * (Parser::PROXY_PROTOCOLS, which the options and the listeners read). */
+static VALUE proxy_protocols;
+
 static int proxy_accept(VALUE v)
 {
     if (RB_TYPE_P(v, T_SYMBOL))
         v = rb_sym2str(v);
-    StringValue(v);
-    const char *s = RSTRING_PTR(v);
-    long n = RSTRING_LEN(v);
-    if (n == 2 && memcmp(s, "v1", 2) == 0)
-        return ORIBI_PROXY_V1;
-    if (n == 2 && memcmp(s, "v2", 2) == 0)
-        return ORIBI_PROXY_V2;
-    if (n == 3 && memcmp(s, "any", 3) == 0)
-        return ORIBI_PROXY_V1 | ORIBI_PROXY_V2;
-    rb_raise(rb_eArgError, "accept must be :v1, :v2 or :any");
+    VALUE mask = rb_hash_lookup2(proxy_protocols, StringValue(v), Qnil);
+    if (NIL_P(mask))
+        rb_raise(rb_eArgError, "accept must be :v1, :v2 or :any");
+    return NUM2INT(mask);
 }
 
 static VALUE proxy_address(int family, const unsigned char *a)
@@ -331,4 +328,9 @@ void Init_oribi_parser(VALUE mOribi)
     rb_define_const(m, "CHUNK_TRAILER_MAX", INT2NUM(ORIBI_CHUNK_TRAILER_MAX));
     rb_define_const(m, "PROXY_V1_MAX", INT2NUM(ORIBI_PROXY_V1_MAX));
     rb_define_const(m, "PROXY_V2_MAX", INT2NUM(ORIBI_PROXY_V2_MAX));
+    proxy_protocols = rb_hash_new();
+    rb_hash_aset(proxy_protocols, rb_str_new_cstr("v1"), INT2NUM(ORIBI_PROXY_V1));
+    rb_hash_aset(proxy_protocols, rb_str_new_cstr("v2"), INT2NUM(ORIBI_PROXY_V2));
+    rb_hash_aset(proxy_protocols, rb_str_new_cstr("any"), INT2NUM(ORIBI_PROXY_V1 | ORIBI_PROXY_V2));
+    rb_define_const(m, "PROXY_PROTOCOLS", rb_obj_freeze(proxy_protocols));
 }
