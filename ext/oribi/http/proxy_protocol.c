@@ -32,11 +32,7 @@ static int v1_port(const char *s, size_t n, uint16_t *out)
     return 0;
 }
 
-/* A v1 address of the family the line named: inet_pton's forms (dotted
- * quad without leading zeros; RFC 4291 text), on a NUL-terminated copy.
- * Only the bytes of those forms: inet_pton would stop at a NUL in the
- * middle and take the address before it (the fuzzer's first find). */
-static int v1_addr(const char *s, size_t n, int family, unsigned char *out)
+int oribi_address_parse(const char *s, size_t n, int family, unsigned char *out)
 {
     char tmp[46]; /* INET6_ADDRSTRLEN */
     if (n == 0 || n >= sizeof(tmp))
@@ -88,8 +84,8 @@ static int parse_v1(const char *buf, size_t len, struct oribi_proxy_header *out)
         fl[i] = (size_t)(sp - p);
         p = sp + 1;
     }
-    if (memchr(f[3], ' ', fl[3]) || v1_addr(f[0], fl[0], out->family, out->src) < 0 ||
-        v1_addr(f[1], fl[1], out->family, out->dst) < 0 || v1_port(f[2], fl[2], &out->src_port) < 0 ||
+    if (memchr(f[3], ' ', fl[3]) || oribi_address_parse(f[0], fl[0], out->family, out->src) < 0 ||
+        oribi_address_parse(f[1], fl[1], out->family, out->dst) < 0 || v1_port(f[2], fl[2], &out->src_port) < 0 ||
         v1_port(f[3], fl[3], &out->dst_port) < 0)
         return ORIBI_PARSE_ERROR;
     return (int)line;

@@ -39,6 +39,15 @@ struct oribi_proxy_header {
     uint16_t src_port, dst_port; /* host order */
 };
 
+/* An address as text, n bytes at s (no NUL needed), of family
+ * (ORIBI_PROXY_INET or INET6), into out (4 or 16 bytes, network order): 0,
+ * or -1 when it is not one. inet_pton's forms (a dotted quad without
+ * leading zeros; RFC 4291 text) and only their bytes: inet_pton would stop
+ * at a NUL in the middle and take the address before it (the fuzzer's
+ * first find). A v1 header's addresses, and the one a trusted proxy's
+ * field gives (remote_addr_header). */
+int oribi_address_parse(const char *s, size_t n, int family, unsigned char *out);
+
 /* Parses a header at the start of buf, of the versions in accept (a mask
  * of ORIBI_PROXY_V*). Returns its length (the request starts right after
  * it) with *out filled, ORIBI_PARSE_INCOMPLETE while what is there could

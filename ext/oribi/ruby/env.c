@@ -1,4 +1,5 @@
 #include "ruby/env.h"
+#include "http/proxy_protocol.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -212,17 +213,12 @@ void oribi_env_remote_addr_from(VALUE env, const struct oribi_request *r, const 
             v++;
         while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
             end--;
-        char ip[INET6_ADDRSTRLEN];
         unsigned char bin[16];
         size_t n = (size_t)(end - v);
-        if (n == 0 || n >= sizeof(ip))
+        if (oribi_address_parse(v, n, ORIBI_PROXY_INET, bin) < 0 &&
+            oribi_address_parse(v, n, ORIBI_PROXY_INET6, bin) < 0)
             return;
-        memcpy(ip, v, n);
-        ip[n] = 0;
-        /* inet_pton stops at a NUL: the copy must have none before its end. */
-        if (strlen(ip) != n || (inet_pton(AF_INET, ip, bin) != 1 && inet_pton(AF_INET6, ip, bin) != 1))
-            return;
-        rb_hash_aset(env, k_remote_addr, rb_interned_str_cstr(ip));
+        rb_hash_aset(env, k_remote_addr, rb_interned_str(v, (long)n));
         return;
     }
 }
