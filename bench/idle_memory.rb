@@ -15,6 +15,7 @@ require "rbconfig"
 require "socket"
 require "tmpdir"
 require_relative "../test/support/wait"
+require_relative "../oribi-bench/lib/oribi/process_group"
 
 module IdleMemory
   APP = <<~RUBY
@@ -36,12 +37,12 @@ module IdleMemory
     sock = File.join(dir, "s.sock")
     port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
     log = File.join(dir, "log")
-    pid = Process.spawn({ "BODY_MIB" => mib.to_s }, RbConfig.ruby, File.join(root, "exe/oribi"), "-w", "1", "-t", "1",
-                        "-b", "tcp://127.0.0.1:#{port}", "-b", "unix://#{sock}", app,
-                        %i[out err] => log, rlimit_nofile: connections + 256)
+    server = Oribi::ProcessGroup.new([RbConfig.ruby, File.join(root, "exe/oribi"), "-w", "1", "-t", "1",
+                                      "-b", "tcp://127.0.0.1:#{port}", "-b", "unix://#{sock}", app],
+                                     log: log, env: { "BODY_MIB" => mib.to_s }, rlimit_nofile: connections + 256)
     open = [-> { TCPSocket.new("127.0.0.1", port) }, -> { UNIXSocket.new(sock) }]
     wait_until(timeout: 60) { File.socket?(sock) && (open[0].call.close || true) rescue false } or abort(File.read(log)) # rubocop:disable Style/RescueModifier
-    worker = wait_until { `pgrep -P #{pid}`.split.first&.to_i } or abort(File.read(log))
+    worker = wait_until { server.worker_pids.first } or abort(File.read(log))
     rss = lambda do
       s = open[0].call
       s.write("GET /gc HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
@@ -63,10 +64,7 @@ module IdleMemory
     clients.each(&:close)
     [before, after, (after - before).fdiv(connections)]
   ensure
-    if pid
-      Process.kill(:TERM, pid)
-      Process.wait(pid)
-    end
+    server&.stop
     FileUtils.rm_rf(dir) if dir
   end
 

@@ -18,6 +18,7 @@ require "socket"
 require "tmpdir"
 require "fileutils"
 require_relative "../test/support/wait"
+require_relative "../oribi-bench/lib/oribi/process_group"
 
 module Waits
   ROOT = File.expand_path("..", __dir__)
@@ -53,8 +54,8 @@ module Waits
     File.write(File.join(dir, "app.ru"), APP)
     port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
     log = File.join(dir, "log")
-    pid = Process.spawn({ "WAIT_SECONDS" => o[:wait].to_s }, *command(server, dir, port, o), %i[out err] => log,
-                        pgroup: true, rlimit_nofile: o[:clients] + 256)
+    group = Oribi::ProcessGroup.new(command(server, dir, port, o), log: log, env: { "WAIT_SECONDS" => o[:wait].to_s },
+                                                                   rlimit_nofile: o[:clients] + 256)
     ready = wait_until(timeout: 60) { (TCPSocket.new("127.0.0.1", port).close || true) rescue false } # rubocop:disable Style/RescueModifier
     abort File.read(log) unless ready
     get = ->(s, path) { s.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n") }
@@ -78,10 +79,7 @@ module Waits
     lat.sort!
     { answered: answered, p50: lat[lat.size / 2], p99: lat[(lat.size * 0.99).floor], max: lat.last, hellos: lat.size }
   ensure
-    if pid
-      Process.kill(:TERM, -pid)
-      Process.wait(pid)
-    end
+    group&.stop
     FileUtils.rm_rf(dir) if dir
   end
 
