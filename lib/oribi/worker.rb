@@ -54,7 +54,6 @@ module Oribi
       @soft = @config[:soft_timeout].positive? && @config[:soft_timeout]
       @in_app = {} # Thread => [env, started]: requests inside the app, for soft_timeout
       @methods = @config[:http_methods].to_h { |m| [m, true] }.freeze unless @config[:http_methods].empty?
-      @url_scheme = @config[:url_scheme]
       @error_handler = @config[:lowlevel_error_handler]
     end
 
@@ -365,7 +364,6 @@ module Oribi
     # leaves its exchange without a respond. (An Array, the usual case, is
     # taken apart by the caller without a call and without a copy.)
     def call_app(env)
-      env[Rack::RACK_URL_SCHEME] = @url_scheme if @url_scheme
       # http_methods (Puma's supported_http_methods): what Puma answers 501 to
       return [501, ERROR_HEADERS.dup, NOT_IMPLEMENTED_BODY] if @methods && !@methods.key?(env[Rack::REQUEST_METHOD])
 

@@ -56,6 +56,7 @@ static void engine_mark(void *p)
     }
     rb_gc_mark(e->tmpdir);
     rb_gc_mark(e->addr_header);
+    rb_gc_mark(e->url_scheme);
     rb_gc_mark(e->dispatcher);
     rb_gc_mark(e->scoreboard);
     for (int i = 0; i < e->exchanges_len; i++) {
@@ -89,7 +90,7 @@ static const rb_data_type_t engine_type = {
 static VALUE engine_alloc(VALUE klass)
 {
     struct oribi_engine *e = ZALLOC(struct oribi_engine);
-    e->tmpdir = e->dispatcher = e->scoreboard = e->addr_header = Qnil;
+    e->tmpdir = e->dispatcher = e->scoreboard = e->addr_header = e->url_scheme = Qnil;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
 
@@ -116,6 +117,7 @@ static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE mul
     x->ctx.early_hints = early_hints;
     x->ctx.empty_input = empty_input;
     x->ctx.no_mark = no_mark;
+    x->ctx.url_scheme = e->url_scheme;
 }
 
 struct oribi_engine *oribi_engine_get(VALUE self)
@@ -294,6 +296,9 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     if (!NIL_P(addr_header) && (!RB_TYPE_P(addr_header, T_STRING) || RSTRING_LEN(addr_header) == 0))
         rb_raise(rb_eArgError, "engine option remote_addr_header must be nil or a field name");
     e->addr_header = NIL_P(addr_header) ? Qnil : rb_obj_freeze(rb_str_dup(addr_header));
+    VALUE url_scheme = opt_get(opts, "url_scheme");
+    if (!NIL_P(url_scheme))
+        e->url_scheme = rb_str_to_interned_str(StringValue(url_scheme)); /* in every env, as "http" is */
     e->started_us = opt_int(opts, "started_ms", 0, INT64_MAX / 1000) * 1000;
 
     memset(ls, 0, sizeof(ls));

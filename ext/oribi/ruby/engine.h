@@ -51,6 +51,7 @@ struct oribi_engine {
     /* remote_addr_header: REMOTE_ADDR from this field of a trusted peer's
      * requests; Qnil off */
     VALUE addr_header;
+    VALUE url_scheme;   /* url_scheme (rack.url_scheme), Qnil: "http" */
     int64_t started_us; /* the server's start (wall clock): no X-Request-Start before it */
 };
 

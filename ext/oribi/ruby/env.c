@@ -302,7 +302,7 @@ static void build_template(struct oribi_env_ctx *ctx)
         k_server_protocol, v_http11, /* replaced for HTTP/1.0 */
         k_server_software, v_software,
         k_rack_errors,     rb_stderr,
-        k_url_scheme,      v_http,
+        k_url_scheme,      NIL_P(ctx->url_scheme) ? v_http : ctx->url_scheme,
         k_multithread,     ctx->multithread,
         k_multiprocess,    ctx->multiprocess,
         k_run_once,        Qfalse,

@@ -23,6 +23,7 @@ struct oribi_env_ctx {
     int early_hints;   /* env["rack.early_hints"] is given (HTTP/1.1 requests) */
     VALUE empty_input; /* rack.input without a body: Oribi::EmptyInput's, shared and stateless */
     VALUE no_mark;     /* env["puma.mark_as_io_bound"] without io_threads: does nothing, shared and frozen */
+    VALUE url_scheme;  /* rack.url_scheme: url_scheme, else nil for "http" */
     VALUE tmpl;        /* the pairs every env has, copied per request */
     VALUE tmpl_errors; /* rb_stderr when tmpl was built */
     /* tmpl also holds the last request's method, peer and host values
