@@ -14,6 +14,7 @@ module Oribi
   autoload :Listeners, "oribi/listeners"
   autoload :Server, "oribi/server"
   autoload :Worker, "oribi/worker"
+  autoload :Streams, "oribi/streams"
   autoload :Log, "oribi/log"
   autoload :Master, "oribi/master"
   autoload :Signals, "oribi/signals"

@@ -29,7 +29,7 @@ module Oribi
     ENGINE = %i[keepalive keepalive_timeout keepalive_requests header_timeout body_timeout
                 write_timeout max_body body_buffer max_request_line max_header_bytes
                 max_headers max_connections max_write_backlog max_response_spool max_worker_spool tmpdir oob_gc
-                threads io_threads early_hints min_body_rate busy_poll remote_addr_header url_scheme].freeze
+                threads io_threads max_streams early_hints min_body_rate busy_poll remote_addr_header url_scheme].freeze
 
     DEFAULT_FILE = "config/oribi.rb"
 

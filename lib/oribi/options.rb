@@ -239,6 +239,7 @@ module Oribi
       opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
       opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), THREADS,             "threads per worker"),
       opt(:io_threads,         ["--io-threads N"],            INT,     0,                                   IO_THREADS,          "more threads for requests the app marks as waiting on IO; 0 = off"),
+      opt(:max_streams,        ["--max-streams N"],           INT,     512,                                 int(0..Engine::MAX_STREAMS), "responses whose body streams a worker carries beyond its threads; 0 = none"),
       opt(:environment,        ["-E", "--env ENV"],           STR,     APP_ENV,                             nil,                 "RACK_ENV for the app"),
       opt(:preload_app,        ["--[no-]preload"],            BOOL,    true,                                nil,                 "load the app in the master before forking"),
       opt(:solid_queue,        ["--[no-]solid-queue"],        BOOL,    false,                               nil,                 "run Solid Queue's supervisor (Rails jobs) beside the workers"),

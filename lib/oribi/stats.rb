@@ -76,6 +76,7 @@ module Oribi
       { index: child.index, pid: child.pid, generation: w[:generation], booted: !!child.booted,
         retiring: !!child.leaving?, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
         served: w[:served], dropped_headers: w[:dropped_headers], io_bound: w[:io_bound],
+        streams: w[:streams], streams_held: w[:streams_held],
         connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
         last_request_at: w[:last_request_at], rss: rss, queue: w[:queue],
         queue_sum: w[:queue_sum], queue_from_header: w[:queue_from_header],
@@ -130,6 +131,10 @@ module Oribi
       metric.call("oribi_worker_busy", "gauge", "1 while the worker's app runs a request.", per.call(:busy))
       metric.call("oribi_worker_requests_io_bound", "gauge",
                   "Requests in the worker's app marked as waiting on IO (io_threads).", per.call(:io_bound))
+      metric.call("oribi_worker_streams", "gauge",
+                  "Responses whose body streams, carried beyond the worker's threads (max_streams).", per.call(:streams))
+      metric.call("oribi_worker_streams_held_total", "counter",
+                  "Streams that held their app thread because max_streams were open.", per.call(:streams_held))
       metric.call("oribi_worker_connections", "gauge", "Open connections of the worker, by state.",
                   live.flat_map do |w|
                     [[{ worker: w[:index], state: "active" }, w[:connections][:active]],

@@ -55,6 +55,7 @@ module Oribi
       @in_app = {} # Thread => [env, started]: requests inside the app, for soft_timeout
       @methods = @config[:http_methods].to_h { |m| [m, true] }.freeze unless @config[:http_methods].empty?
       @error_handler = @config[:lowlevel_error_handler]
+      @streams = Streams.new if @config[:max_streams].positive?
     end
 
     def run
@@ -97,6 +98,7 @@ module Oribi
       @stopping = true
       @engine.stop(drain_backlog && queued)
       @server.listeners.close_sockets
+      end_streams
     end
 
     def promoted? = @promoted
@@ -208,22 +210,35 @@ module Oribi
     # when one of the threads is free, so the queue holds at most
     # the few a thread is about to take.
     def dispatch
-      queue = Thread::Queue.new
-      pool = Array.new(@threads) do
-        Log.thread("app", restart: true) do
-          thread_started unless Thread.current[:oribi_started] # a restarted thread is the same app thread
-          serve_queue(queue)
-        end
-      end
+      @queue = Thread::Queue.new
+      @pool_lock = Mutex.new
+      @pool = []
+      @threads.times { app_thread }
       while (env = @engine.next_request)
         @served += 1
         retire if @limit && @served == @limit
-        queue << env
+        @queue << env
         title if (@served % TITLE_EVERY).zero?
       end
     ensure # graceful drain: every thread finishes what it has
-      queue&.close
-      pool&.each(&:join)
+      @queue&.close
+      # A stream that began meanwhile adds a thread (which finds the queue closed).
+      while (live = @pool_lock.synchronize { @pool.select(&:alive?) }).any?
+        live.each(&:join)
+      end
+    end
+
+    # A thread of the pool; one more when a thread of it goes on with a
+    # stream (#serve), which leaves the pool when the stream ends.
+    def app_thread
+      t = Log.thread("app", restart: true) do
+        thread_started unless Thread.current[:oribi_started] # a restarted thread is the same app thread
+        serve_queue(@queue)
+      end
+      @pool_lock.synchronize do
+        @pool.select!(&:alive?)
+        @pool << t
+      end
     end
 
     # before_thread_start (Puma's too): an error in it is logged, and the
@@ -237,7 +252,7 @@ module Oribi
 
     def serve_queue(queue)
       while (env = queue.pop)
-        serve(env)
+        break if serve(env) == :streamed # another thread took this one's place
       end
     rescue RequestTimeout # soft_timeout_raise landing just after its request ended
       retry
@@ -250,6 +265,7 @@ module Oribi
 
           @promoted = @stopping = true
           @engine.stop(false) # the other workers take the backlog; listeners stay open
+          end_streams
         end
       end
       %w[TERM INT QUIT].each { |sig| trap(sig) { @standalone ? stop_after_delay(sig) : stop } }
@@ -341,18 +357,52 @@ module Oribi
       @stopping = true
       @engine.stop(false)
       @server.listeners.close_sockets
+      end_streams
+    end
+
+    # A drain: open streams (Streams) get shutdown_timeout less a second,
+    # then end, so that the worker ends them itself, exits cleanly and
+    # loses nothing else; shutdown_timeout counts from the signal, a
+    # shutdown_delay included.
+    def end_streams
+      grace = @config[:shutdown_timeout] - @config[:shutdown_delay] - 1
+      @streams&.close_after([grace, 0].max)
     end
 
     def title
       Process.setproctitle("oribi worker[#{@index}] served=#{@served}")
     end
 
+    # → :streamed when this (pool) thread went on with a stream and has
+    # left the pool to another.
     def serve(env)
       started = Process.clock_gettime(Process::CLOCK_REALTIME) if @access_log
       status, headers, body, error = call_app(env)
-      sent = @engine.respond(env, status, headers, body, error)
+      if @streams && Streams.body?(env, body) && (on = @engine.carry(env))
+        return stream(on, env, status, headers, body, error, started)
+      end
+
+      respond(env, env, status, headers, body, error, started)
+    end
+
+    # The rest of a response the engine carries as a stream: on this thread
+    # (its locals and its Rails executor state are the body's too), a new
+    # one taking its place in the pool; a lone worker's only thread runs the
+    # loop, so there a thread of its own writes the stream.
+    def stream(on, env, status, headers, body, error, started)
+      respond = -> { @streams.carry { respond(on, env, status, headers, body, error, started) } }
+      return Log.thread("stream", &respond) && nil unless @queue
+
+      app_thread
+      respond.call
+      :streamed
+    end
+
+    # on: the env, or the Exchange a stream goes on in (Engine#carry).
+    def respond(on, env, status, headers, body, error, started)
+      sent = @engine.respond(on, status, headers, body, error)
       @access_log&.log(env, sent && status, sent, Time.at(started)) # nil after a full hijack
-    rescue SystemExit, SignalException
+    rescue SystemExit, SignalException, Streams::Closed
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException
       # The engine already answered (500 or a close) and closed the body.

@@ -36,6 +36,8 @@ struct oribi_score {
     volatile int64_t checked_in_ms;
     uint64_t dropped_headers;   /* atomic (the app threads add): response fields the SPEC forbids, not sent */
     volatile uint32_t io_bound; /* requests in the app marked as waiting on IO (io_threads), under the GVL */
+    volatile uint32_t streams;  /* responses carried on beyond the pool (max_streams), under the GVL */
+    uint64_t streams_held;      /* under the GVL: streams that held their app thread, max_streams reached */
     /* Atomic, what this worker counts in the head (below), which the
      * master takes back when it is gone (Scoreboard#release). */
     uint32_t attached; /* 1: counted among the head's workers */

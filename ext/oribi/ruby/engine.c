@@ -26,6 +26,7 @@
 #include "ruby/oribi.h"
 #include "ruby/rack_response.h"
 #include "ruby/stream.h"
+#include "loop/log.h"
 #include "http/proxy_protocol.h"
 #include "http/queue_time.h"
 #include "http/response.h"
@@ -41,6 +42,18 @@ static ID id_new, id_for_fd, id_call, id_error, id_start;
 static void oob_gc(void)
 {
     rb_funcallv_kw(mGC, id_start, 1, &minor_gc_opts, RB_PASS_KEYWORDS);
+}
+
+static void exchange_mark(struct oribi_exchange *x)
+{
+    rb_gc_mark(x->env);
+    rb_gc_mark(x->io);
+    rb_gc_mark(x->stream);
+    rb_gc_mark(x->spilled_input);
+    rb_gc_mark(x->self);
+    for (int k = 0; k < ORIBI_TICKETS; k++)
+        rb_gc_mark(x->tickets[k]);
+    rb_gc_mark(x->ctx.tmpl);
 }
 
 static void engine_mark(void *p)
@@ -59,17 +72,10 @@ static void engine_mark(void *p)
     rb_gc_mark(e->url_scheme);
     rb_gc_mark(e->dispatcher);
     rb_gc_mark(e->scoreboard);
-    for (int i = 0; i < e->exchanges_len; i++) {
-        struct oribi_exchange *x = &e->exchanges[i];
-        rb_gc_mark(x->env);
-        rb_gc_mark(x->io);
-        rb_gc_mark(x->stream);
-        rb_gc_mark(x->spilled_input);
-        rb_gc_mark(x->self);
-        for (int k = 0; k < ORIBI_TICKETS; k++)
-            rb_gc_mark(x->tickets[k]);
-        rb_gc_mark(x->ctx.tmpl);
-    }
+    for (int i = 0; i < e->exchanges_len; i++)
+        exchange_mark(&e->exchanges[i]);
+    for (int i = 0; i < e->nslots; i++)
+        exchange_mark(e->slots[i]);
 }
 
 static void engine_free(void *p)
@@ -80,6 +86,12 @@ static void engine_free(void *p)
     for (int i = 0; i < e->exchanges_len; i++)
         free(e->exchanges[i].out);
     xfree(e->exchanges);
+    for (int i = 0; i < e->nslots; i++) {
+        free(e->slots[i]->out);
+        xfree(e->slots[i]);
+    }
+    xfree(e->slots);
+    xfree(e->free_slots);
     oribi_handbacks_free(&e->hb);
     xfree(e);
 }
@@ -96,10 +108,9 @@ static VALUE engine_alloc(VALUE klass)
 
 /* ---- exchanges: what an env callable or a stream holds on to ---- */
 
-static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread,
-                          int early_hints)
+/* What every exchange has, a pool's or a stream slot's. */
+static void exchange_base(VALUE engine, struct oribi_engine *e, struct oribi_exchange *x)
 {
-    struct oribi_exchange *x = &e->exchanges[i];
     x->engine = e;
     x->open = &e->ready;
     x->hb = &e->hb;
@@ -108,7 +119,15 @@ static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE mul
     for (int k = 0; k < ORIBI_TICKETS; k++)
         x->tickets[k] = Qnil;
     x->ctx.tmpl = x->ctx.tmpl_errors = Qnil;
+    x->score = e->loop.score;
     x->self = oribi_exchange_wrap(engine, x);
+}
+
+static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread,
+                          int early_hints)
+{
+    struct oribi_exchange *x = &e->exchanges[i];
+    exchange_base(engine, e, x);
     x->ctx.listeners = e->listeners;
     x->ctx.multiprocess = multiprocess;
     x->ctx.multithread = multithread;
@@ -290,6 +309,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     int64_t io_threads = opt_int(opts, "io_threads", 0, ORIBI_MAX_THREADS - threads);
     e->regular = (int)threads;
     threads += io_threads;
+    e->max_streams = (int)opt_int(opts, "max_streams", 0, ORIBI_MAX_STREAMS);
     int early_hints = opt_bool(opts, "early_hints");
     trusted_networks(e, opt_get(opts, "trusted_networks"));
     VALUE addr_header = opt_get(opts, "remote_addr_header");
@@ -311,6 +331,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     e->hb.loop = &e->loop;
     e->hb.direct = threads == 1; /* the loop is not running while the only thread responds */
     e->hb.in_loop = &e->in_loop;
+    e->hb.dispatcher = &e->dispatcher;
     e->exchanges = ZALLOC_N(struct oribi_exchange, threads);
     e->exchanges_len = (int)threads;
     for (int i = 0; i < threads; i++) {
@@ -473,6 +494,7 @@ static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *x, str
 }
 
 static void end_request(struct oribi_exchange *x);
+static void slot_free(struct oribi_engine *e, struct oribi_exchange *y);
 
 /* Whether a request may be handed out: a free exchange, and fewer than
  * `threads` of the busy ones not marked io_bound (io_threads, as Puma 8's
@@ -526,8 +548,9 @@ static VALUE engine_next_request(VALUE self)
         oob_gc();
     }
     for (;;) {
-        if (e->nexchanges > 1) {
+        if (e->hb.n) /* from app threads, and from streams' threads */
             oribi_handbacks_drain(&e->hb);
+        if (e->nexchanges > 1) {
             if (e->stop_pending) {
                 oribi_loop_stop(&e->loop, e->stop_drain);
                 e->stop_pending = 0;
@@ -577,7 +600,8 @@ static VALUE engine_next_request(VALUE self)
 
 static void end_request(struct oribi_exchange *x)
 {
-    score_done(x->engine, x);
+    if (!x->carried)
+        score_done(x->engine, x);
     if (!NIL_P(x->stream))
         oribi_stream_finish(x->stream);
     if (!NIL_P(x->spilled_input)) {
@@ -594,12 +618,94 @@ static void end_request(struct oribi_exchange *x)
         x->tickets[k] = Qnil; /* kept ones do nothing now */
     if (x->io_bound)
         io_bound_mark(x, 0);
-    if (x->out_cap > EXCHANGE_OUT_KEEP) { /* an app's large head: not kept for the thread's life */
+    if (x->out_cap > EXCHANGE_OUT_KEEP || x->carried) { /* an app's large head: not kept for the thread's life */
         free(x->out);
         x->out = NULL;
         x->out_cap = x->out_len = 0;
     }
-    x->engine->busy--;
+    if (x->carried)
+        slot_free(x->engine, x);
+    else
+        x->engine->busy--;
+}
+
+/* ---- streams (max_streams) ---- */
+
+static void streams_count(struct oribi_engine *e, int by)
+{
+    e->streams += by;
+    if (e->loop.score)
+        e->loop.score->streams = (uint32_t)e->streams;
+}
+
+/* A free slot, made when none is: the stream limit bounds how many. */
+static struct oribi_exchange *slot_take(VALUE self, struct oribi_engine *e)
+{
+    if (e->nfree)
+        return e->free_slots[--e->nfree];
+    if (!e->slots) {
+        e->slots = ALLOC_N(struct oribi_exchange *, e->max_streams);
+        e->free_slots = ALLOC_N(struct oribi_exchange *, e->max_streams);
+    }
+    struct oribi_exchange *y = ZALLOC(struct oribi_exchange);
+    exchange_base(self, e, y);
+    y->carried = 1;
+    e->slots[e->nslots++] = y;
+    return y;
+}
+
+static void slot_free(struct oribi_engine *e, struct oribi_exchange *y)
+{
+    e->free_slots[e->nfree++] = y;
+    streams_count(e, -1);
+}
+
+/* The exchange of the pool serving env's request in the app, else NULL. */
+static struct oribi_exchange *pool_exchange(struct oribi_engine *e, VALUE env)
+{
+    for (struct oribi_exchange *x = e->exchanges, *end = x + e->nexchanges; x < end; x++)
+        if (x->env == env && x->phase != PHASE_NONE)
+            return x;
+    return NULL;
+}
+
+/* engine.carry(env) → the Exchange to respond on (engine.respond takes it
+ * for the env), or nil. The app returned a body that streams for env's
+ * request: its response goes on in a slot of its own, and the pool
+ * exchange it leaves serves the next request, so that a stream counts
+ * against max_streams, not threads (nor request_timeout's clock). nil
+ * when max_streams are carried already (said once in the log, counted in
+ * the scoreboard): the response holds its app thread as any other. The
+ * request's env callables (rack.hijack, rack.early_hints) do nothing from
+ * here on: they act only while the app runs. */
+static VALUE engine_carry(VALUE self, VALUE env)
+{
+    struct oribi_engine *e = oribi_engine_get(self);
+    struct oribi_exchange *x = pool_exchange(e, env);
+    if (!x || x->phase != PHASE_APP)
+        return Qnil; /* hijacked, or not a request of the pool's */
+    if (e->streams >= e->max_streams) {
+        if (e->loop.score)
+            e->loop.score->streams_held++;
+        if (!e->streams_full_said) {
+            e->streams_full_said = 1;
+            oribi_log("max_streams (%d) reached: a stream beyond it holds its app thread until it ends (said once)",
+                      e->max_streams);
+        }
+        return Qnil;
+    }
+    struct oribi_exchange *y = slot_take(self, e);
+    y->c = x->c;
+    y->env = x->env;
+    y->seq++;
+    y->started_ms = x->started_ms;
+    y->phase = PHASE_APP;
+    y->spilled_input = x->spilled_input; /* the body may still read it */
+    x->spilled_input = Qnil;
+    end_request(x);
+    streams_count(e, 1);
+    oribi_loop_wake(&e->loop); /* the dispatcher may hold for want of a free exchange */
+    return y->self;
 }
 
 /* ---- rack.response_finished ---- */
@@ -679,10 +785,10 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     VALUE env, status, headers, body, error;
     rb_scan_args(argc, argv, "41", &env, &status, &headers, &body, &error);
     struct oribi_engine *e = oribi_engine_get(self);
-    struct oribi_exchange *x = e->exchanges, *end = e->exchanges + e->nexchanges;
-    while (x < end && (x->env != env || x->phase == PHASE_NONE))
-        x++;
-    if (x == end)
+    struct oribi_exchange *x = oribi_exchange_of(env); /* a stream's (engine.carry) */
+    if (x && x->carried && x->phase != PHASE_NONE)
+        env = x->env;
+    else if (!(x = pool_exchange(e, env)))
         rb_raise(rb_eArgError, "no request in progress for this env");
     if (!rb_obj_is_kind_of(error, rb_eException))
         error = Qnil;
@@ -807,6 +913,8 @@ static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
     e->scoreboard = sb;
     for (int i = 0; i < e->nexchanges; i++)
         e->exchanges[i].score = e->loop.score;
+    for (int i = 0; i < e->nslots; i++)
+        e->slots[i]->score = e->loop.score;
     oribi_score_attach(e->loop.score, e->loop.shared); /* before any connection */
     return self;
 }
@@ -855,8 +963,10 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_method(cEngine, "initialize", engine_init, 2);
     /* threads' upper bound, which Config checks against */
     rb_define_const(cEngine, "MAX_THREADS", INT2NUM(ORIBI_MAX_THREADS));
+    rb_define_const(cEngine, "MAX_STREAMS", INT2NUM(ORIBI_MAX_STREAMS));
     rb_define_method(cEngine, "next_request", engine_next_request, 0);
     rb_define_method(cEngine, "respond", engine_respond, -1);
+    rb_define_method(cEngine, "carry", engine_carry, 1);
     rb_define_method(cEngine, "stop", engine_stop, -1);
     rb_define_method(cEngine, "attach_scoreboard", engine_attach_scoreboard, 2);
     rb_define_method(cEngine, "close", engine_close, 0);

@@ -20,6 +20,9 @@
 
 #define ORIBI_MAX_TRUSTED 64
 
+/* max_streams: responses a worker carries on beyond its threads at most */
+#define ORIBI_MAX_STREAMS 1000000
+
 struct oribi_engine {
     struct oribi_loop loop;
     int ready;
@@ -35,6 +38,15 @@ struct oribi_engine {
     int stop_pending;          /* #stop from an app thread meanwhile */
     long stop_drain;           /* its argument for oribi_loop_stop */
     struct oribi_handbacks hb; /* conns the app is done with */
+
+    /* Streams (max_streams): a response whose body streams, carried on in
+     * a slot of its own so that its pool exchange serves the next request.
+     * Slots are made when first needed and kept for the next stream. */
+    int max_streams, streams;            /* the limit; slots carrying one now */
+    struct oribi_exchange **slots;       /* nslots made, each allocated alone (streams hold pointers) */
+    struct oribi_exchange **free_slots;  /* nfree of them free */
+    int nslots, nfree;
+    int streams_full_said;               /* the log said max_streams was reached */
 
     VALUE scoreboard;              /* the Oribi::Scoreboard holding loop.score (kept alive), else nil */
     struct oribi_exchange *scored; /* the exchange whose request the scoreboard names, NULL when idle */

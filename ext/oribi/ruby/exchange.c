@@ -40,6 +40,11 @@ struct oribi_exchange *oribi_exchange_get(VALUE exchange)
     return ref->x;
 }
 
+struct oribi_exchange *oribi_exchange_of(VALUE obj)
+{
+    return rb_typeddata_is_kind_of(obj, &exchange_type) ? oribi_exchange_get(obj) : NULL;
+}
+
 /* A ticket points at its exchange, kept valid by keeping the engine alive
  * (through the exchange's own object); no memory of its own: one object
  * per request. */

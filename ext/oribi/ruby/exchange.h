@@ -42,6 +42,7 @@ struct oribi_exchange {
     VALUE self;                       /* what the exchange's streams carry */
     VALUE tickets[ORIBI_TICKETS];     /* the env callables of the request it serves (oribi_ticket_new) */
     int io_bound;                     /* its app marked the request as waiting on IO (io_threads) */
+    int carried;                      /* a stream's slot (engine.h), not one of the pool's */
     struct oribi_env_ctx ctx;         /* the env template, with this exchange's callables */
     char *out;                        /* response head and chunk framing not yet written */
     struct oribi_date_cache date;     /* this exchange's thread's own (http/response.h) */
@@ -86,6 +87,9 @@ extern VALUE oribi_cExchange;
 VALUE oribi_exchange_wrap(VALUE engine, struct oribi_exchange *x);
 /* The exchange such an object carries; raises IOError once its engine is closed. */
 struct oribi_exchange *oribi_exchange_get(VALUE exchange);
+/* The exchange an Oribi::Engine::Exchange object carries, or NULL when obj
+ * is no such object. */
+struct oribi_exchange *oribi_exchange_of(VALUE obj);
 /* The conn of the exchange's request while the app or the response has it, else NULL. */
 struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *x);
 /* Waits for fd to become readable (RB_WAITFD_IN) or writable (RB_WAITFD_OUT)

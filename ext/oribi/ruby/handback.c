@@ -5,7 +5,7 @@
 
 static void give_back(struct oribi_handbacks *h, struct oribi_conn *c, int detach)
 {
-    if (h->direct) {
+    if (h->direct && rb_thread_current() == *h->dispatcher) {
         if (detach)
             oribi_loop_detach(h->loop, c);
         else

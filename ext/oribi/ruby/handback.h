@@ -8,6 +8,8 @@
 #ifndef ORIBI_HANDBACK_H
 #define ORIBI_HANDBACK_H
 
+#include <ruby.h>
+
 #include "loop/loop.h"
 
 struct oribi_handback {
@@ -17,8 +19,9 @@ struct oribi_handback {
 
 struct oribi_handbacks {
     struct oribi_loop *loop;
-    int direct;         /* one app thread: straight back to the loop */
-    const int *in_loop; /* the dispatcher sleeps in the loop (wake it) */
+    int direct;              /* one app thread: straight back to the loop, from that thread */
+    const VALUE *dispatcher; /* the thread that runs the loop (others use the list) */
+    const int *in_loop;      /* the dispatcher sleeps in the loop (wake it) */
     struct oribi_handback *list;
     int n, cap;
 };
