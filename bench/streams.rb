@@ -1,0 +1,181 @@
+# frozen_string_literal: true
+
+# Open event streams beside a hello. N clients each ask for /sse, an event
+# stream whose body yields an event every --every seconds and sleeps in
+# between (a plain Rack each body: no app change); one client asks for
+# hello every 10 ms on a kept-alive connection meanwhile. One worker,
+# --threads threads, for each server in turn. Printed per server: the
+# streams that got at least --events events within --events × --every + 1
+# seconds of being opened, how late the events came (each carries the
+# time it was due; p50, p99), hello's latency while they ran (a hello not
+# answered in 2 s, or whose connection closed, is counted apart and asked
+# again on a new connection), and the worker's RSS grown per open stream.
+#
+#   bundle exec ruby bench/streams.rb [--clients 300] [--every 0.5] [--events 3] [--threads 3]
+#       [--servers oribi,puma] [--oribi-args "--max-streams 1000"]
+require "optparse"
+require "rbconfig"
+require "shellwords"
+require "io/wait"
+require "socket"
+require "tmpdir"
+require "fileutils"
+require_relative "../test/support/wait"
+require_relative "../oribi-bench/lib/oribi/process_group"
+
+module Streams
+  ROOT = File.expand_path("..", __dir__)
+  APP = <<~RUBY
+    EVERY = Float(ENV.fetch("EVERY_SECONDS"))
+    class Events
+      def each
+        due = Process.clock_gettime(Process::CLOCK_REALTIME)
+        loop do
+          yield "data: \#{due}\\n\\n"
+          due += EVERY
+          pause = due - Process.clock_gettime(Process::CLOCK_REALTIME)
+          sleep pause if pause.positive?
+        end
+      end
+    end
+    run lambda { |env|
+      next [200, {}, ["hello"]] unless env["PATH_INFO"] == "/sse"
+      [200, { "content-type" => "text/event-stream" }, Events.new]
+    }
+  RUBY
+
+  module_function
+
+  def command(server, dir, port, o)
+    app = File.join(dir, "app.ru")
+    case server
+    when "oribi"
+      [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", "1", "-t", o[:threads].to_s,
+       "--max-connections", (o[:clients] + 64).to_s, *o[:oribi_args], "-b", "tcp://127.0.0.1:#{port}", app]
+    when "puma"
+      conf = File.join(dir, "puma.rb")
+      File.write(conf, "workers 1\nthreads #{o[:threads]}, #{o[:threads]}\n" \
+                       "bind \"tcp://127.0.0.1:#{port}\"\nrackup #{app.inspect}\n")
+      [RbConfig.ruby, "-S", "puma", "-C", conf]
+    when "falcon"
+      ["falcon", "serve", "--count", "1", "--bind", "http://127.0.0.1:#{port}", "--config", app]
+    else abort "unknown server #{server}"
+    end
+  end
+
+  def run(server, o)
+    dir = Dir.mktmpdir("oribi-streams")
+    File.write(File.join(dir, "app.ru"), APP)
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    log = File.join(dir, "log")
+    group = Oribi::ProcessGroup.new(command(server, dir, port, o), log: log, env: { "EVERY_SECONDS" => o[:every].to_s },
+                                                                   rlimit_nofile: o[:clients] + 256)
+    ready = wait_until(timeout: 60) { (TCPSocket.new("127.0.0.1", port).close || true) rescue false } # rubocop:disable Style/RescueModifier
+    abort File.read(log) unless ready
+    get = ->(s, path) { s.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n") }
+    hello = TCPSocket.new("127.0.0.1", port)
+    3.times { get.call(hello, "/"); read_hello(hello, now + 5) } # warm
+    worker = group.worker_pids.first || group.pid
+    rss0 = rss_kib(worker)
+    window = o[:events] * o[:every] + 1
+    t0 = now
+    streams = Array.new(o[:clients]) { TCPSocket.new("127.0.0.1", port).tap { |s| get.call(s, "/sse") } }
+    lat = []
+    unanswered = 0
+    hellos = Thread.new do
+      while now - t0 < window
+        t = now
+        get.call(hello, "/")
+        if read_hello(hello, t + HELLO_PATIENCE)
+          lat << now - t
+        else # closed, or no answer in time: counted, and asked again on a new connection
+          unanswered += 1
+          hello.close
+          hello = TCPSocket.new("127.0.0.1", port)
+        end
+        sleep 0.01
+      end
+    end
+    fed, late = feed(streams, o[:events], t0 + window)
+    rss1 = rss_kib(worker)
+    hellos.join
+    streams.each(&:close)
+    lat.sort!
+    late.sort!
+    { fed: fed, late50: pct(late, 0.5), late99: pct(late, 0.99), p50: pct(lat, 0.5), p99: pct(lat, 0.99),
+      max: lat.last, hellos: lat.size, unanswered: unanswered, kib: (rss1 - rss0).fdiv(o[:clients]) }
+  ensure
+    group&.stop
+    FileUtils.rm_rf(dir) if dir
+  end
+
+  def pct(sorted, q) = sorted[[(sorted.size * q).floor, sorted.size - 1].min]
+
+  # How many of socks got n events by deadline (monotonic), and each
+  # event's lateness (its arrival less the time it says it was due).
+  def feed(socks, n, deadline)
+    bufs = socks.to_h { |s| [s, +""] }
+    counts = Hash.new(0)
+    late = []
+    fed = 0
+    until bufs.empty? || (left = deadline - now) <= 0
+      ready, = IO.select(bufs.keys, nil, nil, left)
+      (ready || []).each do |s|
+        chunk = s.read_nonblock(65_536, exception: false)
+        next if chunk == :wait_readable
+        next bufs.delete(s) if chunk.nil?
+
+        buf = bufs[s] << chunk
+        arrived = Process.clock_gettime(Process::CLOCK_REALTIME)
+        while (m = buf.match(/data: ([\d.]+)\n\n/))
+          late << arrived - m[1].to_f
+          buf.replace(m.post_match)
+          counts[s] += 1
+        end
+        next unless counts[s] >= n
+
+        fed += 1
+        bufs.delete(s)
+      end
+    end
+    [fed, late]
+  end
+
+  HELLO_PATIENCE = 2.0
+
+  # true once hello came, false when the connection closed or deadline passed
+  def read_hello(s, deadline)
+    buf = +""
+    until buf.include?("\r\n\r\n") && buf.end_with?("hello")
+      return false if (left = deadline - now) <= 0 || !s.wait_readable(left)
+
+      chunk = s.read_nonblock(4096, exception: false)
+      return false if chunk.nil?
+
+      buf << chunk if chunk.is_a?(String)
+    end
+    true
+  end
+
+  def rss_kib(pid) = File.read("/proc/#{pid}/status")[/^VmRSS:\s+(\d+)/, 1].to_i
+end
+
+if $PROGRAM_NAME == __FILE__
+  o = { clients: 300, every: 0.5, events: 3, threads: 3, servers: %w[oribi puma], oribi_args: [] }
+  OptionParser.new do |p|
+    p.on("--clients N", Integer) { |v| o[:clients] = v }
+    p.on("--every SEC", Float) { |v| o[:every] = v }
+    p.on("--events N", Integer) { |v| o[:events] = v }
+    p.on("--threads N", Integer) { |v| o[:threads] = v }
+    p.on("--servers LIST", Array) { |v| o[:servers] = v }
+    p.on("--oribi-args ARGS", "more options for oribi") { |v| o[:oribi_args] = Shellwords.split(v) }
+  end.parse!
+  puts format("%-8s %14s %12s %12s %10s %10s %10s %7s %11s %12s", "server", "fed #{o[:events]} events", "late p50",
+              "late p99", "hello p50", "p99", "max", "hellos", "unanswered", "KiB/stream")
+  o[:servers].each do |server|
+    r = Streams.run(server, o)
+    ms = ->(v) { v ? format("%.1f ms", v * 1000) : "-" }
+    puts format("%-8s %14s %12s %12s %10s %10s %10s %7d %11d %12.1f", server, "#{r[:fed]}/#{o[:clients]}", ms.(r[:late50]),
+                ms.(r[:late99]), ms.(r[:p50]), ms.(r[:p99]), ms.(r[:max]), r[:hellos], r[:unanswered], r[:kib])
+  end
+end
