@@ -15,6 +15,7 @@ module Oribi
   autoload :Server, "oribi/server"
   autoload :Worker, "oribi/worker"
   autoload :Streams, "oribi/streams"
+  autoload :Fibers, "oribi/fibers"
   autoload :Log, "oribi/log"
   autoload :Master, "oribi/master"
   autoload :Signals, "oribi/signals"

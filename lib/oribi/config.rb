@@ -29,7 +29,7 @@ module Oribi
     ENGINE = %i[keepalive keepalive_timeout keepalive_requests header_timeout body_timeout
                 write_timeout max_body body_buffer max_request_line max_header_bytes
                 max_headers max_connections max_write_backlog max_response_spool max_worker_spool tmpdir oob_gc
-                threads io_threads max_streams early_hints min_body_rate busy_poll remote_addr_header url_scheme].freeze
+                threads io_threads fibers max_streams early_hints min_body_rate busy_poll remote_addr_header url_scheme].freeze
 
     DEFAULT_FILE = "config/oribi.rb"
 
@@ -107,6 +107,7 @@ module Oribi
         raise Error, "threads (#{self[:threads]}) and io_threads (#{self[:io_threads]}) make more than " \
                      "#{Engine::MAX_THREADS} threads per worker"
       end
+      Fibers.load! if self[:fibers].positive? # a missing gem stops the boot, not a worker
       if self[:min_requests].positive? && self[:max_requests] < self[:min_requests]
         raise Error, "min_requests (#{self[:min_requests]}) is above max_requests (#{self[:max_requests]})"
       end

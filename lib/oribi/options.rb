@@ -239,6 +239,8 @@ module Oribi
       opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
       opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), THREADS,             "threads per worker"),
       opt(:io_threads,         ["--io-threads N"],            INT,     0,                                   IO_THREADS,          "more threads for requests the app marks as waiting on IO; 0 = off"),
+      opt(:fibers,             ["--fibers N"],                INT,     0,                                   int(0..Engine::MAX_FIBERS), "run up to N requests at once as fibers under async's scheduler (threads unused); 0 = off"),
+      opt(:fiber_per_request,  ["--[no-]fiber-per-request"],  BOOL,    false,                               nil,                 "each request in a fiber of its own on its thread (fiber locals end with it), as Puma's"),
       opt(:max_streams,        ["--max-streams N"],           INT,     512,                                 int(0..Engine::MAX_STREAMS), "responses whose body streams a worker carries beyond its threads; 0 = none"),
       opt(:environment,        ["-E", "--env ENV"],           STR,     APP_ENV,                             nil,                 "RACK_ENV for the app"),
       opt(:preload_app,        ["--[no-]preload"],            BOOL,    true,                                nil,                 "load the app in the master before forking"),

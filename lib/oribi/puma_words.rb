@@ -228,15 +228,10 @@ module Oribi
     def max_io_threads(count) = __map("max_io_threads", :io_threads, count)
 
     # Puma 8 runs each request in a fiber of its own, so that fiber locals
-    # set by one request are gone for the next: a leak Oribi would not stop.
-    def fiber_per_request(yes = true, word: :fiber_per_request)
-      return __ignored(word, [yes], "off, as Oribi runs requests") unless yes
+    # set by one request are gone for the next; so does Oribi with it.
+    def fiber_per_request(yes = true) = __map("fiber_per_request", :fiber_per_request, yes)
 
-      __refuse(word, "Oribi runs each request on its app thread, with the thread's fiber and its " \
-                                    "locals: clear what a request leaves (ActiveSupport::CurrentAttributes does), then remove the line")
-    end
-
-    def clean_thread_locals(yes = true) = fiber_per_request(yes, word: :clean_thread_locals)
+    def clean_thread_locals(yes = true) = __map("clean_thread_locals", :fiber_per_request, yes)
 
     # Puma's forms: :socket (its default), proxy_protocol: :v1, header:
     # NAME, :localhost, or a fixed address. The first three map (strictly:

@@ -55,7 +55,10 @@ module Oribi
       @in_app = {} # Thread => [env, started]: requests inside the app, for soft_timeout
       @methods = @config[:http_methods].to_h { |m| [m, true] }.freeze unless @config[:http_methods].empty?
       @error_handler = @config[:lowlevel_error_handler]
-      @streams = Streams.new if @config[:max_streams].positive?
+      @fibers = Fibers.new if @config[:fibers].positive?
+      # Fibers carry their own streams: a request's fiber writes its body.
+      @streams = Streams.new if @config[:max_streams].positive? && !@fibers
+      @fiber_per_request = @config[:fiber_per_request] && !@fibers
     end
 
     def run
@@ -80,7 +83,10 @@ module Oribi
         Systemd.notify("READY=1\nMAINPID=#{Process.pid}")
         Systemd.feed_watchdog
       end
-      @threads > 1 ? dispatch : serve_each
+      if @fibers then dispatch_fibers
+      elsif @threads > 1 then dispatch
+      else serve_each
+      end
     ensure
       @config.hook(:before_worker_exit, @server, @index) if @engine
       @engine&.close
@@ -200,7 +206,7 @@ module Oribi
       while (env = @engine.next_request)
         @served += 1
         retire if @limit && @served == @limit # before the response, so that it says connection: close
-        serve(env)
+        @fiber_per_request ? Fiber.new { serve(env) }.resume : serve(env)
         title if (@served % TITLE_EVERY).zero?
       end
     end
@@ -228,6 +234,25 @@ module Oribi
       end
     end
 
+    # fibers: this (main) thread runs the loop as with a pool; one thread
+    # runs every request, each a fiber (Fibers).
+    def dispatch_fibers
+      @queue = Thread::Queue.new
+      runner = Log.thread("fibers") do
+        thread_started
+        @fibers.run(@queue) { |env| serve(env) }
+      end
+      while (env = @engine.next_request)
+        @served += 1
+        retire if @limit && @served == @limit
+        @queue << env
+        title if (@served % TITLE_EVERY).zero?
+      end
+    ensure
+      @queue&.close
+      runner&.join
+    end
+
     # A thread of the pool; one more when a thread of it goes on with a
     # stream (#serve), which leaves the pool when the stream ends.
     def app_thread
@@ -252,7 +277,8 @@ module Oribi
 
     def serve_queue(queue)
       while (env = queue.pop)
-        break if serve(env) == :streamed # another thread took this one's place
+        served = @fiber_per_request ? Fiber.new { serve(env) }.resume : serve(env)
+        break if served == :streamed # another thread took this one's place
       end
     rescue RequestTimeout # soft_timeout_raise landing just after its request ended
       retry
@@ -365,8 +391,9 @@ module Oribi
     # loses nothing else; shutdown_timeout counts from the signal, a
     # shutdown_delay included.
     def end_streams
-      grace = @config[:shutdown_timeout] - @config[:shutdown_delay] - 1
-      @streams&.close_after([grace, 0].max)
+      grace = [@config[:shutdown_timeout] - @config[:shutdown_delay] - 1, 0].max
+      @streams&.close_after(grace)
+      @fibers&.end_after(grace)
     end
 
     def title
@@ -405,6 +432,8 @@ module Oribi
     rescue SystemExit, SignalException, Streams::Closed
       raise
     rescue Exception => e # rubocop:disable Lint/RescueException
+      raise if @fibers&.stop?(e) # a drain's grace ended it
+
       # The engine already answered (500 or a close) and closed the body.
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: response failed", e)
     end

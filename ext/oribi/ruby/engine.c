@@ -31,7 +31,7 @@
 #include "http/queue_time.h"
 #include "http/response.h"
 
-static VALUE cEngine, cStringIO, cHijack, cEarlyHints, cIoBound, empty_input, no_mark, k_response_finished, mGC,
+static VALUE cEngine, cStringIO, cHijack, cEarlyHints, cIoBound, empty_input, no_mark, k_response_finished, k_hijack, mGC,
     minor_gc_opts;
 static ID id_new, id_for_fd, id_call, id_error, id_start;
 
@@ -86,6 +86,7 @@ static void engine_free(void *p)
     for (int i = 0; i < e->exchanges_len; i++)
         free(e->exchanges[i].out);
     xfree(e->exchanges);
+    xfree(e->free_ix);
     for (int i = 0; i < e->nslots; i++) {
         free(e->slots[i]->out);
         xfree(e->slots[i]);
@@ -103,6 +104,7 @@ static VALUE engine_alloc(VALUE klass)
 {
     struct oribi_engine *e = ZALLOC(struct oribi_engine);
     e->tmpdir = e->dispatcher = e->scoreboard = e->addr_header = e->url_scheme = Qnil;
+    e->multiprocess = e->multithread = Qfalse;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
 
@@ -123,17 +125,15 @@ static void exchange_base(VALUE engine, struct oribi_engine *e, struct oribi_exc
     x->self = oribi_exchange_wrap(engine, x);
 }
 
-static void exchange_init(VALUE engine, struct oribi_engine *e, int i, VALUE multiprocess, VALUE multithread,
-                          int early_hints)
+static void exchange_init(VALUE engine, struct oribi_engine *e, struct oribi_exchange *x)
 {
-    struct oribi_exchange *x = &e->exchanges[i];
     exchange_base(engine, e, x);
     x->ctx.listeners = e->listeners;
-    x->ctx.multiprocess = multiprocess;
-    x->ctx.multithread = multithread;
+    x->ctx.multiprocess = e->multiprocess;
+    x->ctx.multithread = e->multithread;
     /* Off unless configured: nginx before 1.29 takes a 103 for the final
      * response, and Varnish answers 503 (docs/DEPLOYMENT.md). */
-    x->ctx.early_hints = early_hints;
+    x->ctx.early_hints = e->early_hints;
     x->ctx.empty_input = empty_input;
     x->ctx.no_mark = no_mark;
     x->ctx.url_scheme = e->url_scheme;
@@ -297,8 +297,8 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     o.min_body_rate = opt_int(opts, "min_body_rate", 0, UINT32_MAX);
     o.busy_poll_us = opt_int(opts, "busy_poll", 0, 1000);
     e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0, INT64_MAX);
-    VALUE multiprocess = opt_bool(opts, "multiprocess") ? Qtrue : Qfalse;
-    o.share_accepts = RTEST(multiprocess);
+    e->multiprocess = opt_bool(opts, "multiprocess") ? Qtrue : Qfalse;
+    o.share_accepts = RTEST(e->multiprocess);
     VALUE tmpdir = opt_get(opts, "tmpdir");
     if (!RB_TYPE_P(tmpdir, T_STRING))
         rb_raise(rb_eArgError, "engine option tmpdir must be a String");
@@ -309,8 +309,13 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     int64_t io_threads = opt_int(opts, "io_threads", 0, ORIBI_MAX_THREADS - threads);
     e->regular = (int)threads;
     threads += io_threads;
+    /* fibers: that many requests at once, each a fiber (docs/FIBERS.md) */
+    int64_t fibers = opt_int(opts, "fibers", 0, ORIBI_MAX_FIBERS);
+    if (fibers)
+        e->regular = (int)(threads = fibers);
+    e->multithread = threads > 1 ? Qtrue : Qfalse;
     e->max_streams = (int)opt_int(opts, "max_streams", 0, ORIBI_MAX_STREAMS);
-    int early_hints = opt_bool(opts, "early_hints");
+    e->early_hints = opt_bool(opts, "early_hints");
     trusted_networks(e, opt_get(opts, "trusted_networks"));
     VALUE addr_header = opt_get(opts, "remote_addr_header");
     if (!NIL_P(addr_header) && (!RB_TYPE_P(addr_header, T_STRING) || RSTRING_LEN(addr_header) == 0))
@@ -333,11 +338,10 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     e->hb.in_loop = &e->in_loop;
     e->hb.dispatcher = &e->dispatcher;
     e->exchanges = ZALLOC_N(struct oribi_exchange, threads);
-    e->exchanges_len = (int)threads;
-    for (int i = 0; i < threads; i++) {
-        exchange_init(self, e, i, multiprocess, threads > 1 ? Qtrue : Qfalse, early_hints);
-        e->nexchanges = i + 1;
-    }
+    e->free_ix = ALLOC_N(int, threads);
+    e->exchanges_len = e->nexchanges = (int)threads;
+    for (int i = 0; i < threads; i++) /* the first on top */
+        e->free_ix[e->nfree_ix++] = (int)threads - 1 - i;
     return self;
 }
 
@@ -562,9 +566,9 @@ static VALUE engine_next_request(VALUE self)
         }
         struct oribi_conn *c = has_room(e) ? oribi_loop_take(&e->loop) : NULL;
         if (c) {
-            struct oribi_exchange *x = e->exchanges;
-            while (x->phase != PHASE_NONE)
-                x++;
+            struct oribi_exchange *x = &e->exchanges[e->free_ix[--e->nfree_ix]];
+            if (!x->self)
+                exchange_init(self, e, x);
             return start_request(e, x, c);
         }
         /* Under load the next request is often already there: look without
@@ -623,10 +627,12 @@ static void end_request(struct oribi_exchange *x)
         x->out = NULL;
         x->out_cap = x->out_len = 0;
     }
-    if (x->carried)
+    if (x->carried) {
         slot_free(x->engine, x);
-    else
+    } else {
+        x->engine->free_ix[x->engine->nfree_ix++] = (int)(x - x->engine->exchanges);
         x->engine->busy--;
+    }
 }
 
 /* ---- streams (max_streams) ---- */
@@ -660,9 +666,16 @@ static void slot_free(struct oribi_engine *e, struct oribi_exchange *y)
     streams_count(e, -1);
 }
 
-/* The exchange of the pool serving env's request in the app, else NULL. */
+/* The exchange of the pool serving env's request in the app, else NULL.
+ * A large pool (fibers) is not searched: env's rack.hijack names it, unless
+ * the app replaced that. */
 static struct oribi_exchange *pool_exchange(struct oribi_engine *e, VALUE env)
 {
+    if (e->nexchanges > 8) {
+        struct oribi_exchange *x = RB_TYPE_P(env, T_HASH) ? oribi_ticket_owner(rb_hash_lookup(env, k_hijack)) : NULL;
+        if (x && x->env == env && x->phase != PHASE_NONE && !x->carried)
+            return x;
+    }
     for (struct oribi_exchange *x = e->exchanges, *end = x + e->nexchanges; x < end; x++)
         if (x->env == env && x->phase != PHASE_NONE)
             return x;
@@ -946,6 +959,7 @@ void Init_oribi_engine(VALUE mOribi)
     id_call = rb_intern("call");
     id_error = rb_intern("error");
     k_response_finished = oribi_fstr("rack.response_finished");
+    k_hijack = oribi_fstr("rack.hijack");
     id_start = rb_intern("start");
     mGC = rb_const_get(rb_cObject, rb_intern("GC"));
     minor_gc_opts = rb_hash_new();
@@ -964,6 +978,7 @@ void Init_oribi_engine(VALUE mOribi)
     /* threads' upper bound, which Config checks against */
     rb_define_const(cEngine, "MAX_THREADS", INT2NUM(ORIBI_MAX_THREADS));
     rb_define_const(cEngine, "MAX_STREAMS", INT2NUM(ORIBI_MAX_STREAMS));
+    rb_define_const(cEngine, "MAX_FIBERS", INT2NUM(ORIBI_MAX_FIBERS));
     rb_define_method(cEngine, "next_request", engine_next_request, 0);
     rb_define_method(cEngine, "respond", engine_respond, -1);
     rb_define_method(cEngine, "carry", engine_carry, 1);

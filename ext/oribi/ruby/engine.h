@@ -18,6 +18,9 @@
 
 #define ORIBI_MAX_THREADS 1024
 
+/* fibers: requests a worker runs at once as fibers, at most */
+#define ORIBI_MAX_FIBERS 100000
+
 #define ORIBI_MAX_TRUSTED 64
 
 /* max_streams: responses a worker carries on beyond its threads at most */
@@ -32,7 +35,11 @@ struct oribi_engine {
     int regular;          /* threads: busy exchanges not marked io_bound may be at most this many */
     int io_bound;         /* busy exchanges whose request is marked io_bound */
     struct oribi_exchange *exchanges;
-    int exchanges_len;         /* allocated: marked while Engine.new is still filling them in */
+    int exchanges_len;         /* allocated; each is set up when first handed out (x->self) */
+    int *free_ix;              /* nfree_ix free exchanges (indexes), the last freed on top */
+    int nfree_ix;
+    VALUE multiprocess, multithread; /* rack.multiprocess and rack.multithread */
+    int early_hints;                 /* offer rack.early_hints */
     int in_loop;               /* the dispatcher is in the loop without the GVL */
     VALUE dispatcher;          /* the thread that calls next_request (marked by Ruby's thread list) */
     int stop_pending;          /* #stop from an app thread meanwhile */

@@ -1,6 +1,7 @@
 #include "ruby/exchange.h"
 
 #include <ruby.h>
+#include <ruby/fiber/scheduler.h>
 #include <ruby/io.h>
 #include <sys/time.h>
 
@@ -68,6 +69,11 @@ VALUE oribi_ticket_new(VALUE klass, struct oribi_exchange *x, enum oribi_ticket_
     return x->tickets[kind] = TypedData_Wrap_Struct(klass, &ticket_type, x);
 }
 
+struct oribi_exchange *oribi_ticket_owner(VALUE obj)
+{
+    return rb_typeddata_is_kind_of(obj, &ticket_type) ? rb_check_typeddata(obj, &ticket_type) : NULL;
+}
+
 struct oribi_exchange *oribi_ticket_exchange(VALUE ticket, enum oribi_ticket_kind kind)
 {
     struct oribi_exchange *x = rb_check_typeddata(ticket, &ticket_type);
@@ -81,8 +87,26 @@ struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *x)
     return x->phase == PHASE_APP || x->phase == PHASE_RESPONDING ? x->c : NULL;
 }
 
+static VALUE autoclose_false;
+static ID id_for_fd;
+
+int oribi_exchange_fiber_wait(int fd, int events, int64_t timeout_ms)
+{
+    VALUE scheduler = rb_fiber_scheduler_current();
+    if (NIL_P(scheduler))
+        return -1;
+    /* The scheduler waits on an IO: one for the conn's fd that never closes it. */
+    VALUE io = rb_funcall(rb_cIO, id_for_fd, 2, INT2NUM(fd), autoclose_false);
+    VALUE ready = rb_fiber_scheduler_io_wait(scheduler, io, INT2NUM(events), rb_float_new((double)timeout_ms / 1000.0));
+    RB_GC_GUARD(io);
+    return RTEST(ready);
+}
+
 int oribi_exchange_wait(int fd, int events, int64_t timeout_ms)
 {
+    int w = oribi_exchange_fiber_wait(fd, events, timeout_ms);
+    if (w >= 0)
+        return w;
     struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
     return rb_wait_for_single_fd(fd, events, &tv) > 0;
 }
@@ -109,5 +133,10 @@ void Init_oribi_exchange(VALUE mOribi, VALUE cEngine)
 {
     oribi_eClientGone = rb_define_class_under(mOribi, "ClientGone", rb_eIOError);
     oribi_cExchange = rb_define_class_under(cEngine, "Exchange", rb_cObject);
+    id_for_fd = rb_intern("for_fd");
+    autoclose_false = rb_hash_new();
+    rb_hash_aset(autoclose_false, ID2SYM(rb_intern("autoclose")), Qfalse);
+    rb_obj_freeze(autoclose_false);
+    rb_gc_register_mark_object(autoclose_false);
     rb_undef_alloc_func(oribi_cExchange);
 }

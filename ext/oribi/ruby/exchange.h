@@ -92,6 +92,10 @@ struct oribi_exchange *oribi_exchange_get(VALUE exchange);
 struct oribi_exchange *oribi_exchange_of(VALUE obj);
 /* The conn of the exchange's request while the app or the response has it, else NULL. */
 struct oribi_conn *oribi_exchange_conn(struct oribi_exchange *x);
+/* Under a Fiber::Scheduler (fibers, docs/FIBERS.md), the current fiber
+ * waits as oribi_exchange_wait does and others run meanwhile: 1 ready, 0
+ * not; -1 when there is no scheduler (the caller waits its own way). */
+int oribi_exchange_fiber_wait(int fd, int events, int64_t timeout_ms);
 /* Waits for fd to become readable (RB_WAITFD_IN) or writable (RB_WAITFD_OUT)
  * for up to timeout_ms, running Ruby's interrupts meanwhile; 1 ready, 0 not. */
 int oribi_exchange_wait(int fd, int events, int64_t timeout_ms);
@@ -110,6 +114,10 @@ VALUE oribi_ticket_new(VALUE klass, struct oribi_exchange *x, enum oribi_ticket_
 /* The ticket's exchange while it serves the ticket's request, else NULL;
  * raises IOError once the engine is closed. */
 struct oribi_exchange *oribi_ticket_exchange(VALUE ticket, enum oribi_ticket_kind kind);
+
+/* The exchange obj names when obj is a ticket, whichever request it was
+ * made for; else NULL. */
+struct oribi_exchange *oribi_ticket_owner(VALUE obj);
 
 /* Oribi::ClientGone and Oribi::Engine::Exchange (under cEngine). */
 void Init_oribi_exchange(VALUE mOribi, VALUE cEngine);

@@ -62,13 +62,24 @@ static void *wait_nogvl(void *p)
     return (void *)(intptr_t)oribi_conn_wait_writable(r->c, r->wait_ms ? r->wait_ms : r->x->opt->write_timeout_ms);
 }
 
+/* Waits until the client can take more: 0, or -1 when it went away or took
+ * nothing for the wait (write_timeout). A fiber under a scheduler lets the
+ * others run; a thread waits without the GVL. */
+static int wait_writable(struct oribi_rack_response *r)
+{
+    int w = oribi_exchange_fiber_wait(r->c->fd, RB_WAITFD_OUT, r->wait_ms ? r->wait_ms : r->x->opt->write_timeout_ms);
+    if (w >= 0)
+        return w ? 0 : -1;
+    return (int)(intptr_t)rb_thread_call_without_gvl(wait_nogvl, r, RUBY_UBF_IO, NULL);
+}
+
 /* Waits (without the GVL) until the client takes everything kept and
  * spooled; 0, or -1 when it went away or took nothing for write_timeout. */
 static int spool_settle(struct oribi_rack_response *r)
 {
     int w;
     while ((w = oribi_spool_send(&r->spool, r->c)) == 1)
-        if ((intptr_t)rb_thread_call_without_gvl(wait_nogvl, r, RUBY_UBF_IO, NULL) < 0)
+        if (wait_writable(r) < 0)
             return -1;
     return w;
 }
@@ -111,7 +122,7 @@ static int spool_write(struct oribi_rack_response *r, const struct iovec *iov, i
             /* Full, and this client took bytes lately: it gets the rest of
              * the stall to take more (then the room it made is its own) */
             r->wait_ms = SHED_STALL_MS - idle;
-            rb_thread_call_without_gvl(wait_nogvl, r, RUBY_UBF_IO, NULL);
+            wait_writable(r);
             r->wait_ms = 0;
             if ((w = oribi_spool_send(&r->spool, r->c)) != 1)
                 break;
@@ -158,7 +169,7 @@ static void out_write(struct oribi_rack_response *r, const struct iovec *extra, 
         return;
     }
     while (w == 1) {
-        if ((intptr_t)rb_thread_call_without_gvl(wait_nogvl, r, RUBY_UBF_IO, NULL) < 0) {
+        if (wait_writable(r) < 0) {
             w = -1;
             break;
         }
