@@ -1,0 +1,128 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+# fibers N (docs/FIBERS.md): a worker runs its requests as fibers under
+# async's Fiber::Scheduler, so that requests that wait (sleep, Net::HTTP,
+# Queue#pop, a stream between its events) do not each hold a thread. And
+# Puma's fiber_per_request: a fiber per request on its thread.
+class FibersTest < Minitest::Test
+  def setup
+    skip "the async gem is not installed (bundle group ecosystem)" unless Gem.loaded_specs.key?("async")
+  end
+
+  def teardown
+    @srv&.stop
+    @upstream&.close
+  end
+
+  def start(*args) = @srv = ServerProcess.new("fibers.ru", *args, workers: 1)
+
+  def waiting(n)
+    assert wait_until(timeout: 10) { @srv.log.scan("waiting").size >= n }, "#{n} requests did not begin to wait:\n#{@srv.log}"
+  end
+
+  def get(path, timeout: 10) = HTTPClient.read_response(@srv.send_gets([path]).first, timeout: timeout)
+
+  # 200 one-second sleeps on one worker, one thread: all answered in about a
+  # second, a hello at once beside them. With threads they would take 200 s.
+  def test_sleeping_requests_wait_together
+    start("--fibers", "500")
+    t = now
+    waits = @srv.send_gets(Array.new(200) { "/wait" })
+    waiting(200)
+    h = now
+    assert_equal "hello multithread=true", get("/").body
+    assert_operator now - h, :<, 0.5, "the hello waited behind the sleeps"
+    waits.each { |s| assert_equal "waited", HTTPClient.read_response(s, timeout: 10).body }
+    assert_operator now - t, :<, 4, "200 sleeps of 1 s did not run together"
+  ensure
+    waits&.each(&:close)
+  end
+
+  # Net::HTTP to an upstream that answers after 1 s: 50 such requests wait
+  # on their sockets together.
+  def test_upstream_calls_wait_together
+    @upstream = TCPServer.new("127.0.0.1", 0)
+    port = @upstream.addr[1]
+    Thread.new do
+      loop do
+        c = @upstream.accept
+        Thread.new(c) do |s|
+          s.readpartial(4096)
+          sleep 1
+          s.write("HTTP/1.1 200 OK\r\ncontent-length: 8\r\nconnection: close\r\n\r\nupstream")
+          s.close
+        end
+      end
+    rescue IOError, SystemCallError
+      nil # closed by teardown
+    end
+    start("--fibers", "100")
+    t = now
+    calls = @srv.send_gets(Array.new(50) { "/upstream?port=#{port}" })
+    calls.each { |s| assert_equal "upstream", HTTPClient.read_response(s, timeout: 10).body }
+    assert_operator now - t, :<, 3.5, "50 upstream calls of 1 s did not wait together"
+  ensure
+    calls&.each(&:close)
+  end
+
+  # Queue#pop waits as a fiber: the request that pushes runs meanwhile.
+  def test_a_queue_pop_lets_the_push_run
+    start("--fibers", "10")
+    pop = @srv.send_gets(["/pop"]).first
+    waiting(1)
+    assert_equal "pushed", get("/push?v=7").body
+    assert_equal "popped 7", HTTPClient.read_response(pop, timeout: 5).body
+  ensure
+    pop&.close
+  end
+
+  # A fiber's stream is its own: streams and a hello beside them.
+  def test_streams_go_on_beside_requests
+    start("--fibers", "100")
+    streams = @srv.send_gets(Array.new(20) { "/sse" })
+    waiting(20)
+    assert_equal "hello multithread=true", get("/").body
+    streams.each { |s| assert_equal "data: 0\n\ndata: 1\n\ndata: 2\n\n", HTTPClient.read_response(s, timeout: 10).body }
+  ensure
+    streams&.each(&:close)
+  end
+
+  # Past fibers N, requests wait their turn.
+  def test_past_n_requests_wait
+    start("--fibers", "2")
+    t = now
+    waits = @srv.send_gets(Array.new(4) { "/wait" })
+    waits.each { |s| assert_equal "waited", HTTPClient.read_response(s, timeout: 10).body }
+    assert_operator now - t, :>, 1.9, "more than 2 requests ran at once"
+  ensure
+    waits&.each(&:close)
+  end
+
+  # A drain stops requests still open after its grace, as with threads.
+  def test_a_drain_ends_open_streams
+    start("--fibers", "10", "--shutdown-timeout", "3")
+    streams = @srv.send_gets(Array.new(3) { "/forever" })
+    waiting(3)
+    Process.kill(:TERM, @srv.pid)
+    streams.each { |s| assert HTTPClient.closed?(s, timeout: 8), "a stream stayed open" }
+    assert_equal 0, @srv.wait_exit(10)
+    assert_match(/closing 3 open requests/, @srv.log)
+    refute_match(/response failed|Async::Stop/, @srv.log)
+  ensure
+    streams&.each(&:close)
+  end
+
+  # Puma's fiber_per_request: what a request leaves in its fiber locals is
+  # gone for the next one on the same thread; without it, it stays.
+  def test_fiber_per_request_ends_fiber_locals_with_the_request
+    start("--fiber-per-request")
+    assert_equal "before=nil", get("/local").body
+    assert_equal "before=nil", get("/local").body
+    @srv.stop
+    start
+    get("/local")
+    assert_equal 'before="set"', get("/local").body
+  end
+end
