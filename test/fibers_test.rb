@@ -114,6 +114,19 @@ class FibersTest < Minitest::Test
     streams&.each(&:close)
   end
 
+  # soft_timeout sees each request's fiber: two waits past it, two lines,
+  # each with where its fiber waits.
+  def test_soft_timeout_logs_each_fibers_backtrace
+    start("--fibers", "10", "--soft-timeout", "0.3")
+    waits = @srv.send_gets(%w[/wait /wait])
+    waits.each { |s| assert_equal "waited", HTTPClient.read_response(s, timeout: 10).body }
+    log = @srv.log_until(/(soft_timeout: GET \/wait.*){2}/m)
+    assert_equal 2, log.scan(%r{soft_timeout: GET /wait running}).size, log
+    assert_match(/fibers\.ru:\d+:in `sleep'|fibers\.ru:\d+/, log)
+  ensure
+    waits&.each(&:close)
+  end
+
   # Puma's fiber_per_request: what a request leaves in its fiber locals is
   # gone for the next one on the same thread; without it, it stays.
   def test_fiber_per_request_ends_fiber_locals_with_the_request

@@ -317,7 +317,8 @@ module Oribi
     # app for longer is logged once with where the app is (its thread's
     # backtrace), and with soft_timeout_raise interrupted by
     # Oribi::RequestTimeout, which the app sees like any exception (the
-    # client gets a 500). Each app thread has its own record.
+    # client gets a 500). Each app thread (under fibers, each request's
+    # fiber) has its own record.
     def start_soft_timeout
       tick = [@soft / 4.0, 0.25].min
       Log.thread("soft_timeout", restart: true) do
@@ -333,7 +334,8 @@ module Oribi
             reported[env] = true
             Log.info("soft_timeout: #{env['REQUEST_METHOD']} #{env['REQUEST_URI']} running #{running.round(1)} s",
                      backtrace: (thread.backtrace || []).first(20))
-            next unless @config[:soft_timeout_raise] && @in_app[thread]&.first.equal?(env)
+            # A fiber (fibers) waits in the scheduler: nothing may raise into it from outside.
+            next unless @config[:soft_timeout_raise] && thread.is_a?(Thread) && @in_app[thread]&.first.equal?(env)
 
             thread.raise(RequestTimeout, "request ran longer than soft_timeout (#{@soft} s)")
           end
@@ -446,7 +448,7 @@ module Oribi
       # http_methods (Puma's supported_http_methods): what Puma answers 501 to
       return [501, ERROR_HEADERS.dup, NOT_IMPLEMENTED_BODY] if @methods && !@methods.key?(env[Rack::REQUEST_METHOD])
 
-      @in_app[Thread.current] = [env, Process.clock_gettime(Process::CLOCK_MONOTONIC)] if @soft
+      @in_app[@fibers ? Fiber.current : Thread.current] = [env, Process.clock_gettime(Process::CLOCK_MONOTONIC)] if @soft
       res = @app.call(env)
       return res if res.instance_of?(Array)
 
@@ -458,7 +460,7 @@ module Oribi
       Log.error("#{env['REQUEST_METHOD']} #{env['REQUEST_URI']}: app raised", e)
       handled(e, env) || [500, ERROR_HEADERS.dup, ERROR_BODY, e] # e goes to rack.response_finished
     ensure
-      @in_app.delete(Thread.current) if @soft
+      @in_app.delete(@fibers ? Fiber.current : Thread.current) if @soft
     end
   end
 end
