@@ -4,15 +4,17 @@
 # stream whose body yields an event every --every seconds and sleeps in
 # between (a plain Rack each body: no app change); one client asks for
 # hello every 10 ms on a kept-alive connection meanwhile. One worker,
-# --threads threads, for each server in turn. Printed per server: the
-# streams that got at least --events events within --events × --every + 1
-# seconds of being opened, how late the events came (each carries the
-# time it was due; p50, p99), hello's latency while they ran (a hello not
-# answered in 2 s, or whose connection closed, is counted apart and asked
-# again on a new connection), and the worker's RSS grown per open stream.
+# --threads threads, for each server in turn. Once every stream is open
+# (read by client processes of a thousand streams each), for --window
+# seconds (--events × --every + 1 unless given), printed per server: the
+# streams that got at least --events events, how late the events came
+# (each carries the time it was due; p50, p99), hello's latency (a hello
+# not answered in 2 s, or whose connection closed, is counted apart and
+# asked again on a new connection), and the worker's RSS grown per open
+# stream.
 #
-#   bundle exec ruby bench/streams.rb [--clients 300] [--every 0.5] [--events 3] [--threads 3]
-#       [--servers oribi,puma] [--oribi-args "--max-streams 1000"]
+#   bundle exec ruby bench/streams.rb [--clients 300] [--every 0.5] [--events 3] [--window SEC]
+#       [--threads 3] [--servers oribi,puma] [--oribi-args "--max-streams 1000"]
 require "optparse"
 require "rbconfig"
 require "shellwords"
@@ -72,53 +74,101 @@ module Streams
                                                                    rlimit_nofile: o[:clients] + 256)
     ready = wait_until(timeout: 60) { (TCPSocket.new("127.0.0.1", port).close || true) rescue false } # rubocop:disable Style/RescueModifier
     abort File.read(log) unless ready
-    get = ->(s, path) { s.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n") }
     hello = TCPSocket.new("127.0.0.1", port)
-    3.times { get.call(hello, "/"); read_hello(hello, now + 5) } # warm
+    3.times { get(hello, "/"); read_hello(hello, now + 5) } # warm
     worker = group.worker_pids.first || group.pid
     rss0 = rss_kib(worker)
-    window = o[:events] * o[:every] + 1
-    t0 = now
-    streams = Array.new(o[:clients]) { TCPSocket.new("127.0.0.1", port).tap { |s| get.call(s, "/sse") } }
+    feeders = Array.new((o[:clients] + PER_FEEDER - 1) / PER_FEEDER) do |i|
+      Feeder.new(port, [PER_FEEDER, o[:clients] - i * PER_FEEDER].min, o[:events])
+    end
+    feeders.each(&:opened) # every stream asked for
+    t0 = now + 0.2
+    t1 = t0 + o[:window]
+    feeders.each { |f| f.measure(t0, t1) }
     lat = []
     unanswered = 0
-    hellos = Thread.new do
-      while now - t0 < window
-        t = now
-        get.call(hello, "/")
-        if read_hello(hello, t + HELLO_PATIENCE)
-          lat << now - t
-        else # closed, or no answer in time: counted, and asked again on a new connection
-          unanswered += 1
-          hello.close
-          hello = TCPSocket.new("127.0.0.1", port)
-        end
-        sleep 0.01
+    sleep 0.01 while now < t0 # the window's start, which the feeders were told
+    while now < t1
+      t = now
+      get(hello, "/")
+      if read_hello(hello, t + HELLO_PATIENCE)
+        lat << now - t
+      else # closed, or no answer in time: counted, and asked again on a new connection
+        unanswered += 1
+        hello.close
+        hello = TCPSocket.new("127.0.0.1", port)
       end
+      sleep 0.01
     end
-    fed, late = feed(streams, o[:events], t0 + window)
     rss1 = rss_kib(worker)
-    hellos.join
-    streams.each(&:close)
+    results = feeders.map(&:result)
+    late = results.flat_map(&:last).sort
     lat.sort!
-    late.sort!
-    { fed: fed, late50: pct(late, 0.5), late99: pct(late, 0.99), p50: pct(lat, 0.5), p99: pct(lat, 0.99),
-      max: lat.last, hellos: lat.size, unanswered: unanswered, kib: (rss1 - rss0).fdiv(o[:clients]) }
+    { fed: results.sum(&:first), late50: pct(late, 0.5), late99: pct(late, 0.99), p50: pct(lat, 0.5),
+      p99: pct(lat, 0.99), max: lat.last, hellos: lat.size, unanswered: unanswered,
+      kib: (rss1 - rss0).fdiv(o[:clients]) }
   ensure
+    feeders&.each(&:close)
     group&.stop
     FileUtils.rm_rf(dir) if dir
   end
 
+  def get(s, path) = s.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n")
+
   def pct(sorted, q) = sorted[[(sorted.size * q).floor, sorted.size - 1].min]
 
-  # How many of socks got n events by deadline (monotonic), and each
-  # event's lateness (its arrival less the time it says it was due).
-  def feed(socks, n, deadline)
+  # Streams read by a process of its own (IO.select over a thousand
+  # sockets at most, so that the client keeps up with ten thousand):
+  # it opens them, says so, then counts what comes within the window.
+  PER_FEEDER = 1000
+
+  class Feeder
+    def initialize(port, n, events)
+      @out, child_out = IO.pipe
+      child_in, @in = IO.pipe
+      @pid = fork do
+        @out.close
+        @in.close
+        socks = Array.new(n) { TCPSocket.new("127.0.0.1", port).tap { |s| Streams.get(s, "/sse") } }
+        child_out.puts "open"
+        t0, t1 = child_in.gets.split.map(&:to_f)
+        Marshal.dump(Streams.feed(socks, events, t0, t1), child_out)
+        child_out.close
+        exit!(0)
+      end
+      child_out.close
+      child_in.close
+    end
+
+    def opened = @out.gets
+    def measure(t0, t1) = @in.puts("#{t0} #{t1}")
+
+    # [streams that got their events within the window, each event's lateness]
+    def result
+      r = Marshal.load(@out) # rubocop:disable Security/MarshalLoad -- our own child's
+      Process.wait(@pid)
+      @pid = nil
+      r
+    end
+
+    def close
+      return unless @pid
+
+      Process.kill(:KILL, @pid)
+      Process.wait(@pid)
+    rescue SystemCallError
+      nil
+    end
+  end
+
+  # How many of socks got n events between t0 and t1 (monotonic), and the
+  # lateness of every event in the window (its arrival less the time it
+  # says it was due); what came before t0 is read and left out.
+  def feed(socks, n, t0, t1)
     bufs = socks.to_h { |s| [s, +""] }
     counts = Hash.new(0)
     late = []
-    fed = 0
-    until bufs.empty? || (left = deadline - now) <= 0
+    until bufs.empty? || (left = t1 - now) <= 0
       ready, = IO.select(bufs.keys, nil, nil, left)
       (ready || []).each do |s|
         chunk = s.read_nonblock(65_536, exception: false)
@@ -127,18 +177,17 @@ module Streams
 
         buf = bufs[s] << chunk
         arrived = Process.clock_gettime(Process::CLOCK_REALTIME)
+        counting = now >= t0
         while (m = buf.match(/data: ([\d.]+)\n\n/))
-          late << arrived - m[1].to_f
           buf.replace(m.post_match)
+          next unless counting
+
+          late << arrived - m[1].to_f
           counts[s] += 1
         end
-        next unless counts[s] >= n
-
-        fed += 1
-        bufs.delete(s)
       end
     end
-    [fed, late]
+    [counts.count { |_, c| c >= n }, late]
   end
 
   HELLO_PATIENCE = 2.0
@@ -161,15 +210,17 @@ module Streams
 end
 
 if $PROGRAM_NAME == __FILE__
-  o = { clients: 300, every: 0.5, events: 3, threads: 3, servers: %w[oribi puma], oribi_args: [] }
+  o = { clients: 300, every: 0.5, events: 3, threads: 3, servers: %w[oribi puma], oribi_args: [], window: nil }
   OptionParser.new do |p|
     p.on("--clients N", Integer) { |v| o[:clients] = v }
     p.on("--every SEC", Float) { |v| o[:every] = v }
     p.on("--events N", Integer) { |v| o[:events] = v }
     p.on("--threads N", Integer) { |v| o[:threads] = v }
     p.on("--servers LIST", Array) { |v| o[:servers] = v }
+    p.on("--window SEC", Float, "how long events are counted, once every stream is open") { |v| o[:window] = v }
     p.on("--oribi-args ARGS", "more options for oribi") { |v| o[:oribi_args] = Shellwords.split(v) }
   end.parse!
+  o[:window] ||= o[:events] * o[:every] + 1
   puts format("%-8s %14s %12s %12s %10s %10s %10s %7s %11s %12s", "server", "fed #{o[:events]} events", "late p50",
               "late p99", "hello p50", "p99", "max", "hellos", "unanswered", "KiB/stream")
   o[:servers].each do |server|
