@@ -5,16 +5,17 @@
 # between (a plain Rack each body: no app change); one client asks for
 # hello every 10 ms on a kept-alive connection meanwhile. One worker,
 # --threads threads, for each server in turn. Once every stream is open
-# (read by client processes of a thousand streams each), for --window
+# (read by bench/sse_client.c, one process with epoll), for --window
 # seconds (--events × --every + 1 unless given), printed per server: the
 # streams that got at least --events events, how late the events came
 # (each carries the time it was due; p50, p99), hello's latency (a hello
 # not answered in 2 s, or whose connection closed, is counted apart and
-# asked again on a new connection), and the worker's RSS grown per open
-# stream.
+# asked again on a new connection), the worker's RSS grown per open
+# stream, and the worker's CPU in the window (100 % = one CPU).
 #
 #   bundle exec ruby bench/streams.rb [--clients 300] [--every 0.5] [--events 3] [--window SEC]
-#       [--threads 3] [--servers oribi,puma] [--oribi-args "--max-streams 1000"]
+#       [--threads 3] [--servers oribi,puma] [--oribi-args "--max-streams 1000"] [--env NAME=VALUE]
+require "etc"
 require "optparse"
 require "rbconfig"
 require "shellwords"
@@ -70,7 +71,7 @@ module Streams
     File.write(File.join(dir, "app.ru"), APP)
     port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
     log = File.join(dir, "log")
-    group = Oribi::ProcessGroup.new(command(server, dir, port, o), log: log, env: { "EVERY_SECONDS" => o[:every].to_s },
+    group = Oribi::ProcessGroup.new(command(server, dir, port, o), log: log, env: o[:env].merge("EVERY_SECONDS" => o[:every].to_s),
                                                                    rlimit_nofile: o[:clients] + 256)
     ready = wait_until(timeout: 60) { (TCPSocket.new("127.0.0.1", port).close || true) rescue false } # rubocop:disable Style/RescueModifier
     abort File.read(log) unless ready
@@ -78,9 +79,7 @@ module Streams
     3.times { get(hello, "/"); read_hello(hello, now + 5) } # warm
     worker = group.worker_pids.first || group.pid
     rss0 = rss_kib(worker)
-    feeders = Array.new((o[:clients] + PER_FEEDER - 1) / PER_FEEDER) do |i|
-      Feeder.new(port, [PER_FEEDER, o[:clients] - i * PER_FEEDER].min, o[:events])
-    end
+    feeders = [Feeder.new(dir, port, o[:clients], o[:events])]
     feeders.each(&:opened) # every stream asked for
     t0 = now + 0.2
     t1 = t0 + o[:window]
@@ -88,6 +87,7 @@ module Streams
     lat = []
     unanswered = 0
     sleep 0.01 while now < t0 # the window's start, which the feeders were told
+    cpu0 = cpu_seconds(worker)
     while now < t1
       t = now
       get(hello, "/")
@@ -101,12 +101,13 @@ module Streams
       sleep 0.01
     end
     rss1 = rss_kib(worker)
+    cpu = (cpu_seconds(worker) - cpu0) / o[:window]
     results = feeders.map(&:result)
     late = results.flat_map(&:last).sort
     lat.sort!
     { fed: results.sum(&:first), late50: pct(late, 0.5), late99: pct(late, 0.99), p50: pct(lat, 0.5),
       p99: pct(lat, 0.99), max: lat.last, hellos: lat.size, unanswered: unanswered,
-      kib: (rss1 - rss0).fdiv(o[:clients]) }
+      kib: (rss1 - rss0).fdiv(o[:clients]), cpu: cpu }
   ensure
     feeders&.each(&:close)
     group&.stop
@@ -117,77 +118,37 @@ module Streams
 
   def pct(sorted, q) = sorted[[(sorted.size * q).floor, sorted.size - 1].min]
 
-  # Streams read by a process of its own (IO.select over a thousand
-  # sockets at most, so that the client keeps up with ten thousand):
-  # it opens them, says so, then counts what comes within the window.
-  PER_FEEDER = 1000
-
+  # The streams' clients: bench/sse_client.c (built here), one process
+  # with epoll, so that ten thousand streams cost the client little and
+  # what is measured is the server's lateness. It opens them, says so, then
+  # counts what comes within the window.
   class Feeder
-    def initialize(port, n, events)
-      @out, child_out = IO.pipe
-      child_in, @in = IO.pipe
-      @pid = fork do
-        @out.close
-        @in.close
-        socks = Array.new(n) { TCPSocket.new("127.0.0.1", port).tap { |s| Streams.get(s, "/sse") } }
-        child_out.puts "open"
-        t0, t1 = child_in.gets.split.map(&:to_f)
-        Marshal.dump(Streams.feed(socks, events, t0, t1), child_out)
-        child_out.close
-        exit!(0)
-      end
-      child_out.close
-      child_in.close
+    def initialize(dir, port, n, events)
+      client = File.join(dir, "sse_client")
+      system("cc", "-O2", "-o", client, File.join(__dir__, "sse_client.c"), exception: true)
+      @io = IO.popen([client, port.to_s, n.to_s, "/sse", events.to_s], "r+")
     end
 
-    def opened = @out.gets
-    def measure(t0, t1) = @in.puts("#{t0} #{t1}")
+    def opened = @io.gets == "open\n" || abort("the stream clients failed")
+    def measure(t0, t1) = @io.puts("#{t0} #{t1}") || @io.flush
 
-    # [streams that got their events within the window, each event's lateness]
+    # [streams that got their events within the window, each event's lateness in s]
     def result
-      r = Marshal.load(@out) # rubocop:disable Security/MarshalLoad -- our own child's
-      Process.wait(@pid)
-      @pid = nil
-      r
+      fed = @io.gets[/\Afed (\d+)/, 1].to_i
+      late = @io.each_line.map { |l| l.to_i / 1e6 }
+      @io.close
+      @io = nil
+      [fed, late]
     end
 
     def close
-      return unless @pid
+      return unless @io
 
-      Process.kill(:KILL, @pid)
-      Process.wait(@pid)
-    rescue SystemCallError
+      Process.kill(:KILL, @io.pid)
+      @io.close
+    rescue SystemCallError, IOError
       nil
     end
-  end
-
-  # How many of socks got n events between t0 and t1 (monotonic), and the
-  # lateness of every event in the window (its arrival less the time it
-  # says it was due); what came before t0 is read and left out.
-  def feed(socks, n, t0, t1)
-    bufs = socks.to_h { |s| [s, +""] }
-    counts = Hash.new(0)
-    late = []
-    until bufs.empty? || (left = t1 - now) <= 0
-      ready, = IO.select(bufs.keys, nil, nil, left)
-      (ready || []).each do |s|
-        chunk = s.read_nonblock(65_536, exception: false)
-        next if chunk == :wait_readable
-        next bufs.delete(s) if chunk.nil?
-
-        buf = bufs[s] << chunk
-        arrived = Process.clock_gettime(Process::CLOCK_REALTIME)
-        counting = now >= t0
-        while (m = buf.match(/data: ([\d.]+)\n\n/))
-          buf.replace(m.post_match)
-          next unless counting
-
-          late << arrived - m[1].to_f
-          counts[s] += 1
-        end
-      end
-    end
-    [counts.count { |_, c| c >= n }, late]
   end
 
   HELLO_PATIENCE = 2.0
@@ -206,11 +167,14 @@ module Streams
     true
   end
 
+  # user + system CPU seconds of a process, all its threads
+  def cpu_seconds(pid) = File.read("/proc/#{pid}/stat").split(") ").last.split.values_at(11, 12).sum(&:to_f) / Etc.sysconf(Etc::SC_CLK_TCK)
+
   def rss_kib(pid) = File.read("/proc/#{pid}/status")[/^VmRSS:\s+(\d+)/, 1].to_i
 end
 
 if $PROGRAM_NAME == __FILE__
-  o = { clients: 300, every: 0.5, events: 3, threads: 3, servers: %w[oribi puma], oribi_args: [], window: nil }
+  o = { clients: 300, every: 0.5, events: 3, threads: 3, servers: %w[oribi puma], oribi_args: [], window: nil, env: {} }
   OptionParser.new do |p|
     p.on("--clients N", Integer) { |v| o[:clients] = v }
     p.on("--every SEC", Float) { |v| o[:every] = v }
@@ -219,14 +183,17 @@ if $PROGRAM_NAME == __FILE__
     p.on("--servers LIST", Array) { |v| o[:servers] = v }
     p.on("--window SEC", Float, "how long events are counted, once every stream is open") { |v| o[:window] = v }
     p.on("--oribi-args ARGS", "more options for oribi") { |v| o[:oribi_args] = Shellwords.split(v) }
+    p.on("--env NAME=VALUE", "in every server's environment (RUBY_GC_HEAP_FREE_SLOTS=…); repeatable") do |v|
+      o[:env].store(*v.split("=", 2))
+    end
   end.parse!
   o[:window] ||= o[:events] * o[:every] + 1
-  puts format("%-8s %14s %12s %12s %10s %10s %10s %7s %11s %12s", "server", "fed #{o[:events]} events", "late p50",
-              "late p99", "hello p50", "p99", "max", "hellos", "unanswered", "KiB/stream")
+  puts format("%-8s %14s %12s %12s %10s %10s %10s %7s %11s %12s %6s", "server", "fed #{o[:events]} events", "late p50",
+              "late p99", "hello p50", "p99", "max", "hellos", "unanswered", "KiB/stream", "CPU")
   o[:servers].each do |server|
     r = Streams.run(server, o)
     ms = ->(v) { v ? format("%.1f ms", v * 1000) : "-" }
-    puts format("%-8s %14s %12s %12s %10s %10s %10s %7d %11d %12.1f", server, "#{r[:fed]}/#{o[:clients]}", ms.(r[:late50]),
-                ms.(r[:late99]), ms.(r[:p50]), ms.(r[:p99]), ms.(r[:max]), r[:hellos], r[:unanswered], r[:kib])
+    puts format("%-8s %14s %12s %12s %10s %10s %10s %7d %11d %12.1f %5.0f%%", server, "#{r[:fed]}/#{o[:clients]}", ms.(r[:late50]),
+                ms.(r[:late99]), ms.(r[:p50]), ms.(r[:p99]), ms.(r[:max]), r[:hellos], r[:unanswered], r[:kib], r[:cpu] * 100)
   end
 end
