@@ -15,6 +15,7 @@
 #
 #   bundle exec ruby bench/streams.rb [--clients 300] [--every 0.5] [--events 3] [--window SEC]
 #       [--threads 3] [--servers oribi,puma] [--oribi-args "--max-streams 1000"] [--env NAME=VALUE]
+#       [--app each|broadcast]
 require "etc"
 require "optparse"
 require "rbconfig"
@@ -47,6 +48,39 @@ module Streams
     }
   RUBY
 
+  # --app broadcast: the same events written by one thread to every
+  # stream, each stream a socket the app took with a partial hijack
+  # (rack.hijack in the response headers; the server writes the head):
+  # no thread or fiber per stream. Streams are due in the order they
+  # came, each EVERY after its last, so one queue keeps them in order; a
+  # stream whose socket does not take its event at once is dropped.
+  BROADCAST = <<~RUBY
+    EVERY = Float(ENV.fetch("EVERY_SECONDS"))
+    DUE = Thread::Queue.new # [due, io], in due order
+    ONCE = Mutex.new
+    # Started by the first request: a thread started as the app loads stays in the master.
+    def broadcaster = ONCE.synchronize { $broadcaster ||= Thread.new { broadcast } }
+    def broadcast
+      loop do
+        due, io = DUE.pop
+        pause = due - Process.clock_gettime(Process::CLOCK_REALTIME)
+        sleep pause if pause.positive?
+        if io.write_nonblock("data: \#{due}\n\n", exception: false).is_a?(Integer)
+          DUE << [due + EVERY, io]
+        else
+          io.close
+        end
+      rescue IOError, SystemCallError
+        io.close unless io.closed?
+      end
+    end
+    run lambda { |env|
+      next [200, {}, ["hello"]] unless env["PATH_INFO"] == "/sse"
+      broadcaster
+      [200, { "content-type" => "text/event-stream", "rack.hijack" => ->(io) { DUE << [Process.clock_gettime(Process::CLOCK_REALTIME), io] } }, []]
+    }
+  RUBY
+
   module_function
 
   def command(server, dir, port, o)
@@ -68,7 +102,7 @@ module Streams
 
   def run(server, o)
     dir = Dir.mktmpdir("oribi-streams")
-    File.write(File.join(dir, "app.ru"), APP)
+    File.write(File.join(dir, "app.ru"), o[:app] == "broadcast" ? BROADCAST : APP)
     port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
     log = File.join(dir, "log")
     group = Oribi::ProcessGroup.new(command(server, dir, port, o), log: log, env: o[:env].merge("EVERY_SECONDS" => o[:every].to_s),
@@ -174,13 +208,14 @@ module Streams
 end
 
 if $PROGRAM_NAME == __FILE__
-  o = { clients: 300, every: 0.5, events: 3, threads: 3, servers: %w[oribi puma], oribi_args: [], window: nil, env: {} }
+  o = { clients: 300, every: 0.5, events: 3, threads: 3, servers: %w[oribi puma], oribi_args: [], window: nil, env: {}, app: "each" }
   OptionParser.new do |p|
     p.on("--clients N", Integer) { |v| o[:clients] = v }
     p.on("--every SEC", Float) { |v| o[:every] = v }
     p.on("--events N", Integer) { |v| o[:events] = v }
     p.on("--threads N", Integer) { |v| o[:threads] = v }
     p.on("--servers LIST", Array) { |v| o[:servers] = v }
+    p.on("--app each|broadcast", %w[each broadcast], "a body per stream that sleeps (each), or one thread writing every hijacked stream") { |v| o[:app] = v }
     p.on("--window SEC", Float, "how long events are counted, once every stream is open") { |v| o[:window] = v }
     p.on("--oribi-args ARGS", "more options for oribi") { |v| o[:oribi_args] = Shellwords.split(v) }
     p.on("--env NAME=VALUE", "in every server's environment (RUBY_GC_HEAP_FREE_SLOTS=…); repeatable") do |v|

@@ -28,6 +28,7 @@ class FibersTest < Minitest::Test
   # second, a hello at once beside them. With threads they would take 200 s.
   def test_sleeping_requests_wait_together
     start("--fibers", "500")
+    assert_match(/1 worker, .*up to 500 requests per worker as fibers \(async \d+\.\d+/, @srv.log)
     t = now
     waits = @srv.send_gets(Array.new(200) { "/wait" })
     waiting(200)

@@ -157,12 +157,19 @@ module Oribi
       Log.info("Oribi #{VERSION} (Ruby #{RUBY_VERSION}, rack #{Rack.release}, #{Oribi::EVENT_LOOP}" \
                "#{", portable build" if Oribi::PORTABLE}), pid #{Process.pid}, " \
                "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}" \
-               "#{", #{@config[:threads]} threads per worker" if @config[:threads] > 1}, #{config_origin}")
+               "#{concurrency}, #{config_origin}")
       @listeners.all.each { |l| Log.info("listening on #{l}#{l.access}") }
       handed = { systemd: "systemd (LISTEN_FDS)", start_server: "start_server (SERVER_STARTER_PORT)" }[@listeners.supervisor]
       return if handed.nil? || @config.default?(:binds)
 
       Log.info("bind #{@config[:binds].join(', ')} not used: the listening sockets come from #{handed}")
+    end
+
+    # How a worker runs its requests, when not on one thread.
+    def concurrency
+      return ", up to #{@config[:fibers]} requests per worker as fibers (async #{Async::VERSION})" if @config[:fibers].positive?
+
+      ", #{@config[:threads]} threads per worker" if @config[:threads] > 1
     end
 
     # Which file the values came from: a skipped one was silently missed.
