@@ -81,7 +81,8 @@ module FiberBench
     # Completed per second in the steady state, by Little's law (a closed
     # loop keeps every connection busy): the report's throughput counts the
     # drain after the last second as time, its rate the warm-up's requests.
-    { rate: o[:connections] / (r.dig("latencies", "mean") / 1e9), throughput: r["throughput"], p50: r.dig("latencies", "50th"), p99: r.dig("latencies", "99th"),
+    { rate: o[:connections] / (r.dig("latencies", "mean") / 1e9), throughput: r["throughput"],
+      p50: r.dig("latencies", "50th"), p99: r.dig("latencies", "99th"),
       errors: r["errors"]&.size || 0, success: r["success"], rss_mib: rss / 1024.0, raw: r }
   ensure
     group&.stop

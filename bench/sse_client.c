@@ -47,8 +47,8 @@ int main(int argc, char **argv)
     int reqlen = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: bench\r\n\r\n", argv[3]);
     int ep = epoll_create1(0);
     struct stream *ss = calloc((size_t)n, sizeof(*ss));
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons((unsigned short)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     for (int i = 0; i < n; i++) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || write(fd, req, (size_t)reqlen) != reqlen) {

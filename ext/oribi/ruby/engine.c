@@ -31,8 +31,8 @@
 #include "http/queue_time.h"
 #include "http/response.h"
 
-static VALUE cEngine, cStringIO, cHijack, cEarlyHints, cIoBound, empty_input, no_mark, k_response_finished, k_hijack, mGC,
-    minor_gc_opts;
+static VALUE cEngine, cStringIO, cHijack, cEarlyHints, cIoBound, empty_input, no_mark, k_response_finished, k_hijack,
+    mGC, minor_gc_opts;
 static ID id_new, id_for_fd, id_call, id_error, id_start;
 
 /* oob_gc's collection: a minor GC swept at once. It takes the garbage of

@@ -35,25 +35,25 @@ struct oribi_engine {
     int regular;          /* threads: busy exchanges not marked io_bound may be at most this many */
     int io_bound;         /* busy exchanges whose request is marked io_bound */
     struct oribi_exchange *exchanges;
-    int exchanges_len;         /* allocated; each is set up when first handed out (x->self) */
-    int *free_ix;              /* nfree_ix free exchanges (indexes), the last freed on top */
+    int exchanges_len; /* allocated; each is set up when first handed out (x->self) */
+    int *free_ix;      /* nfree_ix free exchanges (indexes), the last freed on top */
     int nfree_ix;
     VALUE multiprocess, multithread; /* rack.multiprocess and rack.multithread */
     int early_hints;                 /* offer rack.early_hints */
-    int in_loop;               /* the dispatcher is in the loop without the GVL */
-    VALUE dispatcher;          /* the thread that calls next_request (marked by Ruby's thread list) */
-    int stop_pending;          /* #stop from an app thread meanwhile */
-    long stop_drain;           /* its argument for oribi_loop_stop */
-    struct oribi_handbacks hb; /* conns the app is done with */
+    int in_loop;                     /* the dispatcher is in the loop without the GVL */
+    VALUE dispatcher;                /* the thread that calls next_request (marked by Ruby's thread list) */
+    int stop_pending;                /* #stop from an app thread meanwhile */
+    long stop_drain;                 /* its argument for oribi_loop_stop */
+    struct oribi_handbacks hb;       /* conns the app is done with */
 
     /* Streams (max_streams): a response whose body streams, carried on in
      * a slot of its own so that its pool exchange serves the next request.
      * Slots are made when first needed and kept for the next stream. */
-    int max_streams, streams;            /* the limit; slots carrying one now */
-    struct oribi_exchange **slots;       /* nslots made, each allocated alone (streams hold pointers) */
-    struct oribi_exchange **free_slots;  /* nfree of them free */
+    int max_streams, streams;           /* the limit; slots carrying one now */
+    struct oribi_exchange **slots;      /* nslots made, each allocated alone (streams hold pointers) */
+    struct oribi_exchange **free_slots; /* nfree of them free */
     int nslots, nfree;
-    int streams_full_said;               /* the log said max_streams was reached */
+    int streams_full_said; /* the log said max_streams was reached */
 
     VALUE scoreboard;              /* the Oribi::Scoreboard holding loop.score (kept alive), else nil */
     struct oribi_exchange *scored; /* the exchange whose request the scoreboard names, NULL when idle */
