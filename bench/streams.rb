@@ -64,7 +64,7 @@ module Streams
       loop do
         due, io = DUE.pop
         pause = due - Process.clock_gettime(Process::CLOCK_REALTIME)
-        sleep pause if pause > 0.002 # a sleep costs more than that: what is due meanwhile goes together
+        sleep pause if pause.positive?
         if io.write_nonblock("data: \#{due}\n\n", exception: false).is_a?(Integer)
           DUE << [due + EVERY, io]
         else

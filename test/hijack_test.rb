@@ -223,7 +223,69 @@ class HijackTest < Minitest::Test
     end
   end
 
+  # Every thread of a worker took a socket at the same moment (a burst of
+  # Action Cable clients): the loop, holding its accepts while no thread
+  # was free, must take the next connection once they are. Two threads,
+  # two requests that each wait for the other before hijacking, so that
+  # both are in the app together; then a plain request on a new connection.
+  # (Found by bench/streams.rb --app broadcast: two thousand streams, a
+  # worker that stopped accepting with hundreds in its backlog.)
+  KEEP_APP = <<~'RUBY'
+    KEPT = []
+    LOCK = Mutex.new
+    BOTH = ConditionVariable.new
+    def both_in
+      LOCK.synchronize do
+        KEPT << :in
+        BOTH.broadcast
+        BOTH.wait(LOCK, 1) until KEPT.count(:in) >= 2
+      end
+    end
+    # the socket taken, the thread stays a moment: the loop has seen the
+    # hijack and gone back to waiting before the thread is free again
+    def keep(io) = LOCK.synchronize { KEPT << io }.then { io.write("kept") }.then { sleep 0.2 }
+    run lambda { |env|
+      case env["PATH_INFO"]
+      when "/full"
+        both_in
+        keep(env["rack.hijack"].call)
+        [200, {}, []]
+      when "/partial"
+        both_in
+        [200, { "rack.hijack" => method(:keep) }, []]
+      else [200, {}, ["hello"]]
+      end
+    }
+  RUBY
+
+  def test_the_next_connection_is_taken_after_every_thread_hijacked
+    Dir.mktmpdir do |d|
+      File.write(app = File.join(d, "keep.ru"), KEEP_APP)
+      %w[/full /partial].each do |path|
+        srv = ServerProcess.new(app, "--threads", "2", workers: 1)
+        kept = 2.times.map { srv.tcp.tap { |s| s.write("GET #{path} HTTP/1.1\r\nHost: t\r\n\r\n") } }
+        kept.each do |s|
+          assert_match(/kept\z/, read_until(s, "kept"), "#{path}: the app took the socket")
+        end
+        res = HTTPClient.request(srv.tcp, "/")
+        assert_equal [200, "hello"], [res&.status, res&.body], "#{path}: a request after two hijacks"
+      rescue Timeout::Error
+        flunk "#{path}: no answer to a request after both threads hijacked\n#{srv.log}"
+      ensure
+        kept&.each(&:close)
+        srv&.stop
+      end
+    end
+  end
+
   private
+
+  def read_until(sock, text)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+    out = +""
+    out << (HTTPClient.read_some(sock, 4096, deadline) or break) until out.end_with?(text)
+    out
+  end
 
   def fd_count(pid) = Dir.children("/proc/#{pid}/fd").size
 end

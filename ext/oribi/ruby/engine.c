@@ -780,6 +780,7 @@ static VALUE respond_hijacked(struct oribi_exchange *x, VALUE env, VALUE status,
     VALUE exc = state ? rb_errinfo() : Qnil;
     rb_set_errinfo(Qnil);
     end_request(x);
+    oribi_loop_wake(&x->engine->loop); /* nothing handed back: the dispatcher may hold for want of it */
     response_finished(env, status, headers, NIL_P(error) ? exc : error, 0);
     if (state)
         rb_jump_tag(state);
@@ -879,6 +880,8 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
         oribi_handback(&e->hb, c);
     }
     end_request(x);
+    if (hijacked) /* nothing handed back: the dispatcher may hold for want of this exchange */
+        oribi_loop_wake(&e->loop);
     /* A stream write to a gone client raised so that the body stops; that
      * is the client's doing, not an app error to log. */
     int quiet = r.gone && r.mode == BODY_STREAM;
