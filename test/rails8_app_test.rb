@@ -36,10 +36,17 @@ class Rails8AppTest < Minitest::Test
     end
     flunk "Rails 8.1 needs Ruby 3.2 or later, this is #{RUBY_VERSION}: run it in the 3.4 chroot (.ci/rubies)" if RUBY_VERSION < "3.2"
     @tmp = Dir.mktmpdir("oribi-rails8")
-    @gems = ENV.fetch("ORIBI_RAILS_NEW_GEMS") { File.join(@tmp, "gems") }
-    @app = File.join(@tmp, "app")
+    @gems = ENV.fetch("ORIBI_RAILS_NEW_GEMS") { File.join(shared, "gems") }
     @steps = []
   end
+
+  # What the class's tests share, made once (minutes): the gems, the
+  # extension's build, the app as built; each test runs a copy of it.
+  def self.shared
+    @shared ||= Dir.mktmpdir("oribi-rails8-shared").tap { |d| Minitest.after_run { FileUtils.rm_rf(d) } }
+  end
+
+  def shared = self.class.shared
 
   def teardown
     @srv&.stop
@@ -55,17 +62,17 @@ class Rails8AppTest < Minitest::Test
   def app_env
     passed = ENV.slice("LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR",
                        *%w[http_proxy https_proxy no_proxy].flat_map { |k| [k, k.upcase] })
-    passed.merge("PATH" => "#{@gems}/bin:#{ENV.fetch('PATH')}", "HOME" => File.join(@tmp, "home"),
+    passed.merge("PATH" => "#{@gems}/bin:#{ENV.fetch('PATH')}", "HOME" => File.join(shared, "home"),
                  "GEM_HOME" => @gems, "GEM_PATH" => [@gems, *Gem.path].uniq.join(":"),
                  "BUNDLE_JOBS" => "2", "BUNDLE_WITHOUT" => "development:test",
-                 "ORIBI_BUILD_DIR" => File.join(@tmp, "oribi-build"))
+                 "ORIBI_BUILD_DIR" => File.join(shared, "oribi-build"))
   end
 
   # One step of the setup, its output in a log of its own; a failure
   # shows the end of it. Timed, wall and CPU, for the summary.
   def run_step(name, *cmd, chdir: @app, env: {}, timeout: 600)
     log = File.join(@tmp, "#{name.tr(' :', '--')}.log")
-    FileUtils.mkdir_p(File.join(@tmp, "home"))
+    FileUtils.mkdir_p(File.join(shared, "home"))
     started = now
     cpu = Process.times.then { |t| t.cutime + t.cstime }
     group = Oribi::ProcessGroup.new(cmd, log: log, env: app_env.merge(env), chdir: chdir, unsetenv_others: true)
@@ -86,7 +93,7 @@ class Rails8AppTest < Minitest::Test
     # 8.1 even when the registry lacks one of its parts (it had rails
     # 8.1.4.1 without actionmailbox 8.1.4.1), where Bundler resolves to the
     # newest whole one.
-    dir = File.join(@tmp, "rails")
+    dir = File.join(shared, "rails")
     FileUtils.mkdir_p(dir)
     File.write(File.join(dir, "Gemfile"), %(source "https://rubygems.org"\ngem "rails", "#{RAILS}"\n))
     run_step("gem install rails", "bundle", "install", chdir: dir)
@@ -96,7 +103,7 @@ class Rails8AppTest < Minitest::Test
     # (importmap:install, solid_queue:install, ... through bin/rails): the
     # development group they would load is not installed. They write the
     # same files.
-    out = run_step("rails new", "rails", "_#{version}_", "new", @app, chdir: @tmp, env: { "RAILS_ENV" => "production" })
+    out = run_step("rails new", "rails", "_#{version}_", "new", @app, chdir: shared, env: { "RAILS_ENV" => "production" })
     # rails new goes on (and exits 0) when one of its steps fails
     %w[config/importmap.rb config/queue.yml db/queue_schema.rb db/cable_schema.rb db/cache_schema.rb bin/thrust
        bin/docker-entrypoint Dockerfile Gemfile.lock].each do |f|
@@ -114,7 +121,10 @@ class Rails8AppTest < Minitest::Test
     text = File.read(gemfile)
     puma = text[/^gem "puma".*$/] or flunk "no puma in the Gemfile rails new wrote:\n#{text}"
     line = doc_block(/^# Gemfile/)[/^# (gem "oribi", path: .*?require: false)/, 1] or flunk "no path: line in #{DOC}"
-    File.write(gemfile, text.sub(puma, line.sub(/path: "[^"]*"/, "path: #{ROOT.dump}")))
+    # and async, as docs/RAILS.md's "Requests as fibers" says for fibers:
+    # loaded by a worker in that mode only, unused otherwise
+    fibers = File.read(DOC)[/^## Requests as fibers\n.*?`(gem "async")`/m, 1] or flunk "no gem line in #{DOC}'s fibers section"
+    File.write(gemfile, "#{text.sub(puma, line.sub(/path: "[^"]*"/, "path: #{ROOT.dump}"))}#{fibers}\n")
     run_step("bundle install", "bundle", "install")
 
     base = doc_block(/^workers ENV.fetch/).lines.grep_v(/^(bind|control) /).join
@@ -133,10 +143,40 @@ class Rails8AppTest < Minitest::Test
         get "probe/broadcast" => "probes#broadcast"
         get "probe/nap" => "probes#nap"
         get "probe/hello" => "probes#hello"
+        get "probe/wait" => "probes#wait"
+        get "probe/live" => "live#show"
+      end
+    RUBY
+    # until tmp/release exists, polling as a request waiting on something would
+    write("app/controllers/concerns/release.rb", <<~RUBY)
+      module Release
+        def started(name) = FileUtils.touch(Rails.root.join("tmp", name))
+
+        def until_released
+          sleep 0.02 until File.exist?(Rails.root.join("tmp", "release"))
+        end
+      end
+    RUBY
+    write("app/controllers/live_controller.rb", <<~RUBY)
+      class LiveController < ApplicationController
+        include ActionController::Live
+        include Release
+
+        def show
+          response.headers["Content-Type"] = "text/event-stream"
+          response.stream.write("data: first \#{Integer(params[:id])}\\n\\n")
+          started("live-\#{Integer(params[:id])}")
+          until_released
+          response.stream.write("data: last\\n\\n")
+        ensure
+          response.stream.close
+        end
       end
     RUBY
     write("app/controllers/probes_controller.rb", <<~RUBY)
       class ProbesController < ApplicationController
+        include Release
+
         def show = render(html: "<h1>Oribi</h1>".html_safe, layout: true)
 
         def enqueue
@@ -156,8 +196,16 @@ class Rails8AppTest < Minitest::Test
         end
 
         def hello = render(plain: "hello")
+
+        def wait
+          started("wait-\#{Integer(params[:id])}")
+          until_released
+          render plain: "waited"
+        end
       end
     RUBY
+    # and a resource with its pages, as `rails generate scaffold` makes it
+    run_step("generate scaffold", "bin/rails", "generate", "scaffold", "Note", "title:string", env: { "RAILS_ENV" => "production" })
     write("app/jobs/probe_job.rb", <<~RUBY)
       class ProbeJob < ApplicationJob
         def perform(id) = File.write(Rails.root.join("tmp", "job-\#{id}"), Process.pid.to_s)
@@ -195,8 +243,9 @@ class Rails8AppTest < Minitest::Test
     handler = File.read(DOC)[/^ENV RACKUP_HANDLER="(\w+)"$/, 1]
     assert_equal "oribi", handler
     assert_match(/SOLID_QUEUE_IN_PUMA: true/, File.read(File.join(@app, "config/deploy.yml")))
+    @target = free_port # Oribi's, behind Thruster
     env = app_env.merge("RAILS_ENV" => "production", "RACKUP_HANDLER" => handler, "SOLID_QUEUE_IN_PUMA" => "true",
-                        "BUNDLE_GEMFILE" => File.join(@app, "Gemfile"), "TARGET_PORT" => free_port.to_s)
+                        "BUNDLE_GEMFILE" => File.join(@app, "Gemfile"), "TARGET_PORT" => @target.to_s)
     started = now
     @srv = FrameworkProcess.new(env: env, chdir: @app, spawn: { unsetenv_others: true }, boot_timeout: 180) do |port|
       env["HTTP_PORT"] = port.to_s # read when the process is spawned, after this block
@@ -223,11 +272,28 @@ class Rails8AppTest < Minitest::Test
 
   def requests_logged(path) = access_log.scan(/"GET #{Regexp.escape(path)} HTTP/).size
 
+  # The app as the tests start from it: made once in the shared directory
+  # (rails new, the docs' setup, the probes, the build), copied for each
+  # test, which may change its copy. Returns the Rails version.
+  def app
+    template = File.join(shared, "app")
+    done = File.join(shared, "app-built")
+    unless File.exist?(done)
+      @app = template
+      FileUtils.rm_rf(template)
+      version = rails_new
+      set_up_as_the_docs_say
+      add_probes
+      build
+      File.write(done, version)
+    end
+    @app = File.join(@tmp, "app")
+    system("cp", "-a", template, @app, exception: true)
+    File.read(done)
+  end
+
   def test_the_default_app_serves_runs_jobs_broadcasts_and_loses_nothing_on_term
-    version = rails_new
-    set_up_as_the_docs_say
-    add_probes
-    build
+    version = app
     start
 
     page = get("/probe")
@@ -241,6 +307,98 @@ class Rails8AppTest < Minitest::Test
     term_loses_nothing
     summary = @steps.map { |n, wall, cpu| format("%s %.0f s", n, wall) + (cpu ? format(" (CPU %.0f s)", cpu) : "") }.join(", ")
     puts "\nRails #{version} default app behind Thruster on Oribi: #{summary}"
+  end
+
+  # docs/RAILS.md's "Requests as fibers" in the same app: its
+  # isolation_level line in config/application.rb, `fibers` in place of
+  # `threads` in config/oribi.rb. A resource's pages create, read, update
+  # and delete (ActiveRecord leasing per fiber); forty requests wait at
+  # once where two workers of three threads would hold six; Live streams
+  # stay open while a hello answers; Action Cable takes its socket through
+  # rack.hijack from a fiber.
+  def test_the_default_app_as_fibers_crud_waits_live_and_cable
+    app
+    isolation = doc_block(/isolation_level = :fiber/).strip
+    application = File.join(@app, "config/application.rb")
+    text = File.read(application)
+    File.write(application, text.sub(/^(\s*)config\.load_defaults .*$/) { "#{$&}\n#{$1}#{isolation}" })
+    config = File.join(@app, "config/oribi.rb")
+    File.write(config, File.read(config).sub(/^threads .*$/, "fibers 64"))
+    start
+    assert_match(/up to 64 requests per worker as fibers/, @srv.log)
+
+    crud
+    waits = 40.times.map { |i| direct("/probe/wait?id=#{i}") }
+    lives = 10.times.map { |i| direct("/probe/live?id=#{i}") }
+    firsts = lives.each_with_index.map { |s, i| read_until(s, "data: first #{i}\n\n") }
+    assert firsts.all?, "Live streams without their first event: #{firsts.count(nil)} of 10\n#{log_end(@srv.log, 4000)}"
+    started = 40.times.map { |i| File.join(@app, "tmp/wait-#{i}") }
+    assert wait_until(timeout: 30) { started.all? { |f| File.exist?(f) } },
+           "#{started.count { |f| File.exist?(f) }} of 40 waits started\n#{log_end(@srv.log, 4000)}"
+    hello = direct("/probe/hello")
+    assert_equal [200, "hello"], HTTPClient.read_response(hello, timeout: 10)&.then { |r| [r.status, r.body] },
+                 "a hello while 40 requests wait and 10 streams are open"
+    FileUtils.touch(File.join(@app, "tmp/release"))
+    assert_equal [[200, "waited"]] * 40, waits.map { |s| HTTPClient.read_response(s, timeout: 20)&.then { |r| [r.status, r.body] } }
+    lives.each { |s| assert_match(/data: last\n\n\r\n0\r\n\r\n\z/, HTTPClient.read_to_close(s, timeout: 20)) }
+    receive_a_broadcast
+  ensure
+    [*waits, *lives, hello].each { |s| s&.close }
+  end
+
+  # A request straight to Oribi, past Thruster; the socket to read from
+  def direct(path)
+    s = TCPSocket.new("127.0.0.1", @target)
+    s.write("GET #{path} HTTP/1.1\r\nHost: #{host}\r\nConnection: close\r\n\r\n")
+    s
+  end
+
+  # What the socket sent up to and with text; nil if not within 20 s
+  def read_until(sock, text)
+    deadline = now + 20
+    out = +""
+    out << (HTTPClient.read_some(sock, 4096, deadline) or return nil) until out.include?(text)
+    out
+  rescue Timeout::Error
+    nil
+  end
+
+  # A browser's round through the scaffold's pages: each form posted with
+  # its own token and the session's cookies, each redirect followed.
+  def crud
+    @cookies = {}
+    form = form_of(browse("GET", "/notes/new"), "/notes")
+    created = browse("POST", "/notes", form.merge("note[title]" => "first"))
+    assert_includes [302, 303], created.status, created.body[0, 500]
+    path = URI(created["location"]).path
+    assert_match(%r{\A/notes/\d+\z}, path)
+    assert_includes browse("GET", path).body, "first"
+    updated = browse("POST", path, form_of(browse("GET", "#{path}/edit"), path).merge("note[title]" => "second"))
+    assert_includes [302, 303], updated.status, updated.body[0, 500]
+    assert_includes browse("GET", path).body, "second"
+    destroy = form_of(browse("GET", path), path, "delete")
+    assert_includes [302, 303], browse("POST", path, destroy).status
+    assert_equal 404, browse("GET", path).status
+  end
+
+  def browse(method, path, form = nil)
+    headers = { "Host" => host, "Connection" => "close", "Cookie" => @cookies.map { |k, v| "#{k}=#{v}" }.join("; ") }
+    headers["Content-Type"] = "application/x-www-form-urlencoded" if form
+    s = @srv.tcp
+    res = HTTPClient.request(s, path, method: method, headers: headers, body: form && URI.encode_www_form(form))
+    Array(res["set-cookie"]).each { |c| @cookies.store(*c.split(";").first.split("=", 2)) }
+    assert_operator res.status, :<, 500, "#{method} #{path}: #{res.body[0, 500]}\n#{log_end(@srv.log, 4000)}"
+    res
+  ensure
+    s&.close
+  end
+
+  # The hidden fields of the page's form posting to action (with _method
+  # method when given): its token, its _method
+  def form_of(page, action, method = nil)
+    forms = page.body.scan(%r{<form\b[^>]*\baction="#{Regexp.escape(action)}"[^>]*>(.*?)</form>}m).flatten
+    fields = forms.map { |f| f.scan(/<input\b[^>]*type="hidden"[^>]*>/).to_h { |i| [i[/name="([^"]+)"/, 1], i[/value="([^"]*)"/, 1]] } }
+    fields.find { |f| method.nil? || f["_method"] == method } or flunk "no form to #{action} #{method}:\n#{page.body[0, 3000]}"
   end
 
   # A form's POST with the page's CSRF token and session cookie; the job
