@@ -220,17 +220,23 @@ module Oribi
       @pool_lock = Mutex.new
       @pool = []
       @threads.times { app_thread }
-      while (env = @engine.next_request)
-        @served += 1
-        retire if @limit && @served == @limit
-        @queue << env
-        title if (@served % TITLE_EVERY).zero?
-      end
+      feed
     ensure # graceful drain: every thread finishes what it has
       @queue&.close
       # A stream that began meanwhile adds a thread (which finds the queue closed).
       while (live = @pool_lock.synchronize { @pool.select(&:alive?) }).any?
         live.each(&:join)
+      end
+    end
+
+    # The loop's requests onto @queue for the threads (or the fiber
+    # thread), until a stop has drained it
+    def feed
+      while (env = @engine.next_request)
+        @served += 1
+        retire if @limit && @served == @limit
+        @queue << env
+        title if (@served % TITLE_EVERY).zero?
       end
     end
 
@@ -242,12 +248,7 @@ module Oribi
         thread_started
         @fibers.run(@queue) { |env| serve(env) }
       end
-      while (env = @engine.next_request)
-        @served += 1
-        retire if @limit && @served == @limit
-        @queue << env
-        title if (@served % TITLE_EVERY).zero?
-      end
+      feed
     ensure
       @queue&.close
       runner&.join
