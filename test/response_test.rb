@@ -29,6 +29,20 @@ class ResponseTest < Minitest::Test
     s&.close
   end
 
+  # An Array body goes out a writev per so many parts: every part, in
+  # order, however many, with the length the parts make.
+  def test_an_array_body_of_many_parts_arrives_whole
+    s = server.tcp
+    [1, 63, 64, 65, 129, 1000, 5000].each do |n|
+      res, = get("/parts?n=#{n}", sock: s)
+      want = Array.new(n) { |i| "#{i}," }.join
+      assert_equal [200, want.bytesize.to_s], [res.status, res["content-length"]], "#{n} parts"
+      assert res.body == want, "#{n} parts: the body differs"
+    end
+  ensure
+    s&.close
+  end
+
   def test_app_hop_by_hop_fields_are_replaced_by_the_servers_own
     res, s = get("/hop")
     assert_equal "hop", res.body

@@ -41,6 +41,8 @@ run lambda { |env|
   when "/crlf"
     [200, { "x-bad" => "a\r\nInjected: 1", "x-nul" => "a\0b", "x-good" => "ok",
             "bad name" => "x", "x-list" => ["1", "2\n3"] }, ["ok"]]
+  when "/parts" # an Array body of q["n"] parts, each its own String
+    [200, {}, Array.new(Integer(q["n"])) { |i| "#{i}," }]
   when "/nil-header" # `"x-rev" => ENV["GIT_REVISION"]` with the variable unset
     [200, { "x-rev" => nil, "content-type" => "text/plain" }, ["ok"]]
   when "/hop"

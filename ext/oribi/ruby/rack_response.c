@@ -141,13 +141,20 @@ static int spool_write(struct oribi_rack_response *r, const struct iovec *iov, i
     return w < 0;
 }
 
+/* Parts of an Array body per writev. Small: these frames are on the stack
+ * of every thread and fiber that writes a response, and a fiber's stack
+ * keeps resident every page its deepest call touched: 16 KiB arrays here
+ * made each of ten thousand open streams (fibers) cost about that much
+ * more. A body of more parts takes a writev per ARRAY_IOV. */
+#define ARRAY_IOV 64
+
 /* Writes what is gathered plus extra. A client slower than the body is
  * produced: once its conn keeps its share, the rest of the response is
  * spooled (max_response_spool), else the thread waits for the client.
  * last: these bytes end the response (oribi_conn_write_last). */
 static void out_write(struct oribi_rack_response *r, const struct iovec *extra, int nextra, int last)
 {
-    struct iovec iov[1 + 1024];
+    struct iovec iov[1 + ARRAY_IOV]; /* the gathered bytes, then extra (ARRAY_IOV at most) */
     int n = 0;
     if (r->gone)
         return;
@@ -592,7 +599,7 @@ static VALUE chunk_each(RB_BLOCK_CALL_FUNC_ARGLIST(chunk, arg))
 static void write_array(struct oribi_rack_response *r)
 {
     long n = RARRAY_LEN(r->body);
-    struct iovec iov[1024];
+    struct iovec iov[ARRAY_IOV];
     int k = 0;
     for (long i = 0; i < n; i++) {
         VALUE s = RARRAY_AREF(r->body, i);
@@ -600,7 +607,7 @@ static void write_array(struct oribi_rack_response *r)
             rb_raise(rb_eTypeError, "body element is not a String");
         iov[k++] = (struct iovec){RSTRING_PTR(s), (size_t)RSTRING_LEN(s)};
         r->sent += RSTRING_LEN(s);
-        if (k == 1024) {
+        if (k == ARRAY_IOV) {
             out_flush(r, iov, k);
             k = 0;
         }
