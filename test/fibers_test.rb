@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "json"
 
 # fibers N (docs/FIBERS.md): a worker runs its requests as fibers under
 # async's Fiber::Scheduler, so that requests that wait (sleep, Net::HTTP,
@@ -26,12 +27,17 @@ class FibersTest < Minitest::Test
 
   # 200 one-second sleeps on one worker, one thread: all answered in about a
   # second, a hello at once beside them. With threads they would take 200 s.
+  # /stats and /metrics count them meanwhile.
   def test_sleeping_requests_wait_together
-    start("--fibers", "500")
-    assert_match(/1 worker, .*up to 500 requests per worker as fibers \(async \d+\.\d+/, @srv.log)
+    control = free_port
+    start("--fibers", "500", "--control", "tcp://127.0.0.1:#{control}", "--control-token", "t")
+    assert_match(/1 worker, .*up to 500 requests per worker as fibers \(async \d+\.\d+/, @srv.log_until(/as fibers/))
     t = now
     waits = @srv.send_gets(Array.new(200) { "/wait" })
     waiting(200)
+    ask = ->(path) { HTTPClient.request(TCPSocket.new("127.0.0.1", control), path, headers: { "Authorization" => "Bearer t" }).body }
+    assert_equal 200, JSON.parse(ask.("/stats"))["workers"][0]["in_app"]
+    assert_match(/^oribi_worker_requests_in_app\{worker="0"\} 200$/, ask.("/metrics"))
     h = now
     assert_equal "hello multithread=true", get("/").body
     assert_operator now - h, :<, 0.5, "the hello waited behind the sleeps"

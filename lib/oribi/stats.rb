@@ -75,7 +75,7 @@ module Oribi
     def worker(child, w, rss)
       { index: child.index, pid: child.pid, generation: w[:generation], booted: !!child.booted,
         retiring: !!child.leaving?, mold: !!child.mold, busy: !w[:busy].nil?, busy_for: w[:busy]&.round(3), request: w[:request],
-        served: w[:served], dropped_headers: w[:dropped_headers], io_bound: w[:io_bound],
+        served: w[:served], dropped_headers: w[:dropped_headers], io_bound: w[:io_bound], in_app: w[:in_app],
         streams: w[:streams], streams_held: w[:streams_held],
         connections: { active: w[:connections] - w[:idle_connections], idle: w[:idle_connections] },
         last_request_at: w[:last_request_at], rss: rss, queue: w[:queue],
@@ -129,6 +129,9 @@ module Oribi
                   "Response header fields the app gave that the Rack SPEC forbids (a nil value, a newline), not sent.",
                   [[{}, s[:dropped_headers_total]]])
       metric.call("oribi_worker_busy", "gauge", "1 while the worker's app runs a request.", per.call(:busy))
+      metric.call("oribi_worker_requests_in_app", "gauge",
+                  "Requests in the worker's app now: threads busy, or with fibers the requests running as fibers.",
+                  per.call(:in_app))
       metric.call("oribi_worker_requests_io_bound", "gauge",
                   "Requests in the worker's app marked as waiting on IO (io_threads).", per.call(:io_bound))
       metric.call("oribi_worker_streams", "gauge",

@@ -36,6 +36,7 @@ struct oribi_score {
     volatile int64_t checked_in_ms;
     uint64_t dropped_headers;   /* atomic (the app threads add): response fields the SPEC forbids, not sent */
     volatile uint32_t io_bound; /* requests in the app marked as waiting on IO (io_threads), under the GVL */
+    volatile uint32_t in_app;   /* requests in the app now (threads busy, or fibers running), under the GVL */
     volatile uint32_t streams;  /* responses carried on beyond the pool (max_streams), under the GVL */
     uint64_t streams_held;      /* under the GVL: streams that held their app thread, max_streams reached */
     /* Atomic, what this worker counts in the head (below), which the

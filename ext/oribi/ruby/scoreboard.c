@@ -161,6 +161,7 @@ static VALUE sb_stats(VALUE self, VALUE i)
     SET(r, "served", ULL2NUM(s->served));
     SET(r, "dropped_headers", ULL2NUM(__atomic_load_n(&s->dropped_headers, __ATOMIC_RELAXED)));
     SET(r, "io_bound", UINT2NUM(s->io_bound));
+    SET(r, "in_app", UINT2NUM(s->in_app));
     SET(r, "streams", UINT2NUM(s->streams));
     SET(r, "streams_held", ULL2NUM(s->streams_held));
     SET(r, "connections", UINT2NUM(s->conns));
