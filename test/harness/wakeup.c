@@ -91,8 +91,7 @@ static void init(struct oribi_loop *loop, struct oribi_score *score, int lfd)
         fprintf(stderr, "wakeup: a new loop owes %u wake-ups\n", loop->listeners[0].owed);
         exit(1);
     }
-    loop->score = score;
-    loop->shared = &head;
+    oribi_loop_share(loop, score, &head);
     oribi_score_attach(score, &head);
 }
 
@@ -114,17 +113,17 @@ int main(void)
         return 2;
     }
 
-    /* Z joins; X, over its share now, goes behind it (take_place) and Z
+    /* Z joins; X, over its share now, goes behind it (admit_sleeps) and Z
      * is counted as waiting without being in the poller's wait yet */
     init(&z, &score_z, lfd);
     x.now = z.now = oribi_coarse_ms();
     update_listeners(&z);
-    take_place(&x);
+    admit_sleeps(&x);
     update_listeners(&x); /* X's listener out and in: the back of the queue */
-    x.behind = 1;
+    x.admit.behind = 1;
     /* and Z's too, later (its app threads were all busy a moment: hold):
      * X is first in the kernel's queue of waiters again */
-    z.requeue = 1;
+    z.admit.requeue = 1;
     update_listeners(&z);
     __atomic_add_fetch(&head.waiting, 1, __ATOMIC_RELAXED);
 

@@ -1,11 +1,10 @@
 /*
- * Taking connections: whether the listeners are in the poller (decided in
- * one place, update_listeners, from what the loop's fields say), accept
- * (straight from a busy listener, or when epoll says), which worker takes
- * one (one waiting for it, when there is one), the pause after EMFILE,
- * shedding (idle connections for new ones at max_connections, stalled
- * readers over max_write_backlog) and the graceful drain of the backlog on
- * a stop.
+ * Taking connections: the listeners in the poller or not (one place,
+ * update_listeners), accept (straight from a busy listener, or when epoll
+ * says), shedding (idle connections for new ones at max_connections,
+ * stalled readers over max_write_backlog) and the graceful drain of the
+ * backlog on a stop. Whether a connection may be taken now is admission's
+ * (admission.h), asked through admit with what the loop holds.
  */
 #include "loop/internal.h"
 
@@ -16,8 +15,6 @@
 
 #include "os/clock.h"
 #include "loop/log.h"
-
-#define ACCEPT_PAUSE_MS 100 /* after EMFILE/ENFILE */
 
 static void set_accepting(struct oribi_loop *loop, int on)
 {
@@ -47,101 +44,6 @@ void note_waiting(struct oribi_loop *loop, int on)
         __atomic_sub_fetch(&loop->shared->waiting, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&loop->score->waiting, 0, __ATOMIC_RELAXED);
     }
-}
-
-/* Which worker takes a new connection. The kernel wakes one of those
- * asleep in the poller with their listeners on for each connection that
- * comes (EPOLLEXCLUSIVE: the first in its queue of waiters; kqueue wakes
- * them all), and that one takes it. A busy worker takes one straight from
- * the backlog too (a turn between requests, an accept run), or no new
- * connection would be served before the kept-alive clients of a busy
- * worker are (take_turn); but not one that a worker asleep for it will
- * take, nor while it holds more than its share of the workers' connections
- * (SHARE_SLACK more than an even split): the worker that was running when
- * a burst of keep-alive clients came would take them all while the others
- * wake, and serve them alone for as long as they stay. Over its share, a
- * worker also goes behind the others in the queue of waiters (take_place),
- * and leaves the backlog it finds on waking to a worker waiting for it
- * (stand_aside). No connection waits for a worker that is not coming:
- * only one that a waiting worker will take is left, and for ASIDE_US at
- * most. */
-#define SHARE_SLACK 2
-#define ASIDE_US    1000
-
-static int over_share(const struct oribi_loop *loop, const struct oribi_score_head *h)
-{
-    uint64_t workers = __atomic_load_n(&h->workers, __ATOMIC_RELAXED);
-    uint64_t conns = __atomic_load_n(&h->conns, __ATOMIC_RELAXED);
-    return workers > 1 && (uint64_t)loop->nconns * workers > conns + SHARE_SLACK * workers;
-}
-
-static int others_wait(const struct oribi_score_head *h)
-{
-    return __atomic_load_n(&h->waiting, __ATOMIC_RELAXED) > 0;
-}
-
-int may_take(const struct oribi_loop *loop)
-{
-    const struct oribi_score_head *h = loop->shared;
-    return !h || (!others_wait(h) && !over_share(loop, h));
-}
-
-/* Before the loop sleeps: over its share, its listeners go to the back of
- * the kernel's queue of waiters (added again), once, so that a connection
- * wakes another worker asleep first. The first in that queue is woken for
- * every connection that comes while it sleeps: clients that connect one
- * after the other, each a little after the last, would all go to it. When
- * no other worker sleeps, it is still woken. */
-void take_place(struct oribi_loop *loop)
-{
-    if (!loop->shared || !accept_open(loop))
-        return;
-    if (!over_share(loop, loop->shared)) {
-        loop->behind = 0;
-    } else if (!loop->behind) {
-        loop->behind = loop->requeue = 1;
-    }
-}
-
-/* Over its share while another worker waits, or while it holds more than
- * SHARE_SLACK kept-alive clients: the others take the backlog when they
- * next look. (In a burst of keep-alive clients the worker that took the
- * first ones is busy with them, never asleep, while the next ones
- * connect, and the one asleep took every one of them, up to 45 of 50. A
- * load of a connection per request keeps no clients and is not held up.) */
-static int leave_to_others(const struct oribi_loop *loop, const struct oribi_score_head *h)
-{
-    return over_share(loop, h) && (others_wait(h) || loop->nkept > SHARE_SLACK);
-}
-
-/* Woken with the backlog readable, behind the others and over its share
- * (leave_to_others): the backlog is theirs (a connection that comes wakes
- * one waiting first; one that came while this one was first in the
- * queue, it takes after ASIDE_US). The listeners leave the poller
- * meanwhile: level-triggered, they would wake it again at once and it
- * would take what the others were woken for before they get a CPU. */
-int stand_aside(struct oribi_loop *loop)
-{
-    const struct oribi_score_head *h = loop->shared;
-    if (!h || !loop->behind || loop->aside_owed || !leave_to_others(loop, h))
-        return 0;
-    loop->aside_until = oribi_mono_us() + ASIDE_US;
-    return 1;
-}
-
-/* Every loop turn: back with the listeners once leave_to_others no longer
- * holds, or ASIDE_US went by; then it takes at least one
- * before it stands aside again. */
-void stand_back(struct oribi_loop *loop)
-{
-    if (!loop->aside_until)
-        return;
-    const struct oribi_score_head *h = loop->shared;
-    int late = oribi_mono_us() >= loop->aside_until;
-    if (!late && leave_to_others(loop, h))
-        return;
-    loop->aside_until = 0;
-    loop->aside_owed = late;
 }
 
 /* Which conn a full worker closes to take a new one: the one that has
@@ -198,34 +100,49 @@ static void shed_one(struct oribi_loop *loop, int fds)
     }
 }
 
-/* Whether connections may be taken now: the listeners are open and no
- * stop closes them, no pause after EMFILE (over once its time has come),
- * no standing aside, an app thread free (hold), and room, if need be by
- * shedding (a full worker may have room again without a close: a conn
- * that went idle can be shed). Read by every accept; the poller is told
- * by update_listeners alone. */
-int accept_open(const struct oribi_loop *loop)
+/* What admission reads of the loop. */
+static struct oribi_admit_view view(const struct oribi_loop *loop)
 {
-    return loop->listening && (!loop->stopping || loop->draining) &&
-           (!loop->accept_resume_at || loop->accept_resume_at <= loop->now) && !loop->aside_until && !loop->hold &&
-           has_room(loop);
+    return (struct oribi_admit_view){.listening = loop->listening && (!loop->stopping || loop->draining),
+                                     .hold = loop->hold,
+                                     .room = has_room(loop),
+                                     .queued = loop->sched.head != NULL,
+                                     .nconns = loop->nconns,
+                                     .nkept = loop->nkept,
+                                     .now_ms = loop->now,
+                                     .now_us = oribi_mono_us()};
+}
+
+int admit(struct oribi_loop *loop, enum oribi_admit_at at)
+{
+    struct oribi_admit_view v = view(loop);
+    return oribi_admit(&loop->admit, &v, at);
+}
+
+void admit_turn(struct oribi_loop *loop)
+{
+    struct oribi_admit_view v = view(loop);
+    oribi_admit_turn(&loop->admit, &v);
+}
+
+void admit_sleeps(struct oribi_loop *loop)
+{
+    struct oribi_admit_view v = view(loop);
+    oribi_admit_sleeps(&loop->admit, &v);
 }
 
 /* The one place the listeners enter or leave the poller, once per loop
- * turn before the wait (poll_events), from what accept_open reads; the
- * rest of the loop only sets those fields. Level-triggered, listeners left
- * in while the worker may not take would wake it again at once; and over
- * its share it goes behind the other workers (take_place) by going out and
- * in again. */
+ * turn before the wait (poll_events), as admission says; the rest of the
+ * loop only changes what it reads. Level-triggered, listeners left in
+ * while the worker may not take would wake it again at once; and over its
+ * share it goes behind the other workers by going out and in again. */
 void update_listeners(struct oribi_loop *loop)
 {
-    if (loop->accept_resume_at && loop->accept_resume_at <= loop->now)
-        loop->accept_resume_at = 0;
-    int open = accept_open(loop);
-    if (open && loop->requeue)
+    struct oribi_admit_view v = view(loop);
+    int requeue, on = oribi_admit_listen(&loop->admit, &v, &requeue);
+    if (requeue)
         set_accepting(loop, 0);
-    loop->requeue = 0;
-    set_accepting(loop, open);
+    set_accepting(loop, on);
 }
 
 /* The listeners leave the poller and close: found empty when draining,
@@ -289,7 +206,7 @@ int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end)
         /* Out of fds with none to shed (or the spare gone): a pause, and
          * the backlog's clients wait for a close here or another worker. */
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-            loop->accept_resume_at = loop->now + ACCEPT_PAUSE_MS;
+            oribi_admit_pause(&loop->admit, loop->now);
         return -1;
     }
     struct oribi_conn *c = conn_new(loop, fd);
@@ -308,7 +225,7 @@ int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end)
         shed_one(loop, 0);
     }
     loop->hot_listener = li;
-    loop->aside_owed = 0;
+    oribi_admit_took(&loop->admit);
     if (loop->listeners[li].owed > 0)
         loop->listeners[li].owed--;
     oribi_sched_backlog_seen(&loop->sched); /* there may be more behind it */
@@ -336,10 +253,10 @@ int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end)
  * other connections and the timers get an epoll_wait every ACCEPT_RUN. */
 int accept_direct(struct oribi_loop *loop)
 {
-    if (loop->hot_listener < 0 || loop->sched.head || loop->accept_run >= ACCEPT_RUN)
+    if (loop->hot_listener < 0 || loop->accept_run >= ACCEPT_RUN)
         return 0;
     loop->now = oribi_coarse_ms();
-    if (!accept_open(loop) || !may_take(loop))
+    if (!admit(loop, ADMIT_RUN))
         return 0;
     loop->accept_run++;
     if (accept_one(loop, loop->hot_listener, SCHED_BACK) < 0) {
@@ -358,7 +275,7 @@ int accept_direct(struct oribi_loop *loop)
 int accept_any(struct oribi_loop *loop, enum oribi_queue_end end)
 {
     int start = loop->hot_listener >= 0 ? loop->hot_listener : 0, empty = 0;
-    for (int k = 0; k < loop->nlisteners && accept_open(loop); k++) {
+    for (int k = 0; k < loop->nlisteners && (k == 0 || admit(loop, ADMIT_AGAIN)); k++) {
         if (accept_one(loop, (start + k) % loop->nlisteners, end) == 0)
             return 1;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -379,7 +296,7 @@ int accept_any(struct oribi_loop *loop, enum oribi_queue_end end)
 int take_backlog(struct oribi_loop *loop)
 {
     loop->now = oribi_coarse_ms();
-    if (loop->sched.head || !accept_open(loop))
+    if (!admit(loop, ADMIT_DRAIN))
         return 0;
     int r = accept_any(loop, SCHED_BACK);
     if (r < 0)

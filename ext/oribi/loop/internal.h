@@ -79,14 +79,12 @@ int spare_spend(struct oribi_loop *loop);
 
 /* accept.c */
 #define OWED_MAX 64 /* wake-ups a listener may owe: what a stop takes at most */
-int accept_open(const struct oribi_loop *loop);
+int admit(struct oribi_loop *loop, enum oribi_admit_at at);
+void admit_turn(struct oribi_loop *loop);
+void admit_sleeps(struct oribi_loop *loop);
 void update_listeners(struct oribi_loop *loop);
 void close_listeners(struct oribi_loop *loop, int hand_over);
 void note_waiting(struct oribi_loop *loop, int on);
-int may_take(const struct oribi_loop *loop);
-void take_place(struct oribi_loop *loop);
-int stand_aside(struct oribi_loop *loop);
-void stand_back(struct oribi_loop *loop);
 int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end);
 int accept_direct(struct oribi_loop *loop);
 int accept_any(struct oribi_loop *loop, enum oribi_queue_end end);

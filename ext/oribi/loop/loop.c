@@ -140,7 +140,7 @@ int poll_events(struct oribi_loop *loop, int timeout)
     flush_corked(loop);
     update_listeners(loop); /* once a turn, before the wait */
     /* Asleep with the listeners on, it is the worker a new connection
-     * wakes, and the one that takes it (may_take). */
+     * wakes, and the one that takes it (ADMIT_WOKEN). */
     int waits = timeout != 0 && loop->accepting;
     if (waits)
         note_waiting(loop, 1);
@@ -179,7 +179,7 @@ int poll_events(struct oribi_loop *loop, int timeout)
              * found it polling: the kernel went on to wake another) */
             if (ORIBI_POLL_EXCLUSIVE != 0 && waits && slept && loop->listeners[li].owed < OWED_MAX)
                 loop->listeners[li].owed++;
-            if (accept_open(loop) && !loop->sched.head && (waits ? !stand_aside(loop) : may_take(loop)))
+            if (admit(loop, waits ? ADMIT_WOKEN : ADMIT_POLLED))
                 accept_one(loop, li, SCHED_BACK);
         } else {
             on_conn_event(loop, (struct oribi_conn *)p, oribi_poll_events(&batch, i));
@@ -222,10 +222,10 @@ static int loop_run(struct oribi_loop *loop, int block)
             continue;
         if (loop->stopping && !loop->draining && loop->nconns == 0)
             return LOOP_STOPPED;
-        stand_back(loop);
+        admit_turn(loop);
         if (block) {
             loop->now = oribi_coarse_ms(); /* the app may have run long since the last wakeup */
-            take_place(loop);
+            admit_sleeps(loop);
         }
         if (!block && accept_direct(loop))
             continue;
@@ -260,9 +260,16 @@ static void take_turn(struct oribi_loop *loop)
     if (step == SCHED_LOOK)
         poll_events(loop, 0);
     struct oribi_turn t;
-    if (!oribi_sched_turn(s, loop->nkept, accept_open(loop) && may_take(loop), &t))
+    if (!oribi_sched_turn(s, loop->nkept, admit(loop, ADMIT_TURN), &t))
         return;
     oribi_sched_took(s, loop->nkept, &t, accept_any(loop, SCHED_FRONT));
+}
+
+void oribi_loop_share(struct oribi_loop *loop, struct oribi_score *score, struct oribi_score_head *head)
+{
+    loop->score = score;
+    loop->shared = head;
+    loop->admit.shared = head;
 }
 
 void oribi_loop_hold(struct oribi_loop *loop, int hold)
@@ -311,7 +318,7 @@ void oribi_loop_stop(struct oribi_loop *loop, long drain)
         return;
     }
     loop->stopping = 1;
-    loop->accept_resume_at = 0;
+    oribi_admit_stop(&loop->admit);
     /* Connections in the backlog were accepted by the kernel and have sent
      * their request: they are in flight, and served before the listeners
      * close (take_backlog). Not taken all at once here: a worker busy in

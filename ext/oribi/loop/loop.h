@@ -13,6 +13,7 @@
 
 #include "os/clock.h"
 #include "os/wakeup.h"
+#include "loop/admission.h"
 #include "loop/conn.h"
 #include "loop/log.h"
 #include "loop/output.h"
@@ -75,14 +76,10 @@ struct oribi_loop {
     struct oribi_options opt;
     struct oribi_listener listeners[ORIBI_MAX_LISTENERS];
     int nlisteners;
-    int accepting;            /* listeners are in the poller: update_listeners alone sets it */
-    int64_t accept_resume_at; /* after EMFILE: when to try again (ms), 0 = not paused */
-    int hot_listener;         /* its last accept4 got a connection: try it first, -1 none */
-    int accept_run;           /* accepts straight from hot_listener since the last epoll_wait */
-    int behind;               /* over its share, its listeners went behind the others' (take_place) */
-    int requeue;              /* ... and go there at the next update_listeners */
-    int64_t aside_until;      /* µs: leaving the backlog to others until then (stand_aside), 0 not */
-    int aside_owed;           /* stood aside until aside_until: takes one before it may again */
+    int accepting;                /* listeners are in the poller: update_listeners alone sets it */
+    int hot_listener;             /* its last accept4 got a connection: try it first, -1 none */
+    int accept_run;               /* accepts straight from hot_listener since the last epoll_wait */
+    struct oribi_admission admit; /* whether to take a connection now (admission.h) */
 
     int64_t now;                               /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup: timers */
     struct oribi_date_cache date;              /* the loop's own, for the answers it gives itself */
@@ -139,6 +136,10 @@ void oribi_loop_free(struct oribi_loop *loop);
  * keep the GVL while there is work, and release it only to sleep. */
 int oribi_loop_run(struct oribi_loop *loop, int block);
 struct oribi_conn *oribi_loop_take(struct oribi_loop *loop);
+
+/* Where the loop publishes its counts (score), and what the workers
+ * share, which admission reads (head; NULL: this worker alone). */
+void oribi_loop_share(struct oribi_loop *loop, struct oribi_score *score, struct oribi_score_head *head);
 
 /* hold 1: oribi_loop_run serves its conns but accepts none and returns no
  * LOOP_READY (the app has no thread free); hold 0 undoes it. */

@@ -12,12 +12,11 @@ int next_timeout(struct oribi_loop *loop)
         if (c && (first < 0 || c->deadline < first))
             first = c->deadline;
     }
-    if (loop->accept_resume_at && (first < 0 || loop->accept_resume_at < first))
-        first = loop->accept_resume_at;
+    int64_t admit_at = oribi_admit_deadline(&loop->admit, loop->now);
+    if (admit_at >= 0 && (first < 0 || admit_at < first))
+        first = admit_at;
     if (loop->rate_check_at && (first < 0 || loop->rate_check_at < first))
         first = loop->rate_check_at;
-    if (loop->aside_until && (first < 0 || loop->now + 1 < first))
-        first = loop->now + 1; /* stand_back, ASIDE_US: a millisecond */
     if ((over_budget(loop) || spool_full(loop)) && (first < 0 || loop->now + SHED_STALL_MS < first))
         first = loop->now + SHED_STALL_MS; /* shed_backlog, shed_spooled look again then */
     if (first < 0)

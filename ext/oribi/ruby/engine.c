@@ -928,8 +928,7 @@ static VALUE engine_stop(int argc, VALUE *argv, VALUE self)
 static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
 {
     struct oribi_engine *e = oribi_engine_get(self);
-    e->loop.score = oribi_scoreboard_row(sb, idx);
-    e->loop.shared = oribi_scoreboard_head(sb);
+    oribi_loop_share(&e->loop, oribi_scoreboard_row(sb, idx), oribi_scoreboard_head(sb));
     e->scoreboard = sb;
     for (int i = 0; i < e->nexchanges; i++)
         e->exchanges[i].score = e->loop.score;
@@ -948,7 +947,7 @@ static VALUE engine_close(VALUE self)
     }
     if (e->loop.shared) { /* a worker that goes on as the mold takes no more connections */
         oribi_score_release(e->loop.score, e->loop.shared);
-        e->loop.shared = NULL;
+        oribi_loop_share(&e->loop, e->loop.score, NULL);
     }
     return Qnil;
 }
