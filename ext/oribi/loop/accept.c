@@ -159,7 +159,7 @@ void close_listeners(struct oribi_loop *loop, int hand_over)
     loop->draining = 0; /* accept_one below must not close them again */
     update_listeners(loop);
     for (int i = 0; open && hand_over && i < loop->nlisteners; i++)
-        while (loop->listeners[i].owed > 0 && accept_one(loop, i, SCHED_BACK) == 0)
+        while (loop->listeners[i].owed > 0 && accept_one(loop, i) == 0)
             ;
     if (open)
         for (int i = 0; i < loop->nlisteners; i++) {
@@ -172,8 +172,8 @@ void close_listeners(struct oribi_loop *loop, int hand_over)
 /* Accepts one connection and reads it at once: with TCP_DEFER_ACCEPT the
  * request is usually there, so a connection-per-request client costs
  * accept4 + read + sendmsg + close and never touches epoll_ctl. A request
- * found complete joins the ready queue at end. */
-int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end)
+ * found complete joins the ready queue. */
+int accept_one(struct oribi_loop *loop, int li)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
@@ -242,7 +242,7 @@ int accept_one(struct oribi_loop *loop, int li, enum oribi_queue_end end)
     c->may_read = 1;
     c->seen_us = oribi_mono_us();
     timer_arm(loop, c, TIMER_HEAD);
-    conn_read(loop, c, end);
+    conn_read(loop, c);
     return 0;
 }
 
@@ -259,7 +259,7 @@ int accept_direct(struct oribi_loop *loop)
     if (!admit(loop, ADMIT_RUN))
         return 0;
     loop->accept_run++;
-    if (accept_one(loop, loop->hot_listener, SCHED_BACK) < 0) {
+    if (accept_one(loop, loop->hot_listener) < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             oribi_sched_backlog_empty(&loop->sched);
         loop->hot_listener = -1;
@@ -269,14 +269,14 @@ int accept_direct(struct oribi_loop *loop)
 }
 
 /* One connection from whichever listener has one, the last that did
- * first, its request (if complete) queued at end. Returns 1, 0 when none
+ * first, its request (if complete) queued. Returns 1, 0 when none
  * was taken, -1 when every listener said it has none (the backlog is
  * empty; no listener is hot any more). */
-int accept_any(struct oribi_loop *loop, enum oribi_queue_end end)
+int accept_any(struct oribi_loop *loop)
 {
     int start = loop->hot_listener >= 0 ? loop->hot_listener : 0, empty = 0;
     for (int k = 0; k < loop->nlisteners && (k == 0 || admit(loop, ADMIT_AGAIN)); k++) {
-        if (accept_one(loop, (start + k) % loop->nlisteners, end) == 0)
+        if (accept_one(loop, (start + k) % loop->nlisteners) == 0)
             return 1;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             empty++;
@@ -298,7 +298,7 @@ int take_backlog(struct oribi_loop *loop)
     loop->now = oribi_coarse_ms();
     if (!admit(loop, ADMIT_DRAIN))
         return 0;
-    int r = accept_any(loop, SCHED_BACK);
+    int r = accept_any(loop);
     if (r < 0)
         close_listeners(loop, 1);
     return r > 0;

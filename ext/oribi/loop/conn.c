@@ -245,11 +245,11 @@ static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c
 }
 
 /* The request is complete: the app's, when the scheduler hands it out. */
-static void conn_ready(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_end end)
+static void conn_ready(struct oribi_loop *loop, struct oribi_conn *c)
 {
     timer_unlink(loop, c);
     c->state = CONN_READY;
-    oribi_sched_queue(&loop->sched, c, end, oribi_mono_us());
+    oribi_sched_queue(&loop->sched, c, oribi_mono_us());
 }
 
 /* A connection on a proxy_protocol listener that did not open with a
@@ -308,7 +308,7 @@ static int conn_proxy_header(struct oribi_loop *loop, struct oribi_conn *c)
 }
 
 /* A head is complete: check what the loop must answer itself, then read the body. */
-static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_len, enum oribi_queue_end end)
+static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_len)
 {
     c->head_len = (size_t)head_len;
     c->buf_moved = 0;
@@ -323,7 +323,7 @@ static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_le
     }
     int r = oribi_body_begin(loop, c);
     if (r == REQ_BODY_DONE) {
-        conn_ready(loop, c, end);
+        conn_ready(loop, c);
     } else if (r == REQ_BODY_MORE) {
         c->state = CONN_BODY;
         c->body_start = loop->now;
@@ -336,8 +336,8 @@ static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_le
 }
 
 /* Acts on the bytes in c->buf according to the state; a request they
- * complete joins the ready queue at end. */
-static void conn_process(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_end end)
+ * complete joins the ready queue (oribi_sched_queue). */
+static void conn_process(struct oribi_loop *loop, struct oribi_conn *c)
 {
     if (c->state == CONN_HEAD) {
         if (c->len == 0)
@@ -350,7 +350,7 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c, enum ori
         c->req.num_headers = loop->opt.limits.max_headers;
         int r = oribi_parse_request(c->buf, c->len, c->last_len, &c->req, &loop->opt.limits);
         if (r > 0)
-            head_done(loop, c, r, end);
+            head_done(loop, c, r);
         else if (r == ORIBI_PARSE_INCOMPLETE)
             c->last_len = c->len;
         else if (!(c->req.status == 417 && conn_refuse_expectation(loop, c)))
@@ -358,7 +358,7 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c, enum ori
     } else if (c->state == CONN_BODY) {
         int r = oribi_body_feed(loop, c);
         if (r == REQ_BODY_DONE) {
-            conn_ready(loop, c, end);
+            conn_ready(loop, c);
         } else if (r == REQ_BODY_MORE) {
             if (c->body_total - c->body_mark >= ORIBI_BODY_PROGRESS) {
                 c->body_mark = c->body_total;
@@ -373,8 +373,8 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c, enum ori
 }
 
 /* Reads while the socket has bytes and the conn wants them; a request
- * they complete joins the ready queue at end. */
-void conn_read(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_end end)
+ * they complete joins the ready queue (oribi_sched_queue). */
+void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
 {
     while (c->may_read && (c->state == CONN_HEAD || c->state == CONN_BODY || c->state == CONN_LINGER)) {
         size_t want = c->state == CONN_HEAD ? 4096 : 16384;
@@ -404,14 +404,14 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c, enum oribi_queue_e
              * client that aborts mid-body would hold its fd (and its
              * tmpfile) until the body timeout. */
             c->may_read = (size_t)n == space || c->peer_hup;
-            conn_process(loop, c, end);
+            conn_process(loop, c);
         } else if (n == 0) {
             /* EOF. Requests the client sent whole before it ended its side
              * (a pipeline, then a half-close) are still answered: bytes in
              * the buffer the parser has not seen yet come first (the next
              * read finds the EOF again). */
             if (c->state == CONN_HEAD && c->len > c->last_len) {
-                conn_process(loop, c, end);
+                conn_process(loop, c);
                 if (c->state != CONN_HEAD && c->state != CONN_BODY)
                     return; /* queued, or answered by the loop */
             }
@@ -547,7 +547,7 @@ void drain_pending(struct oribi_loop *loop)
         if (c->gen != p.gen || c->state != CONN_HEAD)
             continue; /* closed (and maybe reused) since */
         if (c->len)
-            conn_process(loop, c, SCHED_BACK);
+            conn_process(loop, c);
         if (c->corked && c->state != CONN_READY && conn_flush_corked(c) < 0) {
             conn_close(loop, c); /* the rest of the pipeline was not here yet */
             continue;
@@ -556,7 +556,7 @@ void drain_pending(struct oribi_loop *loop)
             if (conn_watch(loop, c) < 0)
                 conn_close(loop, c);
             else
-                conn_read(loop, c, SCHED_BACK);
+                conn_read(loop, c);
         }
     }
 }
@@ -646,7 +646,7 @@ void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t event
         return;
     }
     if (note_readable(c, events))
-        conn_read(loop, c, SCHED_BACK);
+        conn_read(loop, c);
 }
 
 /* Its timer ran out (timer_expired): silence for a connection that never

@@ -180,7 +180,7 @@ int poll_events(struct oribi_loop *loop, int timeout)
             if (ORIBI_POLL_EXCLUSIVE != 0 && waits && slept && loop->listeners[li].owed < OWED_MAX)
                 loop->listeners[li].owed++;
             if (admit(loop, waits ? ADMIT_WOKEN : ADMIT_POLLED))
-                accept_one(loop, li, SCHED_BACK);
+                accept_one(loop, li);
         } else {
             on_conn_event(loop, (struct oribi_conn *)p, oribi_poll_events(&batch, i));
         }
@@ -242,27 +242,24 @@ static int loop_run(struct oribi_loop *loop, int block)
     }
 }
 
-/* A turn at the backlog, as the scheduler says (scheduler.c): a look at the
- * poller first when it is due, then one connection from the backlog, its
- * request served next, when its clients waited longer than the queue's
- * head. */
-static void take_turn(struct oribi_loop *loop)
+/* What the scheduler asks of the loop before a hand-out (scheduler.h). */
+static void sched_look(void *ctx)
 {
-    struct oribi_scheduler *s = &loop->sched;
-    /* A pipelined request behind the last response is parsed first: until
-     * then its conn waits on the head timer, like a client whose bytes are
-     * still coming, and would make every hand-out a look at the poller. */
-    drain_pending(loop);
-    enum oribi_sched_step step = oribi_sched_step(s, loop->nidle, loop->timers[TIMER_HEAD][0] != NULL, oribi_mono_us());
-    if (step == SCHED_HAND_OUT)
-        return;
+    struct oribi_loop *loop = ctx;
     loop->now = oribi_coarse_ms();
-    if (step == SCHED_LOOK)
-        poll_events(loop, 0);
-    struct oribi_turn t;
-    if (!oribi_sched_turn(s, loop->nkept, admit(loop, ADMIT_TURN), &t))
-        return;
-    oribi_sched_took(s, loop->nkept, &t, accept_any(loop, SCHED_FRONT));
+    poll_events(loop, 0);
+}
+
+static int sched_may_accept(void *ctx)
+{
+    struct oribi_loop *loop = ctx;
+    loop->now = oribi_coarse_ms();
+    return admit(loop, ADMIT_TURN);
+}
+
+static int sched_accept(void *ctx)
+{
+    return accept_any(ctx);
 }
 
 void oribi_loop_share(struct oribi_loop *loop, struct oribi_score *score, struct oribi_score_head *head)
@@ -281,8 +278,13 @@ struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
 {
     if (over_budget(loop))
         return NULL; /* see oribi_loop_run */
-    take_turn(loop);
-    struct oribi_conn *c = oribi_sched_pop(&loop->sched);
+    /* A pipelined request behind the last response is parsed first: until
+     * then its conn waits on the head timer, like a client whose bytes are
+     * still coming, and would make every hand-out a look at the poller. */
+    drain_pending(loop);
+    const struct oribi_sched_world w = {loop, &loop->nkept, sched_look, sched_may_accept, sched_accept};
+    struct oribi_conn *c =
+        oribi_sched_next(&loop->sched, loop->nidle, loop->timers[TIMER_HEAD][0] != NULL, oribi_mono_us(), &w);
     if (!c)
         return NULL;
     c->state = CONN_APP;

@@ -25,10 +25,10 @@
 
 #include <stddef.h>
 
-void oribi_sched_queue(struct oribi_scheduler *s, struct oribi_conn *c, enum oribi_queue_end end, int64_t now_us)
+void oribi_sched_queue(struct oribi_scheduler *s, struct oribi_conn *c, int64_t now_us)
 {
     c->ready_at = now_us;
-    if (end == SCHED_FRONT) {
+    if (s->in_turn) {
         c->qnext = s->head;
         s->head = c;
         if (!s->tail)
@@ -86,7 +86,15 @@ enum oribi_sched_step oribi_sched_step(struct oribi_scheduler *s, unsigned idle,
     return idle || heads || ++s->unlooked >= SCHED_LOOK_RUN ? SCHED_LOOK : SCHED_TURN;
 }
 
-int oribi_sched_turn(struct oribi_scheduler *s, unsigned kept, int may_accept, struct oribi_turn *t)
+/* A turn at the backlog, as decided before the accept and settled after it. */
+struct turn {
+    int64_t since;   /* how long the backlog's clients waited, at most (µs) */
+    int64_t head_at; /* when the queue's head joined it, -1 empty */
+};
+
+/* After the step's look: 1 when one connection from the backlog goes next
+ * (queued at the front), t filled for took; 0 when the queue's head goes. */
+static int turn(struct oribi_scheduler *s, const struct oribi_sched_world *w, struct turn *t)
 {
     /* Without a known backlog, look anyway (every SCHED_LOOK_US): with
      * EPOLLEXCLUSIVE only the worker a connection woke is told of it, and
@@ -94,7 +102,7 @@ int oribi_sched_turn(struct oribi_scheduler *s, unsigned kept, int may_accept, s
      * that one. What it finds came after the look before. */
     t->since = s->backlog ? s->backlog_since : s->looked_before;
     t->head_at = s->head ? s->head->ready_at : -1;
-    if (!kept || !may_accept)
+    if (!*w->kept || !w->may_accept(w->ctx))
         return 0;
     if (t->head_at >= 0 && t->head_at < t->since) {
         s->backlog_run = 0; /* the head goes first */
@@ -103,7 +111,8 @@ int oribi_sched_turn(struct oribi_scheduler *s, unsigned kept, int may_accept, s
     return 1;
 }
 
-void oribi_sched_took(struct oribi_scheduler *s, unsigned kept, const struct oribi_turn *t, int taken)
+/* What the turn's accept gave: 1 a connection, 0 none, -1 the backlog is empty. */
+static void took(struct oribi_scheduler *s, unsigned kept, const struct turn *t, int taken)
 {
     if (taken > 0 && ++s->backlog_run >= kept) {
         s->backlog_run = 0;
@@ -113,4 +122,22 @@ void oribi_sched_took(struct oribi_scheduler *s, unsigned kept, const struct ori
     } else if (taken < 0) {
         s->backlog = 0;
     }
+}
+
+struct oribi_conn *oribi_sched_next(struct oribi_scheduler *s, unsigned idle, int heads, int64_t now_us,
+                                    const struct oribi_sched_world *w)
+{
+    enum oribi_sched_step step = oribi_sched_step(s, idle, heads, now_us);
+    if (step != SCHED_HAND_OUT) {
+        if (step == SCHED_LOOK)
+            w->look(w->ctx);
+        struct turn t;
+        if (turn(s, w, &t)) {
+            s->in_turn = 1;
+            int taken = w->accept(w->ctx);
+            s->in_turn = 0;
+            took(s, *w->kept, &t, taken);
+        }
+    }
+    return oribi_sched_pop(s);
 }

@@ -27,11 +27,8 @@ struct oribi_scheduler {
     int64_t looked_at;              /* µs: the last look at the poller */
     int64_t looked_before;          /* µs: looked_at before this hand-out's look (oribi_sched_step) */
     unsigned unlooked;              /* turns since the last look */
+    int in_turn;                    /* the backlog's turn is being taken: what joins the queue goes first */
 };
-
-/* Where a complete request joins the queue: at its tail in the order the
- * clients came, or at its head when it is the backlog's turn. */
-enum oribi_queue_end { SCHED_BACK, SCHED_FRONT };
 
 /* What the loop does before a hand-out (oribi_sched_step). */
 enum oribi_sched_step {
@@ -40,13 +37,10 @@ enum oribi_sched_step {
     SCHED_LOOK,     /* look at the poller without waiting first, then the same */
 };
 
-/* A turn at the backlog, as decided before the accept and settled after it. */
-struct oribi_turn {
-    int64_t since;   /* how long the backlog's clients waited, at most (µs) */
-    int64_t head_at; /* when the queue's head joined it, -1 empty */
-};
-
-void oribi_sched_queue(struct oribi_scheduler *s, struct oribi_conn *c, enum oribi_queue_end end, int64_t now_us);
+/* A complete request joins the queue: at its tail, in the order the
+ * clients came, or at its head while the backlog's turn is taken (the
+ * connection just accepted for it). */
+void oribi_sched_queue(struct oribi_scheduler *s, struct oribi_conn *c, int64_t now_us);
 struct oribi_conn *oribi_sched_pop(struct oribi_scheduler *s);
 
 /* A listener was seen readable: connections may wait in the backlog since
@@ -63,14 +57,26 @@ void oribi_sched_looked(struct oribi_scheduler *s, int64_t woke_us);
  * whose request is on its way (accepted before their bytes came). */
 enum oribi_sched_step oribi_sched_step(struct oribi_scheduler *s, unsigned idle, int heads, int64_t now_us);
 
-/* After the step's look: 1 when one connection from the backlog goes next
- * (queued at SCHED_FRONT), t filled for oribi_sched_took; 0 when the
- * queue's head goes. kept: kept-alive clients, a round of turns;
- * may_accept: the listeners may be taken from now (room, no hold, no
- * pause, within its share). */
-int oribi_sched_turn(struct oribi_scheduler *s, unsigned kept, int may_accept, struct oribi_turn *t);
-/* What the turn's accept gave: 1 a connection, 0 none, -1 the backlog is
- * empty. */
-void oribi_sched_took(struct oribi_scheduler *s, unsigned kept, const struct oribi_turn *t, int taken);
+/* What the scheduler asks of the loop while it decides a hand-out. */
+struct oribi_sched_world {
+    void *ctx;
+    const unsigned *kept; /* kept-alive clients (a round of turns), read when a turn is weighed */
+    /* Ask the poller without waiting; what it reports is handled
+     * (oribi_sched_queue, oribi_sched_backlog_seen, oribi_sched_looked). */
+    void (*look)(void *ctx);
+    /* The listeners may be taken from now: room, no hold, no pause, within
+     * its share (admission). */
+    int (*may_accept)(void *ctx);
+    /* One connection from the backlog, its request queued when complete:
+     * 1 taken, 0 none, -1 the backlog is empty. */
+    int (*accept)(void *ctx);
+};
+
+/* The next request for the app, NULL none: before it a look at the
+ * poller, and a turn at the backlog, when due (oribi_sched_step, whose
+ * arguments idle, heads and now_us are). The one call the loop makes
+ * before a hand-out. */
+struct oribi_conn *oribi_sched_next(struct oribi_scheduler *s, unsigned idle, int heads, int64_t now_us,
+                                    const struct oribi_sched_world *w);
 
 #endif
