@@ -1177,3 +1177,23 @@ __attribute__((constructor)) static void choose_path(void)
     path = env_set("ORIBI_NO_NEON") ? PATH_PORTABLE : PATH_NEON;
 #endif
 }
+
+static void rebase(const char **p, const char *from, size_t len, const char *to)
+{
+    /* compared as integers: a constant is not part of the buffer's object */
+    uintptr_t at = (uintptr_t)*p, base = (uintptr_t)from;
+    if (*p && at >= base && at - base <= len)
+        *p = to + (at - base);
+}
+
+void oribi_request_rebase(struct oribi_request *req, const char *from, size_t len, const char *to)
+{
+    rebase(&req->method, from, len, to);
+    rebase(&req->target, from, len, to);
+    rebase(&req->path, from, len, to);
+    rebase(&req->host, from, len, to);
+    for (size_t i = 0; i < req->num_headers; i++) {
+        rebase(&req->headers[i].name, from, len, to);
+        rebase(&req->headers[i].value, from, len, to);
+    }
+}

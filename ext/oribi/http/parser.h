@@ -83,6 +83,11 @@ struct oribi_request {
 int oribi_parse_request(const char *buf, size_t len, size_t last_len, struct oribi_request *req,
                         const struct oribi_limits *limits);
 
+/* The head parsed from from[0..len) was copied to to: every field that
+ * pointed into it points at the same byte of the copy. Others (a constant
+ * path) stay. */
+void oribi_request_rebase(struct oribi_request *req, const char *from, size_t len, const char *to);
+
 /* How a response body is delimited (RFC 9112 6.3). */
 enum oribi_framing {
     ORIBI_FRAMING_NONE,        /* 1xx, 204, 304, or an answer to HEAD */

@@ -304,6 +304,13 @@ int take_backlog(struct oribi_loop *loop)
     return r > 0;
 }
 
+/* When shed_backlog and shed_spooled look again, while a budget is over
+ * (ms), -1 none. */
+int64_t shed_deadline(const struct oribi_loop *loop)
+{
+    return over_budget(loop) || spool_full(loop) ? loop->now + SHED_STALL_MS : -1;
+}
+
 /* Over max_write_backlog: the clients that took none of their bytes for
  * SHED_STALL_MS are dropped (down to half the cap), so that clients that do not read cannot make
  * a worker hold their responses in memory (meanwhile oribi_loop_run hands

@@ -16,18 +16,22 @@ int oribi_conn_reserve(struct oribi_conn *c, size_t n)
     size_t cap = c->cap ? c->cap : 4096;
     while (cap - c->len < n)
         cap *= 2;
-    char *buf = realloc(c->buf, cap);
+    /* Not realloc: while both are there the parsed head's fields are moved
+     * to the new buffer (parsed once, whatever the body does). */
+    char *buf = malloc(cap);
     if (!buf)
         return -1;
-    if (buf != c->buf)
-        c->buf_moved = 1;
+    if (c->len)
+        memcpy(buf, c->buf, c->len);
+    if (c->head_len)
+        oribi_request_rebase(&c->req, c->buf, c->head_len, buf);
+    free(c->buf);
     c->buf = buf;
     c->cap = cap;
     return 0;
 }
 
-/* The loop answers 500 itself: say why (errno is the cause). Not the
- * path: the head may have moved with the buffer (buf_moved). */
+/* The loop answers 500 itself: say why (errno is the cause). */
 static int fail(struct oribi_conn *c, const char *what, const char *where)
 {
     oribi_log("answered 500: a request body (%lld bytes so far) %s %s: %s", (long long)c->body_total, what, where,

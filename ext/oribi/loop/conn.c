@@ -79,7 +79,7 @@ struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
     c->fd = fd;
     c->gen++;
     c->state = CONN_HEAD;
-    c->watched = c->may_read = c->keepalive = c->buf_moved = c->peer_hup = c->kept = 0;
+    c->watched = c->may_read = c->keepalive = c->peer_hup = c->kept = 0;
     c->cork = c->corked = c->proxy = 0;
     c->piped_us = 0;
     c->len = c->last_len = c->head_len = c->rest_off = 0;
@@ -225,6 +225,8 @@ void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
     conn_linger(loop, c);
 }
 
+static void conn_answered(struct oribi_loop *loop, struct oribi_conn *c);
+
 /* An unmet Expect on a bodyless request: the head is valid and nothing
  * follows it but the next request, so answer 417 and go on. */
 static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c)
@@ -240,7 +242,7 @@ static int conn_refuse_expectation(struct oribi_loop *loop, struct oribi_conn *c
         return 1;
     }
     c->head_len = c->rest_off = c->req.head_len;
-    oribi_loop_finish(loop, c);
+    conn_answered(loop, c);
     return 1;
 }
 
@@ -311,7 +313,6 @@ static int conn_proxy_header(struct oribi_loop *loop, struct oribi_conn *c)
 static void head_done(struct oribi_loop *loop, struct oribi_conn *c, int head_len)
 {
     c->head_len = (size_t)head_len;
-    c->buf_moved = 0;
     if (c->req.expect_continue && c->req.minor_version == 1 && (c->req.chunked || c->req.content_length > 0) &&
         !(loop->opt.max_body && c->req.content_length > loop->opt.max_body)) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -446,22 +447,6 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
     }
 }
 
-/* conn, as it is now, onto a list of the loop's (pending, corked); 0, or -1
- * out of memory. */
-static int list_push(struct oribi_pending **list, int *n, int *cap, struct oribi_conn *c)
-{
-    if (*n == *cap) {
-        int ncap = *cap ? *cap * 2 : 64;
-        struct oribi_pending *p = realloc(*list, (size_t)ncap * sizeof(*p));
-        if (!p)
-            return -1;
-        *list = p;
-        *cap = ncap;
-    }
-    (*list)[(*n)++] = (struct oribi_pending){c, c->gen};
-    return 0;
-}
-
 /* The response is out: next request, or close. */
 static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
 {
@@ -491,51 +476,8 @@ static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
     /* Pipelined bytes and the socket are looked at from the loop, not from
      * here: this runs inside a response, and a pipeline of answers the loop
      * gives itself (417) must not recurse. */
-    if (list_push(&loop->pending, &loop->npending, &loop->pending_cap, c) < 0)
+    if (oribi_pending_push(&loop->pending, &loop->npending, &loop->pending_cap, c) < 0)
         conn_close(loop, c);
-}
-
-/* A held-back response goes out now: 0, or -1 the peer is gone. */
-static int conn_flush_corked(struct oribi_conn *c)
-{
-    c->corked = 0;
-    return oribi_conn_flush(c);
-}
-
-/* Pipelined responses held back (oribi_conn_write_last) go out: before the
- * loop waits, when a conn's pipeline has run out, and at the latest when
- * the scheduler looks at the other conns (SCHED_LOOK_US). A conn the app
- * has again is off the list (oribi_loop_take): its next response takes
- * them along. A peer gone drops them; its next read or write finds it so. */
-void flush_corked(struct oribi_loop *loop)
-{
-    for (int i = 0; i < loop->ncorked; i++) {
-        struct oribi_conn *c = loop->corked[i].conn;
-        if (c->gen != loop->corked[i].gen || !c->corked)
-            continue;
-        /* What the socket does not take now waits for its next write, or
-         * for the edge on_conn_event flushes at. */
-        if (conn_flush_corked(c) < 0)
-            oribi_conn_discard_output(c);
-    }
-    loop->ncorked = 0;
-}
-
-/* A response held back for the next ones stays so if its conn goes on
- * (kept alive, its next request there); else it goes out now. 0, or -1 the
- * peer is gone. */
-static int conn_uncork(struct oribi_loop *loop, struct oribi_conn *c)
-{
-    int cork = c->cork;
-    c->cork = 0;
-    if (!cork || !oribi_conn_pending(c))
-        return 0;
-    if (c->keepalive && c->file_fd < 0 && c->len > c->rest_off &&
-        list_push(&loop->corked, &loop->ncorked, &loop->corked_cap, c) == 0) {
-        c->corked = 1;
-        return 0;
-    }
-    return oribi_conn_flush(c) < 0 ? -1 : 0;
 }
 
 /* Connections whose response is out: next pipelined request, or read on. */
@@ -548,7 +490,7 @@ void drain_pending(struct oribi_loop *loop)
             continue; /* closed (and maybe reused) since */
         if (c->len)
             conn_process(loop, c);
-        if (c->corked && c->state != CONN_READY && conn_flush_corked(c) < 0) {
+        if (c->corked && c->state != CONN_READY && cork_release(c) < 0) {
             conn_close(loop, c); /* the rest of the pipeline was not here yet */
             continue;
         }
@@ -578,12 +520,6 @@ void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c)
         close(c->body_fd);
         c->body_fd = -1;
     }
-    c->requests++;
-    /* c->keepalive as the response said, not loop->stopping again: a
-     * response that said keep-alive (the drain began while it was written,
-     * or while an app thread handed it back) gets the idle grace of
-     * oribi_loop_stop, so that the request the client may be sending right
-     * now is still answered. */
     if (c->app_events) {
         /* The loop ran while the app had the conn (threads) and took these
          * edges: act on them now, none may come again. */
@@ -594,14 +530,24 @@ void oribi_loop_finish(struct oribi_loop *loop, struct oribi_conn *c)
         }
         c->app_events = 0;
     }
-    if (c->piped_us) { /* the app's time for pipelined requests, a moving average */
-        loop->piped_app_us += (oribi_mono_us() - c->piped_us - loop->piped_app_us) / 8;
-        c->piped_us = 0;
-    }
-    if (conn_uncork(loop, c) < 0) {
+    if (cork_finish(loop, c) < 0) {
         conn_close(loop, c);
         return;
     }
+    conn_answered(loop, c);
+}
+
+/* A response is written, or kept for the socket: what it did not take goes
+ * as it can, then the connection's next request (conn_after_response). The
+ * app's responses come here through oribi_loop_finish, the loop's own
+ * answers that keep the connection (417) straight. c->keepalive as the
+ * response said, not loop->stopping again: a response that said
+ * keep-alive (the drain began while it was written, or while an app thread
+ * handed it back) gets the idle grace of oribi_loop_stop, so that the
+ * request the client may be sending right now is still answered. */
+static void conn_answered(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    c->requests++;
     if (oribi_conn_pending(c) && !c->corked) {
         c->state = CONN_FLUSH;
         if (conn_watch(loop, c) < 0) {
@@ -660,6 +606,11 @@ void conn_timed_out(struct oribi_loop *loop, struct oribi_conn *c, int kind)
         conn_reject(loop, c, 408);
     else
         conn_close(loop, c);
+}
+
+int64_t body_rates_deadline(const struct oribi_loop *loop)
+{
+    return loop->rate_check_at ? loop->rate_check_at : -1;
 }
 
 /* Bodies that came slower than min_body_rate on average since they began,

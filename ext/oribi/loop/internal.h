@@ -2,11 +2,12 @@
  * What the files of the worker's loop share and nothing else sees: the
  * loop itself (loop.c: init, the wait, run, the hand-out, the stop),
  * accepting, shedding and the drain (accept.c), a connection's life
- * (conn.c), the spare fd (spare.c), the timers (timer.{c,h}); the
- * scheduler (scheduler.{c,h}) is a policy of its own that the loop drives.
- * The calls point one way, down that list: loop.c asks the others, and
- * hands the timers that ran out to conn.c; accept.c takes conns (conn.c);
- * the rest call up to none of them. Every function here runs on the
+ * (conn.c), the cork (cork.{c,h}), the spare fd (spare.c), the timers
+ * (timer.{c,h}); the scheduler (scheduler.{c,h}) and admission
+ * (admission.{c,h}) are policies of their own that the loop asks. The
+ * calls point one way, down that list: loop.c asks the others, and hands
+ * the timers that ran out to conn.c; accept.c takes conns (conn.c); the
+ * rest call up to none of them. Every function here runs on the
  * loop's thread.
  */
 #ifndef ORIBI_LOOP_INTERNAL_H
@@ -68,10 +69,10 @@ void conn_close(struct oribi_loop *loop, struct oribi_conn *c);
 void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status);
 void conn_read(struct oribi_loop *loop, struct oribi_conn *c);
 void drain_pending(struct oribi_loop *loop);
-void flush_corked(struct oribi_loop *loop);
 void on_conn_event(struct oribi_loop *loop, struct oribi_conn *c, uint32_t events);
 void conn_timed_out(struct oribi_loop *loop, struct oribi_conn *c, int kind);
 void conn_check_body_rates(struct oribi_loop *loop);
+int64_t body_rates_deadline(const struct oribi_loop *loop); /* the next look at slow bodies (ms), -1 none */
 
 /* spare.c */
 void spare_restore(struct oribi_loop *loop);
@@ -89,6 +90,7 @@ int accept_one(struct oribi_loop *loop, int li);
 int accept_direct(struct oribi_loop *loop);
 int accept_any(struct oribi_loop *loop);
 int take_backlog(struct oribi_loop *loop);
+int64_t shed_deadline(const struct oribi_loop *loop);
 void shed_backlog(struct oribi_loop *loop);
 void shed_spooled(struct oribi_loop *loop);
 

@@ -98,9 +98,7 @@ void oribi_loop_free(struct oribi_loop *loop)
     free(loop->pending);
     loop->pending = NULL;
     loop->npending = loop->pending_cap = 0;
-    free(loop->corked);
-    loop->corked = NULL;
-    loop->ncorked = loop->corked_cap = 0;
+    cork_free(&loop->cork);
     close_listeners(loop, 0);
     if (loop->pfd >= 0)
         close(loop->pfd);
@@ -262,6 +260,16 @@ static int sched_accept(void *ctx)
     return accept_any(ctx);
 }
 
+const struct oribi_options *oribi_loop_options(const struct oribi_loop *loop)
+{
+    return &loop->opt;
+}
+
+int oribi_loop_stopping(const struct oribi_loop *loop)
+{
+    return loop->stopping;
+}
+
 void oribi_loop_share(struct oribi_loop *loop, struct oribi_score *score, struct oribi_score_head *head)
 {
     loop->score = score;
@@ -290,25 +298,7 @@ struct oribi_conn *oribi_loop_take(struct oribi_loop *loop)
     c->state = CONN_APP;
     c->app_events = 0;
     loop->requests++;
-    if (c->buf_moved) { /* the body grew the buffer: point the head at it again */
-        c->req.headers = c->headers;
-        c->req.num_headers = loop->opt.limits.max_headers;
-        oribi_parse_request(c->buf, c->head_len, 0, &c->req, &loop->opt.limits);
-        c->buf_moved = 0;
-    }
-    /* The next request is here already (pipelining): this response may
-     * wait for the next ones' (oribi_conn_write_last), and what the conn
-     * holds back goes with it, while the app answers such requests in
-     * microseconds: a response never waits long for the next one's app. */
-    c->piped_us = 0;
-    c->cork = 0;
-    if (keepalive_decide(loop, c) && c->len > c->rest_off) {
-        c->piped_us = oribi_mono_us();
-        c->cork = loop->piped_app_us <= ORIBI_CORK_APP_US;
-    }
-    if (c->corked && !c->cork && oribi_conn_flush(c) < 0)
-        oribi_conn_discard_output(c); /* gone: its response's write says so */
-    c->corked = 0;
+    cork_take(loop, c);
     return c;
 }
 

@@ -15,6 +15,7 @@
 #include "os/wakeup.h"
 #include "loop/admission.h"
 #include "loop/conn.h"
+#include "loop/cork.h"
 #include "loop/log.h"
 #include "loop/output.h"
 #include "http/parser.h"
@@ -64,60 +65,58 @@ struct oribi_listener {
     unsigned owed;
 };
 
-struct oribi_pending {
-    struct oribi_conn *conn;
-    uint32_t gen;
-};
-
+/* The loop's state, by the file that owns each part (the others read it). */
 struct oribi_loop {
-    int pfd;                  /* the poller (os/poller.h) */
-    struct oribi_wakeup wake; /* interrupts the wait from any thread */
-    int wake_pending;         /* atomic: set by app threads and signal handlers too */
-    struct oribi_options opt;
+    /* the wait, the hand-out, the stop (loop.c) */
+    int pfd;                      /* the poller (os/poller.h) */
+    struct oribi_wakeup wake;     /* interrupts the wait from any thread */
+    int wake_pending;             /* atomic: set by app threads and signal handlers too */
+    struct oribi_options opt;     /* as made (oribi_loop_init), read by all */
+    struct oribi_spin spin;       /* how long a wait polls before it sleeps (spin.h) */
+    struct oribi_scheduler sched; /* the ready queue and the backlog's turns (scheduler.h) */
+    int hold;                     /* every app thread busy: no accepts, no hand-outs */
+    uint64_t requests;            /* requests handed to the app */
+    int stopping;                 /* graceful drain: no keep-alive, then no accepts */
+
+    /* taking connections (accept.c, admission.h, spare.c) */
     struct oribi_listener listeners[ORIBI_MAX_LISTENERS];
     int nlisteners;
-    int accepting;                /* listeners are in the poller: update_listeners alone sets it */
-    int hot_listener;             /* its last accept4 got a connection: try it first, -1 none */
-    int accept_run;               /* accepts straight from hot_listener since the last epoll_wait */
-    struct oribi_admission admit; /* whether to take a connection now (admission.h) */
+    int listening;                    /* listeners[] are open (the loop's own copies) */
+    int accepting;                    /* listeners are in the poller: update_listeners alone sets it */
+    int hot_listener;                 /* its last accept4 got a connection: try it first, -1 none */
+    int accept_run;                   /* accepts straight from hot_listener since the last epoll_wait */
+    struct oribi_admission admit;     /* whether to take a connection now */
+    int draining;                     /* stopping, but the backlog is still served */
+    long drain_left;                  /* connections it may still take while draining, -1 no bound */
+    int spare_fd;                     /* held for an accept when out of fds (EMFILE), -1 none */
+    struct oribi_tally shed;          /* conns closed to make room for new ones (max_connections) */
+    struct oribi_tally shed_fds;      /* ... for want of a file descriptor (RLIMIT_NOFILE) */
+    struct oribi_tally dropped;       /* clients dropped for reading nothing (max_write_backlog) */
+    struct oribi_tally dropped_spool; /* ... whose spooled responses filled max_worker_spool */
 
-    int64_t now;                               /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup: timers */
-    struct oribi_date_cache date;              /* the loop's own, for the answers it gives itself */
+    /* time (timer.c) */
+    int64_t now;                               /* ms, CLOCK_MONOTONIC_COARSE, refreshed per wakeup */
     struct oribi_conn *timers[TIMER_KINDS][2]; /* head, tail of each FIFO */
     int64_t timeout_ms[TIMER_KINDS];
 
+    /* the connections (conn.c, cork.h) */
     struct oribi_conn **by_fd; /* conn of each fd, for tokens */
     int by_fd_cap;
     unsigned nconns;
-    struct oribi_scheduler sched; /* the ready queue and the backlog's turns */
-    struct oribi_spin spin;       /* how long a wait polls before it sleeps */
+    unsigned nidle; /* conns waiting for a next request (on the idle timer) */
+    unsigned nkept; /* conns kept alive after a response: its kept-alive clients */
     struct oribi_conn *free_list;
     struct oribi_pending *pending; /* responses done: look at the conn again */
     int npending, pending_cap;
-    struct oribi_pending *corked; /* conns holding pipelined responses back (flush_corked) */
-    int ncorked, corked_cap;
-    int64_t piped_app_us; /* the app's time for pipelined requests (µs, moving average) */
-
-    int listening;                    /* listeners[] are open (the loop's own copies) */
-    int stopping;                     /* graceful drain: no keep-alive, then no accepts */
-    int draining;                     /* stopping, but the backlog is still served */
-    long drain_left;                  /* connections it may still take while draining, -1 no bound */
-    int hold;                         /* every app thread busy: no accepts, no hand-outs */
-    uint64_t requests;                /* requests handed to the app */
+    struct oribi_cork cork;           /* pipelined responses held back */
+    struct oribi_date_cache date;     /* for the answers the loop gives itself */
     uint64_t rejected;                /* requests answered with an error by the loop */
-    unsigned nidle;                   /* conns waiting for a next request (on the idle timer) */
-    unsigned nkept;                   /* conns kept alive after a response: its kept-alive clients */
-    struct oribi_tally shed;          /* conns closed to make room for new ones (max_connections) */
-    struct oribi_tally shed_fds;      /* ... for want of a file descriptor (RLIMIT_NOFILE) */
-    int spare_fd;                     /* held for an accept when out of fds (EMFILE), -1 none */
-    struct oribi_score *score;        /* where the conn counts are published, or NULL */
-    struct oribi_score_head *shared;  /* what the workers share (score.h), with score, or NULL */
-    struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog) */
-    struct oribi_tally dropped;       /* clients dropped for reading nothing (max_write_backlog) */
-    struct oribi_tally dropped_spool; /* ... whose spooled responses filled max_worker_spool */
+    int64_t rate_check_at;            /* next look at the bodies in progress (ms), 0 none due */
     struct oribi_tally slow_bodies;   /* bodies cut for coming slower than min_body_rate */
     struct oribi_tally no_proxy;      /* connections closed on a proxy_protocol listener: no valid PROXY header */
-    int64_t rate_check_at;            /* next look at the bodies in progress (ms), 0 none due */
+    struct oribi_write_budget budget; /* output kept across the conns (max_write_backlog; output.h) */
+    struct oribi_score *score;        /* where the conn counts are published, or NULL */
+    struct oribi_score_head *shared;  /* what the workers share (score.h), with score, or NULL */
 };
 
 enum { LOOP_READY = 1, LOOP_INTERRUPTED = 2, LOOP_STOPPED = 3, LOOP_IDLE = 4 };
@@ -136,6 +135,13 @@ void oribi_loop_free(struct oribi_loop *loop);
  * keep the GVL while there is work, and release it only to sleep. */
 int oribi_loop_run(struct oribi_loop *loop, int block);
 struct oribi_conn *oribi_loop_take(struct oribi_loop *loop);
+
+/* The options it was made with. */
+const struct oribi_options *oribi_loop_options(const struct oribi_loop *loop);
+
+/* A stop began (oribi_loop_stop): responses from now on close their
+ * connections. */
+int oribi_loop_stopping(const struct oribi_loop *loop);
 
 /* Where the loop publishes its counts (score), and what the workers
  * share, which admission reads (head; NULL: this worker alone). */

@@ -4,21 +4,26 @@
  */
 #include "loop/internal.h"
 
+/* The earlier of two deadlines (ms), -1 none. */
+static int64_t earliest(int64_t a, int64_t b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+/* The conns' timers', and each module's own: admission (a pause, standing
+ * aside), the look at slow bodies (conn.c), shedding over the budgets
+ * (accept.c). */
 int next_timeout(struct oribi_loop *loop)
 {
     int64_t first = -1;
     for (int k = 1; k < TIMER_KINDS; k++) {
         struct oribi_conn *c = loop->timers[k][0];
-        if (c && (first < 0 || c->deadline < first))
-            first = c->deadline;
+        if (c)
+            first = earliest(first, c->deadline);
     }
-    int64_t admit_at = oribi_admit_deadline(&loop->admit, loop->now);
-    if (admit_at >= 0 && (first < 0 || admit_at < first))
-        first = admit_at;
-    if (loop->rate_check_at && (first < 0 || loop->rate_check_at < first))
-        first = loop->rate_check_at;
-    if ((over_budget(loop) || spool_full(loop)) && (first < 0 || loop->now + SHED_STALL_MS < first))
-        first = loop->now + SHED_STALL_MS; /* shed_backlog, shed_spooled look again then */
+    first = earliest(first, oribi_admit_deadline(&loop->admit, loop->now));
+    first = earliest(first, body_rates_deadline(loop));
+    first = earliest(first, shed_deadline(loop));
     if (first < 0)
         return -1;
     int64_t d = first - loop->now;

@@ -116,12 +116,12 @@ static void exchange_base(VALUE engine, struct oribi_engine *e, struct oribi_exc
     x->engine = e;
     x->open = &e->ready;
     x->hb = &e->hb;
-    x->opt = &e->loop.opt;
+    x->opt = oribi_loop_options(&e->loop);
     x->env = x->io = x->stream = x->spilled_input = Qnil;
     for (int k = 0; k < ORIBI_TICKETS; k++)
         x->tickets[k] = Qnil;
     x->ctx.tmpl = x->ctx.tmpl_errors = Qnil;
-    x->score = e->loop.score;
+    x->score = e->score;
     x->self = oribi_exchange_wrap(engine, x);
 }
 
@@ -420,7 +420,7 @@ static int peer_trusted(const struct oribi_engine *e, const struct oribi_conn *c
  * request in the app (request_timeout): this one when no other is. */
 static void score_take(struct oribi_engine *e, struct oribi_exchange *x, struct oribi_conn *c)
 {
-    if (!e->loop.score)
+    if (!e->score)
         return;
     int64_t mono_us = oribi_mono_us();
     x->started_ms = mono_us / 1000;
@@ -440,10 +440,9 @@ static void score_take(struct oribi_engine *e, struct oribi_exchange *x, struct 
             from_header = 1;
         }
     }
-    oribi_score_take(e->loop.score, wall_us / 1000, queue_us, from_header);
+    oribi_score_take(e->score, wall_us / 1000, queue_us, from_header);
     if (!e->busy) {
-        oribi_score_busy(e->loop.score, c->req.method, c->req.method_len, c->req.target, c->req.target_len,
-                         x->started_ms);
+        oribi_score_busy(e->score, c->req.method, c->req.method_len, c->req.target, c->req.target_len, x->started_ms);
         e->scored = x;
     }
 }
@@ -451,7 +450,7 @@ static void score_take(struct oribi_engine *e, struct oribi_exchange *x, struct 
 /* x's response is over: idle, or busy since the oldest request left. */
 static void score_done(struct oribi_engine *e, struct oribi_exchange *x)
 {
-    struct oribi_score *sc = e->loop.score;
+    struct oribi_score *sc = e->score;
     if (!sc)
         return;
     oribi_score_done(sc);
@@ -644,8 +643,8 @@ static void end_request(struct oribi_exchange *x)
 static void streams_count(struct oribi_engine *e, int by)
 {
     e->streams += by;
-    if (e->loop.score)
-        e->loop.score->streams = (uint32_t)e->streams;
+    if (e->score)
+        e->score->streams = (uint32_t)e->streams;
 }
 
 /* A free slot, made when none is: the stream limit bounds how many. */
@@ -702,8 +701,8 @@ static VALUE engine_carry(VALUE self, VALUE env)
     if (!x || x->phase != PHASE_APP)
         return Qnil; /* hijacked, or not a request of the pool's */
     if (e->streams >= e->max_streams) {
-        if (e->loop.score)
-            e->loop.score->streams_held++;
+        if (e->score)
+            e->score->streams_held++;
         if (!e->streams_full_said) {
             e->streams_full_said = 1;
             oribi_log("max_streams (%d) reached: a stream beyond it holds its app thread until it ends (said once)",
@@ -833,7 +832,7 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
     r.status = st >= 100 && st <= 599 ? (int)st : 0;
     /* A stop that began while the app ran: this response is the last (the
      * loop decided keep-alive when it handed the request out). */
-    if (e->loop.stopping)
+    if (oribi_loop_stopping(&e->loop))
         oribi_conn_no_keepalive(c);
     r.head_only = c->req.method_len == 4 && memcmp(c->req.method, "HEAD", 4) == 0;
     x->out_len = 0;
@@ -928,13 +927,15 @@ static VALUE engine_stop(int argc, VALUE *argv, VALUE self)
 static VALUE engine_attach_scoreboard(VALUE self, VALUE sb, VALUE idx)
 {
     struct oribi_engine *e = oribi_engine_get(self);
-    oribi_loop_share(&e->loop, oribi_scoreboard_row(sb, idx), oribi_scoreboard_head(sb));
+    e->score = oribi_scoreboard_row(sb, idx);
+    e->head = oribi_scoreboard_head(sb);
+    oribi_loop_share(&e->loop, e->score, e->head);
     e->scoreboard = sb;
     for (int i = 0; i < e->nexchanges; i++)
-        e->exchanges[i].score = e->loop.score;
+        e->exchanges[i].score = e->score;
     for (int i = 0; i < e->nslots; i++)
-        e->slots[i]->score = e->loop.score;
-    oribi_score_attach(e->loop.score, e->loop.shared); /* before any connection */
+        e->slots[i]->score = e->score;
+    oribi_score_attach(e->score, e->head); /* before any connection */
     return self;
 }
 
@@ -945,9 +946,10 @@ static VALUE engine_close(VALUE self)
         oribi_loop_free(&e->loop);
         e->ready = 0;
     }
-    if (e->loop.shared) { /* a worker that goes on as the mold takes no more connections */
-        oribi_score_release(e->loop.score, e->loop.shared);
-        oribi_loop_share(&e->loop, e->loop.score, NULL);
+    if (e->head) { /* a worker that goes on as the mold takes no more connections */
+        oribi_score_release(e->score, e->head);
+        e->head = NULL;
+        oribi_loop_share(&e->loop, e->score, NULL);
     }
     return Qnil;
 }

@@ -55,7 +55,9 @@ struct oribi_engine {
     int nslots, nfree;
     int streams_full_said; /* the log said max_streams was reached */
 
-    VALUE scoreboard;              /* the Oribi::Scoreboard holding loop.score (kept alive), else nil */
+    VALUE scoreboard;              /* the Oribi::Scoreboard holding score (kept alive), else nil */
+    struct oribi_score *score;     /* its row for this worker, which the loop counts in too, or NULL */
+    struct oribi_score_head *head; /* what the workers share, or NULL once released */
     struct oribi_exchange *scored; /* the exchange whose request the scoreboard names, NULL when idle */
 
     uint64_t oob_gc;   /* out-of-band GC every this many requests, 0 off */
