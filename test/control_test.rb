@@ -86,7 +86,7 @@ class ControlTest < Minitest::Test
         assert_operator w["rss"], :>, 1 << 20, w
         next unless File.readable?("/proc/#{w['pid']}/statm")
 
-        statm = File.read("/proc/#{w['pid']}/statm").split[1].to_i * Oribi::Stats::PAGE
+        statm = File.read("/proc/#{w['pid']}/statm").split[1].to_i * Oribi::Platform::PAGE
         assert_in_delta 1.0, w["rss"].fdiv(statm), 0.2, w
       end
       metrics = control("/metrics").body

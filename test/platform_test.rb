@@ -95,9 +95,9 @@ class PlatformTest < Minitest::Test
     mine = via_proc { Resources.memory(pid) }
     assert_operator mine[:rss], :>, 64 << 20
     assert_in_delta 1.0, ps[:rss].fdiv(mine[:rss]), 0.1
-    stats = via_ps { Oribi::Stats.rss(pid) }
-    assert_in_delta 1.0, stats.fdiv(via_proc { Oribi::Stats.rss(pid) }), 0.1
-    assert_equal({ pid => stats }, via_ps { Oribi::Stats.rss_of([pid, GONE]) })
+    stats = via_ps { Oribi::Platform.rss(pid) }
+    assert_in_delta 1.0, stats.fdiv(via_proc { Oribi::Platform.rss(pid) }), 0.1
+    assert_equal({ pid => stats }, via_ps { Oribi::Platform.rss_of([pid, GONE]) })
     via_ps { assert_nil Resources.memory(GONE) }
   end
 
@@ -111,7 +111,7 @@ class PlatformTest < Minitest::Test
         assert_equal({}, Platform.processes)
         assert_empty Resources.children(Process.pid)
         assert_equal 0.0, Resources.cpu_seconds([Process.pid])
-        assert_nil Oribi::Stats.rss(Process.pid)
+        assert_nil Oribi::Platform.rss(Process.pid)
         assert_nil Platform.sysctl("kern.maxfilesperproc")
       end
     ensure

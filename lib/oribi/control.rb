@@ -106,12 +106,6 @@ module Oribi
     # The previous generation handed over: the unix socket file is ours.
     def take_ownership! = (@owned = true)
 
-    # A next generation serves the endpoint now: stop answering, keep the file.
-    def hand_over!
-      @owned = false
-      close
-    end
-
     # A stand-in (ControlStandIn) whose master's loop runs again: no new
     # clients (the master takes them), those it took are answered.
     def stop_accepting

@@ -11,7 +11,6 @@ module Oribi
   # there is one (docs/CONTROL.md).
   class Master
     include Refork
-    include ShutdownDelay
     include WorkerMemory
     include ControlStandIn
 
@@ -47,7 +46,7 @@ module Oribi
       @respawn_at = 0.0
       @stopping = false
       @deadline = nil
-      @lame_duck = nil     # [drain at, why] during shutdown_delay
+      @delay = ShutdownDelay.new(@config[:shutdown_delay])
       @rolling = []        # pids still to replace in a rolling restart
       # USR2 (Reexec): workers of the image before this one, pid => index,
       # serving until ours do, then draining; and their lifeline.
@@ -101,7 +100,7 @@ module Oribi
         enforce_timeouts
         enforce_idle_timeout
         enforce_memory
-        end_lame_duck
+        end_delay
         enforce_deadline
         enforce_adopted_deadline
         supervise
@@ -149,7 +148,7 @@ module Oribi
     def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
     def wait_time
-      times = [@deadline, @lame_duck&.first, (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
+      times = [@deadline, (@delay.ends_at unless @stopping), (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
                (@roll_next_at if @rolling.any?), (@adopted_deadline if @adopted.any?),
                (now + 1 if timeouts? || @config[:restart_file]),
                (memory_check_at if memory_limit.first.positive?),
@@ -211,6 +210,27 @@ module Oribi
       # that connects while the workers drain is still served.
       @server.listeners.close_sockets
     end
+
+    # TERM, INT, QUIT or `POST /stop`: shutdown_delay first when there is
+    # one (ShutdownDelay), then the drain (#shutdown).
+    def graceful_stop(why)
+      case @delay.stop(why, now)
+      when :drain then shutdown(why)
+      when :wait
+        Log.info("#{why}: readiness 503, serving #{@delay.seconds} s more (shutdown_delay), then draining")
+        @deadline = now + @config[:shutdown_timeout]
+        @rolling.clear
+        Systemd.notify("STOPPING=1")
+      end
+    end
+
+    # Called from the loop: the drain, once the delay is over.
+    def end_delay
+      shutdown(@delay.why) if !@stopping && @delay.over?(now)
+    end
+
+    # Stopping, or about to: no restarts, readiness 503.
+    def stopping? = @stopping || @delay.begun?
 
     # A second TERM: in-flight requests are lost.
     def stop_now(sig)

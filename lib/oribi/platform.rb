@@ -19,6 +19,12 @@ module Oribi
     # [[dd-]hh:]mm:ss[.cc].
     TIME = /\A(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)\z/
 
+    PAGE = begin
+      Etc.sysconf(Etc::SC_PAGESIZE)
+    rescue StandardError
+      4096
+    end
+
     module_function
 
     def procfs? = ENV["ORIBI_PORTABLE"] != "1" && File.readable?("/proc/self/stat")
@@ -39,6 +45,21 @@ module Oribi
       end
     rescue SystemCallError
       {}
+    end
+
+    # Resident set size of a process in bytes, nil when unknown.
+    def rss(pid) = rss_of([pid])[pid]
+
+    # {pid => resident bytes} of the pids that could be read: /proc's
+    # statm, else one ps for all of them.
+    def rss_of(pids)
+      return processes(pids).transform_values(&:rss) unless procfs?
+
+      pids.to_h do |pid|
+        [pid, File.read("/proc/#{pid}/statm").split[1].to_i * PAGE]
+      rescue SystemCallError
+        [pid, nil]
+      end.compact
     end
 
     # Whether pid runs: exists and is not a zombie (its parent has not

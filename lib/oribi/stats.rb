@@ -7,28 +7,7 @@ module Oribi
   # master takes of itself, its listeners and the workers' scoreboard rows,
   # rendered as JSON (/stats) or Prometheus text (/metrics).
   module Stats
-    PAGE = begin
-      Etc.sysconf(Etc::SC_PAGESIZE)
-    rescue StandardError
-      4096
-    end
-
     module_function
-
-    # Resident set size of a process in bytes, nil when unknown.
-    def rss(pid) = rss_of([pid])[pid]
-
-    # {pid => resident bytes} of the pids that could be read: /proc's
-    # statm, else one ps for all of them.
-    def rss_of(pids)
-      return Platform.processes(pids).transform_values(&:rss) unless Platform.procfs?
-
-      pids.to_h do |pid|
-        [pid, File.read("/proc/#{pid}/statm").split[1].to_i * PAGE]
-      rescue SystemCallError
-        [pid, nil]
-      end.compact
-    end
 
     # [{uri:, backlog:, backlog_max:}] for listeners still open here.
     def listeners(listeners)
@@ -54,7 +33,7 @@ module Oribi
     # gone (retired), the queue-time histogram summed over all.
     def snapshot(children:, scoreboard:, retired:, started_at:, configured:, state:, listening:)
       children = children.sort_by { |s| [s.index, s.started] }
-      rss = rss_of(children.map(&:pid))
+      rss = Platform.rss_of(children.map(&:pid))
       workers = children.map { |child| worker(child, scoreboard.stats(child.row), rss[child.pid]) }
       queue = workers.map { |w| w[:queue] }.reduce(retired[:queue]) { |a, b| a.zip(b).map(&:sum) }
       { pid: Process.pid, version: VERSION, started_at: started_at.to_f.round(3),

@@ -109,23 +109,23 @@ module Oribi
 
     def promoted? = @promoted
 
-    # A lone worker's TERM with shutdown_delay (lib/oribi/shutdown_delay.rb
-    # is the master's): serve that long, then drain. A second TERM exits.
-    # The drain is the main thread's (the engine stops only from there):
-    # once the delay is over the timer sends the signal again.
+    # A lone worker's TERM with shutdown_delay (ShutdownDelay; the master's
+    # is Master#graceful_stop): serve that long, then drain. A second TERM
+    # exits. The drain is the main thread's (the engine stops only from
+    # there): once the delay is over a timer sends the signal again.
     def stop_after_delay(sig)
-      delay = @config[:shutdown_delay]
-      if delay.zero? || @lame_duck == :over
+      @delay ||= ShutdownDelay.new(@config[:shutdown_delay])
+      case @delay.stop(sig, Process.clock_gettime(Process::CLOCK_MONOTONIC))
+      when :drain
         Log.info(@stopping ? "#{sig} again: exiting at once" : "#{sig}: draining")
-        return stop
-      end
-      return exit!(0) if @lame_duck
-
-      Log.info("#{sig}: serving #{delay} s more (shutdown_delay), then draining")
-      @lame_duck = Log.thread("shutdown_delay") do
-        sleep delay # the delay itself
-        @lame_duck = :over
-        Process.kill(sig, Process.pid)
+        stop
+      when :again then exit!(0)
+      when :wait
+        Log.info("#{sig}: serving #{@delay.seconds} s more (shutdown_delay), then draining")
+        Log.thread("shutdown_delay") do
+          sleep @delay.seconds # the delay itself
+          Process.kill(sig, Process.pid)
+        end
       end
     end
 

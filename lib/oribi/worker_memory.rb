@@ -22,7 +22,7 @@ module Oribi
     # {pid => [bytes, "PSS" or "RSS"]} of the pids that could be read.
     def self.measure(pids)
       found = Platform.procfs? ? pids.to_h { |pid| [pid, pss(pid)] }.compact.transform_values { |b| [b, "PSS"] } : {}
-      found.merge(Stats.rss_of(pids - found.keys).transform_values { |b| [b, "RSS"] })
+      found.merge(Platform.rss_of(pids - found.keys).transform_values { |b| [b, "RSS"] })
     end
 
     # PSS in bytes from /proc, nil when the kernel does not say.
