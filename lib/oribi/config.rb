@@ -24,12 +24,9 @@ module Oribi
 
     HOOKS = OPTIONS.values.select(&:hook?).map(&:name).freeze
 
-    # Options the C engine reads: Engine.new takes each from this hash, with
-    # no fallback of its own.
-    ENGINE = %i[keepalive keepalive_timeout keepalive_requests header_timeout body_timeout
-                write_timeout max_body body_buffer max_request_line max_header_bytes
-                max_headers max_connections max_write_backlog max_response_spool max_worker_spool tmpdir oob_gc
-                threads io_threads fibers max_streams early_hints min_body_rate busy_poll remote_addr_header url_scheme].freeze
+    # Options the C engine reads (its own list, Engine::OPTIONS): Engine.new
+    # takes each from this hash, with no fallback of its own.
+    ENGINE = Engine::OPTIONS
 
     DEFAULT_FILE = "config/oribi.rb"
 

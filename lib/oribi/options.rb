@@ -3,7 +3,7 @@
 require "etc"
 require "ipaddr"
 require "optparse"
-require "oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::MAX_THREADS
+require "oribi" # the C limits: Oribi::Parser::DEFAULT_*, Engine::BOUNDS
 require "oribi/cgroup"
 
 module Oribi
@@ -26,6 +26,10 @@ module Oribi
       hint ||= range.end ? "an integer #{range}" : "an integer >= #{range.begin}"
       check(hint) { |v| v.is_a?(Integer) && range.cover?(v) }
     end
+
+    # An option the C engine reads as an integer: its bounds are the
+    # engine's (Engine::BOUNDS), written once there.
+    def self.bounded(name, hint = nil) = int(Engine::BOUNDS.fetch(name), hint)
 
     POSITIVE = check("seconds > 0") { |v| v.is_a?(Numeric) && v.positive? }
     STRING = check("a non-empty string") { |v| v.is_a?(String) && !v.empty? }
@@ -101,8 +105,8 @@ module Oribi
     ADDRESSES = Type.new(arg: "ADDR,ADDR", pattern: Array,
                          text: from_string { |s| s.split(",").map(&:strip).reject(&:empty?) },
                          show: ->(v) { v.empty? ? "none" : v.join(",") },
-                         check: check("a list of up to 64 addresses or CIDR ranges") { |v|
-                           v.is_a?(Array) && v.size <= 64 && v.all? { |a| a.is_a?(String) && address?(a) }
+                         check: check("a list of up to #{Engine::MAX_TRUSTED} addresses or CIDR ranges") { |v|
+                           v.is_a?(Array) && v.size <= Engine::MAX_TRUSTED && v.all? { |a| a.is_a?(String) && address?(a) }
                          })
     HOOK = Type.new(arg: "PROC", check: check("a block") { |v| v.nil? || v.respond_to?(:call) })
     # A token (RFC 9110): a method, a field name, as the parser takes them.
@@ -218,9 +222,7 @@ module Oribi
     UINT32_MAX = (2**32) - 1
     INT32_MAX = (2**31) - 1
     INT64_MAX = (2**63) - 1
-    THREADS = int(1..Engine::MAX_THREADS)
-    IO_THREADS = int(0..Engine::MAX_THREADS - 1)
-    GC_EVERY = int(0..INT64_MAX, "requests between GCs, 0 = off")
+    GC_EVERY = bounded(:oob_gc, "requests between GCs, 0 = off")
     CONTROL_URI = check("nil, tcp://HOST:PORT or unix:///PATH") do |v|
       v.nil? || (v.is_a?(String) && v.match?(%r{\A(unix:///.+|tcp://.+:\d+)\z}))
     end
@@ -237,32 +239,32 @@ module Oribi
       opt(:config_file,        ["-C", "--config FILE"],       PATH,    unset("config/oribi.rb, else config/puma/ENV.rb, else config/puma.rb, the first present"), nil,                 "config file"),
       opt(:binds,              ["-b", "--bind URI"],          URIS,    PORT_BIND,                           nil,                 "tcp://HOST:PORT or unix:///PATH; repeatable"),
       opt(:workers,            ["-w", "--workers N"],         INT,     env_int("WEB_CONCURRENCY", CPUS),    int(0..),            "worker processes; 0 = serve from this process"),
-      opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), THREADS,             "threads per worker"),
-      opt(:io_threads,         ["--io-threads N"],            INT,     0,                                   IO_THREADS,          "more threads for requests the app marks as waiting on IO; 0 = off"),
-      opt(:fibers,             ["--fibers N"],                INT,     0,                                   int(0..Engine::MAX_FIBERS), "run up to N requests at once as fibers under async's scheduler (threads unused); 0 = off"),
+      opt(:threads,            ["-t", "--threads N"],         INT,     env_int("ORIBI_THREADS", RAILS_THREADS), bounded(:threads),   "threads per worker"),
+      opt(:io_threads,         ["--io-threads N"],            INT,     0,                                   bounded(:io_threads), "more threads for requests the app marks as waiting on IO; 0 = off"),
+      opt(:fibers,             ["--fibers N"],                INT,     0,                                   bounded(:fibers), "run up to N requests at once as fibers under async's scheduler (threads unused); 0 = off"),
       opt(:fiber_per_request,  ["--[no-]fiber-per-request"],  BOOL,    false,                               nil,                 "each request in a fiber of its own on its thread (fiber locals end with it), as Puma's"),
-      opt(:max_streams,        ["--max-streams N"],           INT,     512,                                 int(0..Engine::MAX_STREAMS), "responses whose body streams a worker carries beyond its threads; 0 = none"),
+      opt(:max_streams,        ["--max-streams N"],           INT,     512,                                 bounded(:max_streams), "responses whose body streams a worker carries beyond its threads; 0 = none"),
       opt(:environment,        ["-E", "--env ENV"],           STR,     APP_ENV,                             nil,                 "RACK_ENV for the app"),
       opt(:preload_app,        ["--[no-]preload"],            BOOL,    true,                                nil,                 "load the app in the master before forking"),
       opt(:solid_queue,        ["--[no-]solid-queue"],        BOOL,    false,                               nil,                 "run Solid Queue's supervisor (Rails jobs) beside the workers"),
       opt(:keepalive,          ["--[no-]keepalive"],          BOOL,    true,                                nil,                 "keep HTTP/1.1 connections open between requests"),
       opt(:keepalive_timeout,  ["--keepalive-timeout SEC"],   SECONDS, 20,                                  POSITIVE,            "close idle keep-alive connections after SEC"),
-      opt(:keepalive_requests, ["--keepalive-requests N"],    INT,     1000,                                int(0..UINT32_MAX),  "requests per connection before close; 0 = no limit"),
+      opt(:keepalive_requests, ["--keepalive-requests N"],    INT,     1000,                                bounded(:keepalive_requests),  "requests per connection before close; 0 = no limit"),
       opt(:header_timeout,     ["--header-timeout SEC"],      SECONDS, 30,                                  POSITIVE,            "408 when a request head takes longer"),
       opt(:body_timeout,       ["--body-timeout SEC"],        SECONDS, 30,                                  POSITIVE,            "408 when a body gains less than 8 KiB in SEC"),
       opt(:write_timeout,      ["--write-timeout SEC"],       SECONDS, 30,                                  POSITIVE,            "drop a client that reads nothing for SEC"),
-      opt(:min_body_rate,      ["--min-body-rate BYTES"],     INT,     1024,                                int(0..UINT32_MAX),  "408 for a body slower than BYTES per second after 5 s; 0 = no minimum"),
-      opt(:max_body,           ["--max-body BYTES"],          INT,     100 * 1024 * 1024,                   int(0..INT64_MAX),   "413 for larger request bodies; 0 = no limit"),
-      opt(:body_buffer,        ["--body-buffer BYTES"],       INT,     112 * 1024,                          int(0..INT64_MAX),   "bodies larger than this go to a tmpfile"),
-      opt(:max_request_line,   ["--max-request-line BYTES"],  INT,     Parser::DEFAULT_MAX_REQUEST_LINE,    int(16..INT64_MAX),  "414 for longer request lines"),
-      opt(:max_header_bytes,   ["--max-header-bytes BYTES"],  INT,     Parser::DEFAULT_MAX_HEADER_BYTES,    int(16..INT64_MAX),  "431 for a larger header section"),
-      opt(:max_headers,        ["--max-headers N"],           INT,     Parser::DEFAULT_MAX_HEADERS,         int(1..INT64_MAX),   "431 for more header fields"),
-      opt(:max_connections,    ["--max-connections N"],       INT,     1024,                                int(1..UINT32_MAX),  "open connections per worker"),
-      opt(:busy_poll,          ["--busy-poll USEC"],          INT,     0,                                   int(0..1000),        "poll up to USEC µs before sleeping while events come that fast; 0 = off"),
+      opt(:min_body_rate,      ["--min-body-rate BYTES"],     INT,     1024,                                bounded(:min_body_rate),  "408 for a body slower than BYTES per second after 5 s; 0 = no minimum"),
+      opt(:max_body,           ["--max-body BYTES"],          INT,     100 * 1024 * 1024,                   bounded(:max_body),   "413 for larger request bodies; 0 = no limit"),
+      opt(:body_buffer,        ["--body-buffer BYTES"],       INT,     112 * 1024,                          bounded(:body_buffer),   "bodies larger than this go to a tmpfile"),
+      opt(:max_request_line,   ["--max-request-line BYTES"],  INT,     Parser::DEFAULT_MAX_REQUEST_LINE,    bounded(:max_request_line),  "414 for longer request lines"),
+      opt(:max_header_bytes,   ["--max-header-bytes BYTES"],  INT,     Parser::DEFAULT_MAX_HEADER_BYTES,    bounded(:max_header_bytes),  "431 for a larger header section"),
+      opt(:max_headers,        ["--max-headers N"],           INT,     Parser::DEFAULT_MAX_HEADERS,         bounded(:max_headers),   "431 for more header fields"),
+      opt(:max_connections,    ["--max-connections N"],       INT,     1024,                                bounded(:max_connections),  "open connections per worker"),
+      opt(:busy_poll,          ["--busy-poll USEC"],          INT,     0,                                   bounded(:busy_poll),        "poll up to USEC µs before sleeping while events come that fast; 0 = off"),
       opt(:early_hints,        ["--[no-]early-hints"],        BOOL,    false,                               nil,                 "offer env[\"rack.early_hints\"] (103s); nginx before 1.29 takes a 103 for the answer"),
-      opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    int(0..INT64_MAX),   "response bytes a worker keeps for slow clients; 0 = no cap"),
-      opt(:max_response_spool, ["--max-response-spool BYTES"], INT,    1024 * 1024 * 1024,                  int(0..INT64_MAX),   "bytes of one response spooled to tmpdir for a slow client; 0 = never"),
-      opt(:max_worker_spool,   ["--max-worker-spool BYTES"],  INT,     256 * 1024 * 1024,                   int(0..INT64_MAX),   "bytes of all responses one worker keeps spooled at once; 0 = no cap"),
+      opt(:max_write_backlog,  ["--max-write-backlog BYTES"], INT,     64 * 1024 * 1024,                    bounded(:max_write_backlog),   "response bytes a worker keeps for slow clients; 0 = no cap"),
+      opt(:max_response_spool, ["--max-response-spool BYTES"], INT,    1024 * 1024 * 1024,                  bounded(:max_response_spool),   "bytes of one response spooled to tmpdir for a slow client; 0 = never"),
+      opt(:max_worker_spool,   ["--max-worker-spool BYTES"],  INT,     256 * 1024 * 1024,                   bounded(:max_worker_spool),   "bytes of all responses one worker keeps spooled at once; 0 = no cap"),
       opt(:max_requests,       ["--max-requests N"],          INT,     0,                                   int(0..),            "recycle a worker after N requests; 0 = never"),
       opt(:max_worker_memory,  ["--max-worker-memory BYTES"], INT,    unset("memory.max ÷ workers when the cgroup limits memory, else off"), MEMORY, "recycle a worker whose PSS (else RSS) outgrows BYTES; 0 = off"),
       opt(:min_requests,       ["--min-requests N"],          INT,     0,                                   int(0..),            "with max_requests: draw each worker's limit from N..max"),

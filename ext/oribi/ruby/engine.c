@@ -169,6 +169,67 @@ static int64_t opt_int(VALUE opts, const char *name, int64_t min, int64_t max)
     return NUM2LL(v);
 }
 
+/* The engine's integer options and their bounds, one row each: what keeps
+ * its casts and allocations sound. Engine.new checks each value against
+ * its row; Engine::BOUNDS gives the rows to lib/oribi/options.rb, whose
+ * checks tell the user first. */
+static const struct bound {
+    const char *name;
+    int64_t min, max;
+} BOUNDS[] = {
+    {"max_request_line", 16, INT64_MAX}, /* the parser needs room for a request line and one header */
+    {"max_header_bytes", 16, INT64_MAX},
+    {"max_headers", 1, INT64_MAX},
+    {"keepalive_requests", 0, UINT32_MAX},
+    {"max_body", 0, INT64_MAX},
+    {"body_buffer", 0, INT64_MAX},
+    {"max_connections", 1, UINT32_MAX},
+    {"max_write_backlog", 0, INT64_MAX},
+    {"max_response_spool", 0, INT64_MAX},
+    {"max_worker_spool", 0, INT64_MAX},
+    {"min_body_rate", 0, UINT32_MAX},
+    {"busy_poll", 0, 1000},
+    {"oob_gc", 0, INT64_MAX},
+    {"threads", 1, ORIBI_MAX_THREADS},
+    {"io_threads", 0, ORIBI_MAX_THREADS - 1}, /* and threads + io_threads at most ORIBI_MAX_THREADS */
+    {"fibers", 0, ORIBI_MAX_FIBERS},
+    {"max_streams", 0, ORIBI_MAX_STREAMS},
+};
+
+static int64_t opt_bounded(VALUE opts, const char *name)
+{
+    for (size_t i = 0; i < sizeof(BOUNDS) / sizeof(BOUNDS[0]); i++)
+        if (strcmp(BOUNDS[i].name, name) == 0)
+            return opt_int(opts, name, BOUNDS[i].min, BOUNDS[i].max);
+    rb_raise(rb_eArgError, "engine option %s has no bounds", name); /* a row missing above */
+}
+
+/* The Config options Engine.new reads besides those with bounds: with
+ * them, Engine::OPTIONS, which Config#engine_options passes (trusted
+ * proxies, multiprocess and started_ms it works out itself). */
+static const char *const OTHERS[] = {"keepalive",    "keepalive_timeout",  "header_timeout",
+                                     "body_timeout", "write_timeout",      "tmpdir",
+                                     "early_hints",  "remote_addr_header", "url_scheme"};
+
+static VALUE options_list(void)
+{
+    VALUE a = rb_ary_new();
+    for (size_t i = 0; i < sizeof(BOUNDS) / sizeof(BOUNDS[0]); i++)
+        rb_ary_push(a, ID2SYM(rb_intern(BOUNDS[i].name)));
+    for (size_t i = 0; i < sizeof(OTHERS) / sizeof(OTHERS[0]); i++)
+        rb_ary_push(a, ID2SYM(rb_intern(OTHERS[i])));
+    return rb_obj_freeze(a);
+}
+
+static VALUE bounds_hash(void)
+{
+    VALUE h = rb_hash_new();
+    for (size_t i = 0; i < sizeof(BOUNDS) / sizeof(BOUNDS[0]); i++)
+        rb_hash_aset(h, ID2SYM(rb_intern(BOUNDS[i].name)),
+                     rb_obj_freeze(rb_range_new(LL2NUM(BOUNDS[i].min), LL2NUM(BOUNDS[i].max), 0)));
+    return rb_obj_freeze(h);
+}
+
 /* Seconds to ms. NaN and huge values would make the cast undefined; 1e9 s
  * (31 years) is as good as forever. */
 static int64_t opt_ms(VALUE opts, const char *name)
@@ -278,25 +339,24 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
         rb_raise(rb_eArgError, "1 to %d listeners", ORIBI_MAX_LISTENERS);
 
     memset(&o, 0, sizeof(o));
-    /* the parser needs room for a request line and one header */
-    o.limits.max_request_line = (size_t)opt_int(opts, "max_request_line", 16, INT64_MAX);
-    o.limits.max_header_bytes = (size_t)opt_int(opts, "max_header_bytes", 16, INT64_MAX);
-    o.limits.max_headers = (size_t)opt_int(opts, "max_headers", 1, INT64_MAX);
+    o.limits.max_request_line = (size_t)opt_bounded(opts, "max_request_line");
+    o.limits.max_header_bytes = (size_t)opt_bounded(opts, "max_header_bytes");
+    o.limits.max_headers = (size_t)opt_bounded(opts, "max_headers");
     o.keepalive = opt_bool(opts, "keepalive");
-    o.keepalive_requests = (unsigned)opt_int(opts, "keepalive_requests", 0, UINT_MAX);
+    o.keepalive_requests = (unsigned)opt_bounded(opts, "keepalive_requests");
     o.keepalive_timeout_ms = opt_ms(opts, "keepalive_timeout");
     o.header_timeout_ms = opt_ms(opts, "header_timeout");
     o.body_timeout_ms = opt_ms(opts, "body_timeout");
     o.write_timeout_ms = opt_ms(opts, "write_timeout");
-    o.max_body = opt_int(opts, "max_body", 0, INT64_MAX);
-    o.body_buffer = (size_t)opt_int(opts, "body_buffer", 0, INT64_MAX);
-    o.max_connections = (unsigned)opt_int(opts, "max_connections", 1, UINT_MAX);
-    o.max_write_backlog = (size_t)opt_int(opts, "max_write_backlog", 0, INT64_MAX);
-    o.max_response_spool = opt_int(opts, "max_response_spool", 0, INT64_MAX);
-    o.max_worker_spool = (size_t)opt_int(opts, "max_worker_spool", 0, INT64_MAX);
-    o.min_body_rate = opt_int(opts, "min_body_rate", 0, UINT32_MAX);
-    o.busy_poll_us = opt_int(opts, "busy_poll", 0, 1000);
-    e->oob_gc = (uint64_t)opt_int(opts, "oob_gc", 0, INT64_MAX);
+    o.max_body = opt_bounded(opts, "max_body");
+    o.body_buffer = (size_t)opt_bounded(opts, "body_buffer");
+    o.max_connections = (unsigned)opt_bounded(opts, "max_connections");
+    o.max_write_backlog = (size_t)opt_bounded(opts, "max_write_backlog");
+    o.max_response_spool = opt_bounded(opts, "max_response_spool");
+    o.max_worker_spool = (size_t)opt_bounded(opts, "max_worker_spool");
+    o.min_body_rate = opt_bounded(opts, "min_body_rate");
+    o.busy_poll_us = opt_bounded(opts, "busy_poll");
+    e->oob_gc = (uint64_t)opt_bounded(opts, "oob_gc");
     e->multiprocess = opt_bool(opts, "multiprocess") ? Qtrue : Qfalse;
     o.share_accepts = RTEST(e->multiprocess);
     VALUE tmpdir = opt_get(opts, "tmpdir");
@@ -304,17 +364,19 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
         rb_raise(rb_eArgError, "engine option tmpdir must be a String");
     e->tmpdir = rb_obj_freeze(rb_str_new_cstr(StringValueCStr(tmpdir)));
     o.tmpdir = RSTRING_PTR(e->tmpdir);
-    int64_t threads = opt_int(opts, "threads", 1, ORIBI_MAX_THREADS);
+    int64_t threads = opt_bounded(opts, "threads");
     /* io_threads: exchanges beyond threads, for requests marked io_bound */
-    int64_t io_threads = opt_int(opts, "io_threads", 0, ORIBI_MAX_THREADS - threads);
+    int64_t io_threads = opt_bounded(opts, "io_threads");
+    if (threads + io_threads > ORIBI_MAX_THREADS)
+        rb_raise(rb_eArgError, "engine options threads and io_threads: %d at most together", ORIBI_MAX_THREADS);
     e->regular = (int)threads;
     threads += io_threads;
     /* fibers: that many requests at once, each a fiber (docs/FIBERS.md) */
-    int64_t fibers = opt_int(opts, "fibers", 0, ORIBI_MAX_FIBERS);
+    int64_t fibers = opt_bounded(opts, "fibers");
     if (fibers)
         e->regular = (int)(threads = fibers);
     e->multithread = threads > 1 ? Qtrue : Qfalse;
-    e->max_streams = (int)opt_int(opts, "max_streams", 0, ORIBI_MAX_STREAMS);
+    e->max_streams = (int)opt_bounded(opts, "max_streams");
     e->early_hints = opt_bool(opts, "early_hints");
     trusted_networks(e, opt_get(opts, "trusted_networks"));
     VALUE addr_header = opt_get(opts, "remote_addr_header");
@@ -987,6 +1049,9 @@ void Init_oribi_engine(VALUE mOribi)
     rb_define_const(cEngine, "MAX_THREADS", INT2NUM(ORIBI_MAX_THREADS));
     rb_define_const(cEngine, "MAX_STREAMS", INT2NUM(ORIBI_MAX_STREAMS));
     rb_define_const(cEngine, "MAX_FIBERS", INT2NUM(ORIBI_MAX_FIBERS));
+    rb_define_const(cEngine, "MAX_TRUSTED", INT2NUM(ORIBI_MAX_TRUSTED));
+    rb_define_const(cEngine, "BOUNDS", bounds_hash());
+    rb_define_const(cEngine, "OPTIONS", options_list());
     rb_define_method(cEngine, "next_request", engine_next_request, 0);
     rb_define_method(cEngine, "respond", engine_respond, -1);
     rb_define_method(cEngine, "carry", engine_carry, 1);
