@@ -22,7 +22,7 @@ module Oribi
   autoload :AccessLog, "oribi/access_log"
   autoload :Systemd, "oribi/systemd"
   autoload :Control, "oribi/control"
-  autoload :ControlStandIn, "oribi/control_stand_in"
+  autoload :HotRestart, "oribi/hot_restart"
   autoload :Stats, "oribi/stats"
   autoload :Ctl, "oribi/ctl"
   autoload :Mold, "oribi/mold"

@@ -106,7 +106,7 @@ module Oribi
     # The previous generation handed over: the unix socket file is ours.
     def take_ownership! = (@owned = true)
 
-    # A stand-in (ControlStandIn) whose master's loop runs again: no new
+    # A stand-in (HotRestart::StandIn) whose master's loop runs again: no new
     # clients (the master takes them), those it took are answered.
     def stop_accepting
       @owned = false

@@ -12,7 +12,6 @@ module Oribi
   class Master
     include Refork
     include WorkerMemory
-    include ControlStandIn
 
     SIGNALS = Signals.master_names.freeze
     BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
@@ -48,12 +47,8 @@ module Oribi
       @deadline = nil
       @delay = ShutdownDelay.new(@config[:shutdown_delay])
       @rolling = []        # pids still to replace in a rolling restart
-      # USR2 (Reexec): workers of the image before this one, pid => index,
-      # serving until ours do, then draining; and their lifeline.
-      @reexec = Reexec.adopting?
-      @adopted = Reexec.adopted
-      @adopted_draining = false
-      @old_lifeline = Reexec.lifeline
+      # USR2: the previous image's workers, serving until ours do
+      @hot = HotRestart.new(@config, method(:signal))
       @degraded = server.degraded # the new code did not load: only the adopted workers serve
       @count = 0 if @degraded
       @generation = 0      # refork: how many molds there were; workers forked by the latest have it
@@ -61,7 +56,6 @@ module Oribi
       @promoting = nil     # refork: pid of the worker becoming the mold
       @started_at = Time.now
       @solid_queue_previous = Reexec.solid_queue # USR2: the previous image's, stopped once ours runs
-      @stand_in = Reexec.stand_in # USR2: answered the control endpoint while this image loaded
       # What workers that are gone served, so that totals never go down.
       @retired = { served: 0, dropped_headers: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
                    queue_from_header: 0, queue_header_refused: 0 }
@@ -86,7 +80,7 @@ module Oribi
       Oribi.child_subreaper! if refork?
       @restart_mtime = restart_mtime
       announce_memory_limit
-      ControlStandIn.stop(@stand_in) # this loop answers the control endpoint from here
+      @hot.loop_started # this loop answers the control endpoint from here
       loop do
         spawn_missing unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
@@ -102,12 +96,12 @@ module Oribi
         enforce_memory
         end_delay
         enforce_deadline
-        enforce_adopted_deadline
+        @hot.enforce_deadline(now)
         supervise
         supervise_solid_queue
         watch_restart_file
-        break if @stopping && @children.empty? && @adopted.empty? && !@solid_queue&.running?
-        break no_workers_left if @degraded && @adopted.empty?
+        break if @stopping && @children.empty? && @hot.adopted.empty? && !@solid_queue&.running?
+        break no_workers_left if @degraded && @hot.adopted.empty?
       end
       @status
     end
@@ -124,7 +118,7 @@ module Oribi
     def readiness
       return "stopping" if stopping?
       serving = @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) }
-      serving += @adopted.size unless @adopted_draining # USR2: the previous workers serve meanwhile
+      serving += @hot.serving # USR2: the previous workers serve meanwhile
       return "booting" if serving < @count
 
       "ready"
@@ -149,7 +143,7 @@ module Oribi
 
     def wait_time
       times = [@deadline, (@delay.ends_at unless @stopping), (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
-               (@roll_next_at if @rolling.any?), (@adopted_deadline if @adopted.any?),
+               (@roll_next_at if @rolling.any?), @hot.deadline,
                (now + 1 if timeouts? || @config[:restart_file]),
                (memory_check_at if memory_limit.first.positive?),
                @control&.next_deadline, @solid_queue&.deadline].compact
@@ -202,8 +196,7 @@ module Oribi
       # control endpoint included: probes go to that one from now on.
       close_control if @server.listeners.supervisor == :start_server
       signal_all(drain_backlog ? :TERM : :USR2)
-      @adopted.each_key { |pid| signal(pid, drain_backlog ? :TERM : :USR2) } unless @adopted_draining
-      @adopted_draining = true
+      @hot.stop(drain_backlog ? :TERM : :USR2)
       # The workers keep their copies until they find the backlog empty;
       # once the last is closed new connections are refused (or go to the
       # heir). A unix socket file stays until the master exits: a proxy
@@ -280,7 +273,7 @@ module Oribi
         # master's handler, which only notes it for the master and is lost.
         @signals.reset
         @life_w.close
-        @old_lifeline&.close
+        @hot.lifeline&.close
         Worker.lifeline = @life_r
         Worker.run_forked(@server, @app, index: index, ready: @ready_w, scoreboard: @scoreboard, row: row,
                                          link: theirs, generation: 1) do
@@ -317,7 +310,7 @@ module Oribi
       loop do
         pid, status = Process.wait2(-1, Process::WNOHANG)
         break unless pid
-        next adopted_gone(pid, status) if @adopted.key?(pid)
+        next if @hot.reaped(pid, status, describe(status))
         next if @solid_queue&.reaped(pid, status, now)
 
         child = @children.delete(pid) or next
@@ -340,7 +333,7 @@ module Oribi
       Log.error("worker[#{child.index}] pid #{child.pid} #{describe(status)}") unless clean
       if !child.booted
         @boot_failures += 1
-        return keep_adopted if @boot_failures >= BOOT_FAILURES_MAX && @adopted.any? && !@adopted_draining
+        return keep_adopted if @boot_failures >= BOOT_FAILURES_MAX && @hot.keep?(@boot_failures)
         if @boot_failures >= BOOT_FAILURES_MAX
           Log.error("workers died while booting #{@boot_failures} times in a row; stopping " \
                     "(see the errors above)")
@@ -459,78 +452,41 @@ module Oribi
     # workers, which serve until the new image's workers do.
     def hot_restart
       return Log.info("USR2 ignored: stopping") if stopping?
-      if @adopted_draining && @adopted.any?
-        @usr2_pending = true
-        return Log.info("USR2: once the previous workers have drained")
-      end
-
+      return @hot.defer("once the previous workers have drained") if @hot.draining? && @hot.adopted.any?
       # Workers still booting: once they serve, unless they keep failing
       # (then they go: they served nothing, and this USR2 is the fix).
       if @boot_failures.zero? && @quick_crashes.zero? && @children.values.any? { |c| !c.booted && !c.retiring }
-        @usr2_pending = true
-        return Log.info("USR2: once the workers have booted")
+        return @hot.defer("once the workers have booted")
       end
+
       @children.each_value { |c| Process.kill(:KILL, c.pid) unless c.booted }
-      argv, dir = @server.launch
-      workers = @adopted.merge(@children.select { |_, c| c.booted && !c.leaving? }.to_h { |pid, c| [pid, c.index] })
-      stand_in = fork_stand_in(workers)
-      env, fds = Reexec.handover(listeners: @server.listeners, workers: workers, lifeline: @old_lifeline || @life_w,
-                                 control: @control, solid_queue: @solid_queue&.handover, stand_in: stand_in)
-      env.merge!(Reexec.repointed(ENV.to_h, from: @server.booted_in, to: dir), "PWD" => dir)
-      argv = argv.map { |a| Reexec.repoint(a, from: @server.booted_in, to: dir) }
+      workers = @hot.adopted.merge(@children.select { |_, c| c.booted && !c.leaving? }.to_h { |pid, c| [pid, c.index] })
+      stand_in = @hot.fork_stand_in(@control, workers, in_child: method(:in_stand_in), answer: method(:stand_in_answer))
       drop_mold
-      Log.info("USR2: re-executing in place from #{dir}, pid #{Process.pid}; " \
-               "#{workers.size} worker(s) serve until the new ones do" \
-               "#{"; pid #{stand_in} answers the control endpoint meanwhile" if stand_in}")
-      Systemd.notify("RELOADING=1")
-      Systemd.notify("WATCHDOG=1") if @watchdog_interval # the new image's first comes once Ruby has started
-      $stdout.flush
-      $stderr.flush
-      Dir.chdir(dir)
-      exec(env, [argv[0], argv[0]], *argv[1..], fds) # never through a shell
-    rescue SystemCallError => e
-      ControlStandIn.stop(stand_in)
-      Log.error("USR2: exec failed; this image goes on serving", e)
+      @hot.exec(server: @server, workers: workers, lifeline: @life_w, control: @control,
+                solid_queue: @solid_queue&.handover, stand_in: stand_in) do
+        Systemd.notify("WATCHDOG=1") if @watchdog_interval # the new image's first comes once Ruby has started
+      end
     end
 
-    # The new workers serve: those of the old code drain, leaving the
-    # backlog to them.
-    def retire_adopted
-      return unless @reexec && !@adopted_draining
-
-      @adopted_draining = true
-      return Log.info("USR2 done") if @adopted.empty?
-
-      Log.info("USR2: the new workers serve; draining the #{@adopted.size} previous one(s)")
-      @adopted_deadline = now + @config[:shutdown_timeout]
-      @adopted.each_key { |pid| signal(pid, :USR2) }
+    # In the stand-in, first: what it must not hold of the master's.
+    def in_stand_in
+      @signals.reset
+      [@life_w, @hot.lifeline, @ready_r, @ready_w].each { |io| io&.close unless io&.closed? }
+      @children.each_value { |c| c.link&.close }
     end
 
-    def adopted_gone(pid, status)
-      index = @adopted.delete(pid)
-      Log.error("previous worker[#{index}] pid #{pid} #{describe(status)}") unless status.success? || @adopted_draining
-      return unless @adopted.empty?
+    # The stand-in's answers: the master's, with the workers still alive.
+    def stand_in_answer(method, path, alive)
+      @children.select! { |pid, _| alive.key?(pid) }
+      @hot.adopted.select! { |pid, _| alive.key?(pid) }
+      return [200, "application/json", Stats.json(stats.merge(reloading: true))] if path == "/stats" && method == "GET"
 
-      @old_lifeline&.close
-      @old_lifeline = nil
-      Log.info("USR2 done: the previous workers are gone") if @adopted_draining
-    end
-
-    # Previous workers still draining shutdown_timeout after the new ones
-    # took over (a stream that never ends) are killed, as at a stop.
-    def enforce_adopted_deadline
-      return unless @adopted_deadline && @adopted.any? && now >= @adopted_deadline
-
-      Log.error("shutdown_timeout (#{@config[:shutdown_timeout]} s): killing the previous worker(s) " \
-                "#{@adopted.keys.join(', ')} still draining after USR2")
-      @adopted.each_key { |pid| signal(pid, :KILL) }
-      @adopted_deadline = nil
+      control_request(method, path)
     end
 
     # The new code's workers cannot boot: the old ones go on serving.
     def keep_adopted
-      Log.error("USR2: the new code's workers died while booting #{@boot_failures} times in a row; " \
-                "the #{@adopted.size} previous worker(s) go on serving; USR2 tries again")
       @degraded = true
       @count = 0
       @children.each_value { |c| retire(c) }
@@ -551,12 +507,9 @@ module Oribi
         Systemd.notify("READY=1\nMAINPID=#{Process.pid}\nSTATUS=#{@count} workers")
         @server.listeners.take_ownership!
         @control&.take_ownership!
-        retire_adopted unless @degraded
+        @hot.retire(now) unless @degraded
       end
-      if @usr2_pending && @notified_ready && @adopted.empty? && @children.each_value.all?(&:booted)
-        @usr2_pending = false
-        hot_restart
-      end
+      hot_restart if @hot.due?(@notified_ready && @children.each_value.all?(&:booted))
       return unless (interval = @watchdog_interval) && now >= @next_watchdog
 
       Systemd.notify("WATCHDOG=1")
@@ -587,7 +540,7 @@ module Oribi
       if !@stopping
         @solid_queue.want(now) if @notified_ready && !@degraded
         @solid_queue.start_if_due(now)
-      elsif @children.empty? && @adopted.empty? && !@solid_queue.stopping?
+      elsif @children.empty? && @hot.adopted.empty? && !@solid_queue.stopping?
         @solid_queue.stop
       elsif @deadline && now >= @deadline && @solid_queue.running?
         Log.error("shutdown_timeout (#{@config[:shutdown_timeout]} s): killing the Solid Queue supervisor")

@@ -17,7 +17,7 @@ module Oribi
     LIFELINE = "ORIBI_LIFELINE_FD"   # the old workers' lifeline (Worker.lifeline): kept open until they exit
     SUPERVISOR = "ORIBI_SUPERVISOR"  # start_server or systemd: the listeners stay theirs
     CONTROL = "ORIBI_CONTROL_FD"
-    STAND_IN = "ORIBI_CONTROL_STAND_IN" # the pid answering the control endpoint meanwhile (ControlStandIn)
+    STAND_IN = "ORIBI_CONTROL_STAND_IN" # the pid answering the control endpoint meanwhile (HotRestart::StandIn)
     SOLID_QUEUE = "ORIBI_SOLID_QUEUE_PID" # the previous image's Solid Queue supervisor (SolidQueueProcess)
 
     module_function

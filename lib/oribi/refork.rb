@@ -17,7 +17,7 @@ module Oribi
     # generation is replaced, one at a time as in a rolling restart, by one
     # the mold forks.
     def refork
-      return unless refork? && !stopping? && @adopted.empty?
+      return unless refork? && !stopping? && @hot.adopted.empty?
       return watch_promotion if @promoting
       return if @rolling.any?
 
