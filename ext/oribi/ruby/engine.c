@@ -546,8 +546,8 @@ static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *x, str
     x->phase = PHASE_APP;
     x->io = x->stream = Qnil;
     e->busy++;
-    if (e->loop.score)
-        e->loop.score->in_app = (uint32_t)e->busy;
+    if (e->score)
+        e->score->in_app = (uint32_t)e->busy;
     struct oribi_env_own own = {
         .input = request_input(x, c),
         .hijack = oribi_ticket_new(cHijack, x, TICKET_HIJACK),
@@ -695,8 +695,8 @@ static void end_request(struct oribi_exchange *x)
     } else {
         x->engine->free_ix[x->engine->nfree_ix++] = (int)(x - x->engine->exchanges);
         x->engine->busy--;
-        if (x->engine->loop.score)
-            x->engine->loop.score->in_app = (uint32_t)x->engine->busy;
+        if (x->engine->score)
+            x->engine->score->in_app = (uint32_t)x->engine->busy;
     }
 }
 
