@@ -27,6 +27,8 @@ module Oribi
   autoload :Ctl, "oribi/ctl"
   autoload :Mold, "oribi/mold"
   autoload :Refork, "oribi/refork"
+  autoload :RollingRestart, "oribi/rolling_restart"
+  autoload :Timeouts, "oribi/timeouts"
   autoload :ShutdownDelay, "oribi/shutdown_delay"
   autoload :WorkerMemory, "oribi/worker_memory"
   autoload :Reexec, "oribi/reexec"

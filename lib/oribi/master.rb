@@ -46,7 +46,7 @@ module Oribi
       @stopping = false
       @deadline = nil
       @delay = ShutdownDelay.new(@config[:shutdown_delay])
-      @rolling = []        # pids still to replace in a rolling restart
+      @rolling = RollingRestart.new(@config[:rolling_interval])
       # USR2: the previous image's workers, serving until ours do
       @hot = HotRestart.new(@config, method(:signal))
       @degraded = server.degraded # the new code did not load: only the adopted workers serve
@@ -71,6 +71,7 @@ module Oribi
       @life_r, @life_w = IO.pipe
       @solid_queue = solid_queue_process if @config[:solid_queue]
       @scoreboard = Scoreboard.new(SCOREBOARD_ROWS)
+      @timeouts = Timeouts.new(@config, @scoreboard)
       @free_rows = (0...SCOREBOARD_ROWS).to_a
       @status = 0
       @watchdog_interval = Systemd.watchdog_interval
@@ -143,14 +144,12 @@ module Oribi
 
     def wait_time
       times = [@deadline, (@delay.ends_at unless @stopping), (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
-               (@roll_next_at if @rolling.any?), @hot.deadline,
-               (now + 1 if timeouts? || @config[:restart_file]),
+               @rolling.deadline, @hot.deadline,
+               (now + 1 if @timeouts.any? || @config[:restart_file]),
                (memory_check_at if memory_limit.first.positive?),
                @control&.next_deadline, @solid_queue&.deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
-
-    def timeouts? = %i[request_timeout worker_timeout worker_boot_timeout idle_timeout].any? { |k| @config[k].positive? }
 
     # Each signal logs one line saying what it does (the actions below log
     # their own), in the config's language (Signals::PUMA).
@@ -370,9 +369,7 @@ module Oribi
       drop_mold # new workers come from the master again (and load the app anew when not preloaded)
       @solid_queue&.restart unless @app
 
-      @rolling = @children.values.reject(&:leaving?).sort_by(&:index).map(&:pid)
-      @roll_next_at = now
-      @roll_new = nil
+      @rolling.start(@children.values.reject(&:leaving?).sort_by(&:index).map(&:pid), now)
       Log.info("#{name}: rolling restart of #{@rolling.size} worker(s)#{', reloading the app' unless @app}")
     end
 
@@ -396,30 +393,7 @@ module Oribi
     end
 
     def roll
-      return if @rolling.empty? || @stopping
-
-      if @roll_new
-        new = @children[@roll_new]
-        return abort_roll("the new worker died before it booted") unless new
-        return unless new.booted
-
-        old = @children[@rolling.shift]
-        retire(old) if old
-        @roll_new = nil
-        @roll_next_at = now + @config[:rolling_interval]
-        Log.info("rolling restart done") if @rolling.empty?
-      elsif now >= @roll_next_at
-        old = @children[@rolling.first]
-        return @rolling.shift if old.nil? || old.leaving? # its replacement is already there
-
-        @roll_new = spawn(old.index).pid
-      end
-    end
-
-    def abort_roll(why)
-      Log.error("rolling restart stopped: #{why}")
-      @rolling.clear
-      @roll_new = nil
+      @rolling.step(@children, now, spawn: method(:spawn), retire: method(:retire)) unless @stopping
     end
 
     # ---- hot restart (USR2): a new master from the same command line,
@@ -535,36 +509,17 @@ module Oribi
         signal(@solid_queue_previous, :TERM)
         @solid_queue_previous = nil
       end
-      return unless @solid_queue
+      return unless @solid_queue&.supervise(now, serving: @notified_ready && !@degraded, stopping: @stopping,
+                                             workers_gone: @children.empty? && @hot.adopted.empty?,
+                                             past_deadline: @deadline && now >= @deadline)
 
-      if !@stopping
-        @solid_queue.want(now) if @notified_ready && !@degraded
-        @solid_queue.start_if_due(now)
-      elsif @children.empty? && @hot.adopted.empty? && !@solid_queue.stopping?
-        @solid_queue.stop
-      elsif @deadline && now >= @deadline && @solid_queue.running?
-        Log.error("shutdown_timeout (#{@config[:shutdown_timeout]} s): killing the Solid Queue supervisor")
-        @status = SHUTDOWN_TIMED_OUT
-        @solid_queue.kill
-        @deadline = now + KILL_WAIT
-      end
+      @status = SHUTDOWN_TIMED_OUT # killed past shutdown_timeout
+      @deadline = now + KILL_WAIT
     end
 
-    # Three deadlines, each killing the worker past it with a line that
-    # says which: request_timeout (Oribi's: one request too long, named so
-    # it can be found), worker_timeout (Puma's: the worker has not checked
-    # in, however long its requests are: it is hung, stopped, or stuck in C
-    # with the GVL held), worker_boot_timeout (not serving yet).
+    # Past request_timeout, worker_timeout or worker_boot_timeout (Timeouts).
     def enforce_timeouts
-      timeouts = @config[:request_timeout], @config[:worker_timeout], @config[:worker_boot_timeout]
-      return unless timeouts.any?(&:positive?)
-
-      @children.each_value do |child|
-        next if child.killed
-
-        why = child.booted ? stuck(child, *timeouts.first(2)) : slow_boot(child, timeouts.last)
-        next unless why
-
+      @timeouts.overdue(@children.values, now).each do |child, why|
         Log.error("worker[#{child.index}] pid #{child.pid} #{why}: killing it")
         @scoreboard.unbusy(child.row) # its counters stay, for the totals
         child.killed = true
@@ -572,36 +527,10 @@ module Oribi
       end
     end
 
-    # idle_timeout (Puma's): no request taken by any worker for that long,
-    # none in the app and no connection active: a graceful stop, which a
-    # supervisor's socket activation undoes at the next connection.
     def enforce_idle_timeout
-      limit = @config[:idle_timeout]
-      return unless limit.positive? && @notified_ready && !stopping?
+      return unless @notified_ready && !stopping?
 
-      rows = @children.each_value.map { |c| @scoreboard.stats(c.row) }
-      return if rows.any? { |w| w[:busy] || w[:connections] > w[:idle_connections] }
-
-      last = [@started_at.to_f, *rows.filter_map { |w| w[:last_request_at] }].max
-      return unless Time.now.to_f - last > limit
-
-      graceful_stop("idle_timeout (#{limit} s): no request since #{Time.at(last).utc.strftime('%H:%M:%S')} UTC")
-    end
-
-    def stuck(child, request_limit, silence_limit)
-      stats = @scoreboard.stats(child.row)
-      busy = stats[:busy]
-      return "stuck #{busy.round(1)} s on #{stats[:request].inspect} (request_timeout #{request_limit} s)" if
-        request_limit.positive? && busy && busy > request_limit
-
-      silent = stats[:silent] || (now - child.booted)
-      "has not checked in for #{silent.round(1)} s (worker_timeout #{silence_limit} s: hung)" if
-        silence_limit.positive? && silent > silence_limit
-    end
-
-    def slow_boot(child, limit)
-      booting = now - child.started
-      "has not booted after #{booting.round(1)} s (worker_boot_timeout #{limit} s)" if limit.positive? && booting > limit
+      why = @timeouts.idle(@children.values, @started_at) and graceful_stop(why)
     end
 
     # ---- control endpoint and stats (docs/CONTROL.md) ----

@@ -45,9 +45,7 @@ module Oribi
       drop_mold
       @mold = child
       @generation += 1
-      @rolling = @children.values.reject { |s| s.leaving? || s.generation >= @generation }.sort_by(&:index).map(&:pid)
-      @roll_next_at = now
-      @roll_new = nil
+      @rolling.start(@children.values.reject { |s| s.leaving? || s.generation >= @generation }.sort_by(&:index).map(&:pid), now)
       Log.info("refork: pid #{child.pid} is the mold of generation #{@generation}; reforking #{@rolling.size} worker(s)")
     end
 

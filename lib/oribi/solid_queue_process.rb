@@ -47,6 +47,23 @@ module Oribi
     # The next time the master must look (a start due), or nil.
     def deadline = (@start_at unless @pid || @stopping)
 
+    # The master's loop, every turn: wanted once the workers serve, started
+    # when due; stopped after the workers on a stop; killed once the stop
+    # is past shutdown_timeout (true: the master's stop timed out).
+    def supervise(now, serving:, stopping:, workers_gone:, past_deadline:)
+      if !stopping
+        want(now) if serving
+        start_if_due(now)
+      elsif workers_gone && !@stopping
+        stop
+      elsif past_deadline && running?
+        Log.error("shutdown_timeout (#{@server.config[:shutdown_timeout]} s): killing the Solid Queue supervisor")
+        kill
+        return true
+      end
+      false
+    end
+
     def start_if_due(now)
       return if @pid || @stopping || @start_at.nil? || now < @start_at
 
