@@ -476,7 +476,7 @@ static void conn_after_response(struct oribi_loop *loop, struct oribi_conn *c)
     /* Pipelined bytes and the socket are looked at from the loop, not from
      * here: this runs inside a response, and a pipeline of answers the loop
      * gives itself (417) must not recurse. */
-    if (oribi_pending_push(&loop->pending, &loop->npending, &loop->pending_cap, c) < 0)
+    if (oribi_pending_push(&loop->pending, &loop->npending, &loop->pending_cap, c, c->gen) < 0)
         conn_close(loop, c);
 }
 

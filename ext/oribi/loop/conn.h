@@ -7,7 +7,6 @@
 #define ORIBI_CONN_H
 
 #include <stdint.h>
-#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -101,28 +100,6 @@ struct oribi_conn {
     struct sockaddr_storage peer;
     socklen_t peer_len;
 };
-
-/* A conn as it was when put on a list of the loop's (pending, corked): a
- * conn closed and reused since has another gen. */
-struct oribi_pending {
-    struct oribi_conn *conn;
-    uint32_t gen;
-};
-
-/* c, as it is now, onto such a list; 0, or -1 out of memory. */
-static inline int oribi_pending_push(struct oribi_pending **list, int *n, int *cap, struct oribi_conn *c)
-{
-    if (*n == *cap) {
-        int ncap = *cap ? *cap * 2 : 64;
-        struct oribi_pending *p = realloc(*list, (size_t)ncap * sizeof(*p));
-        if (!p)
-            return -1;
-        *list = p;
-        *cap = ncap;
-    }
-    (*list)[(*n)++] = (struct oribi_pending){c, c->gen};
-    return 0;
-}
 
 /* The connection closes once the current response is out (an error, a
  * response whose framing is lost or that the close ends, a stop): the one

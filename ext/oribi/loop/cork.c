@@ -36,7 +36,7 @@ int cork_finish(struct oribi_loop *loop, struct oribi_conn *c)
     if (!cork || !oribi_conn_pending(c))
         return 0;
     if (c->keepalive && c->file_fd < 0 && c->len > c->rest_off &&
-        oribi_pending_push(&loop->cork.held, &loop->cork.n, &loop->cork.cap, c) == 0) {
+        oribi_pending_push(&loop->cork.held, &loop->cork.n, &loop->cork.cap, c, c->gen) == 0) {
         c->corked = 1;
         return 0;
     }

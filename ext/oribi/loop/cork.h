@@ -13,9 +13,10 @@
 
 #include <stdint.h>
 
-#include "loop/conn.h"
+#include "loop/pending.h"
 
 struct oribi_loop;
+struct oribi_conn;
 
 struct oribi_cork {
     struct oribi_pending *held; /* conns holding responses back */

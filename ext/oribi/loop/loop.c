@@ -130,6 +130,28 @@ static void expire_timers(struct oribi_loop *loop)
         conn_timed_out(loop, c, kind);
 }
 
+/* The earlier of two deadlines (ms), -1 none. */
+static int64_t earliest(int64_t a, int64_t b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+/* How long the wait may sleep (ms, -1 forever, a minute at most): until
+ * the first deadline of the conns' timers (timer.c), admission's (a
+ * pause, standing aside), the look at slow bodies (conn.c), shedding over
+ * the budgets (accept.c); each module says its own. */
+static int next_timeout(struct oribi_loop *loop)
+{
+    int64_t first = timers_deadline(loop);
+    first = earliest(first, oribi_admit_deadline(&loop->admit, loop->now));
+    first = earliest(first, body_rates_deadline(loop));
+    first = earliest(first, shed_deadline(loop));
+    if (first < 0)
+        return -1;
+    int64_t d = first - loop->now;
+    return d <= 0 ? 0 : d > 60000 ? 60000 : (int)d;
+}
+
 /* One wait and what it reported, then the timers. Returns what the wait
  * returned (-1 with errno: nothing was done). */
 int poll_events(struct oribi_loop *loop, int timeout)

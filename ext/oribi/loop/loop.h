@@ -17,6 +17,7 @@
 #include "loop/conn.h"
 #include "loop/cork.h"
 #include "loop/log.h"
+#include "loop/pending.h"
 #include "loop/output.h"
 #include "http/parser.h"
 #include "http/response.h"

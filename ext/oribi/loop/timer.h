@@ -44,9 +44,8 @@ static inline void timer_arm(struct oribi_loop *loop, struct oribi_conn *c, int 
     list[1] = c;
 }
 
-/* Milliseconds until the first deadline (timers, the accept pause, the body
- * rate check, the write backlog's next look), -1 none, at most a minute. */
-int next_timeout(struct oribi_loop *loop);
+/* The earliest deadline of the conns' timers (ms), -1 none. */
+int64_t timers_deadline(const struct oribi_loop *loop);
 
 /* A conn whose deadline has come, taken off its list (its kind in *kind),
  * or NULL: the first of the earliest kind first. */
