@@ -8,19 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
+
 #include "loop/admission.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                               \
-    do {                                                               \
-        if (!(cond)) {                                                 \
-            fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                              \
-            fputc('\n', stderr);                                       \
-            failures++;                                                \
-        }                                                              \
-    } while (0)
 
 static const enum oribi_admit_at ALL[] = {ADMIT_WOKEN, ADMIT_POLLED, ADMIT_TURN, ADMIT_RUN, ADMIT_DRAIN, ADMIT_AGAIN};
 static const char *const NAMES[] = {"woken", "polled", "turn", "run", "drain", "again"};

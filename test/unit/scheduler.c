@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+
 #include "loop/scheduler.h"
 
 #define MAX_CONNS 64
@@ -32,18 +34,6 @@ struct world {
     int backlog[MAX_CONNS], nbacklog;
     int looks;
 };
-
-static int failures;
-
-#define CHECK(cond, ...)                                               \
-    do {                                                               \
-        if (!(cond)) {                                                 \
-            fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                              \
-            fputc('\n', stderr);                                       \
-            failures++;                                                \
-        }                                                              \
-    } while (0)
 
 static void world_init(struct world *w, unsigned kept)
 {
