@@ -61,6 +61,19 @@ class ConfigTest < Minitest::Test
     end
   end
 
+  # Oribi's own config speaks Oribi: `threads` is its option, not a Puma
+  # word to report, and a TLS bind stops the check with what to do, not a
+  # complaint about its parameters.
+  def test_an_oribi_config_with_a_tls_bind_says_there_is_no_tls
+    with_file(%(threads 4\nbind "ssl://127.0.0.1:9443?cert=c.pem&key=k.pem"\n)) do |path, dir|
+      File.write(File.join(dir, "config.ru"), "run ->(_) { [200, {}, []] }\n")
+      out, status = Open3.capture2e(RbConfig.ruby, "-I#{ROOT}/lib", "#{ROOT}/exe/oribi", "--check-config", path, chdir: dir)
+      refute status.success?, out
+      assert_match(%r{ssl://127\.0\.0\.1:9443.*: Oribi serves no TLS: terminate it in a proxy}, out)
+      refute_match(/Puma|unknown parameter/, out)
+    end
+  end
+
   def test_unknown_option_names_file_and_line
     with_file("workers 2\nwokers 3\n") do |path|
       e = assert_raises(Oribi::Config::Error) { Oribi::Config.load(config_file: path) }

@@ -151,6 +151,10 @@ module Oribi
       end
     end
 
+    # What a TLS listener gets, from Oribi's config as from Puma's.
+    NO_TLS = "Oribi serves no TLS: terminate it in a proxy in front (Thruster, nginx, a load balancer) " \
+             "and bind plain tcp:// or unix:// here"
+
     # URI parameters a bind takes, and their values.
     PARAMS = { "proxy_protocol" => [*PROXY_PROTOCOLS.keys, "off"] }.freeze
 
@@ -158,6 +162,8 @@ module Oribi
     # parameter or value is an error naming what is taken.
     def self.split_params(uri)
       base, query = uri.split("?", 2)
+      raise ArgumentError, "#{uri}: #{NO_TLS}" if base.start_with?("ssl://")
+
       params = URI.decode_www_form(query.to_s).to_h
       params.each do |name, value|
         taken = PARAMS[name] or raise ArgumentError, "#{uri}: unknown parameter #{name}: #{PARAMS.keys.join(', ')} is taken"

@@ -80,8 +80,7 @@ module Oribi
     # Words Oribi cannot honour whose absence would change what is served:
     # the server does not start, and the line says what to do instead.
     REFUSED = {
-      ssl_bind: "Oribi serves no TLS: terminate it in a proxy in front (Thruster, nginx, a load balancer) " \
-                "and bind plain tcp:// or unix:// here",
+      ssl_bind: Listeners::NO_TLS,
       out_of_band: "Oribi runs no out-of-band hooks: for GC set oob_gc N (a GC when the worker is idle); " \
                    "other work goes in env[\"rack.response_finished\"]",
       app: "Oribi serves the app of a rackup file: move the block to config.ru (`run ...`)",
