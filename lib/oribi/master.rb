@@ -10,7 +10,6 @@ module Oribi
   # never serves a request itself; it answers the control endpoint when
   # there is one (docs/CONTROL.md).
   class Master
-    include Refork
     include WorkerMemory
 
     SIGNALS = Signals.master_names.freeze
@@ -51,9 +50,7 @@ module Oribi
       @hot = HotRestart.new(@config, method(:signal))
       @degraded = server.degraded # the new code did not load: only the adopted workers serve
       @count = 0 if @degraded
-      @generation = 0      # refork: how many molds there were; workers forked by the latest have it
-      @mold = nil          # refork: the Child of the mold new workers fork from
-      @promoting = nil     # refork: pid of the worker becoming the mold
+      @refork = Refork.new(@config)
       @started_at = Time.now
       @solid_queue_previous = Reexec.solid_queue # USR2: the previous image's, stopped once ours runs
       # What workers that are gone served, so that totals never go down.
@@ -78,20 +75,20 @@ module Oribi
       @next_watchdog = now # the loop's first look pings (Server#run stopped the feeding thread just before)
       Process.setproctitle("oribi master #{@server.listeners.all.map(&:uri).join(' ')}")
       @control = @server.control
-      Oribi.child_subreaper! if refork?
+      Oribi.child_subreaper! if @refork.on?
       @restart_mtime = restart_mtime
       announce_memory_limit
       @hot.loop_started # this loop answers the control endpoint from here
       loop do
         spawn_missing unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
-        reads << @children[@promoting].link if @promoting && @children[@promoting]
+        reads << @refork.promotion_link(@children)
         @signals.wait(wait_time, [@ready_r, *reads].compact, writes).each { |sig| handle(sig) }
         serve_control
         read_ready
         reap
         roll
-        refork
+        @refork.step(@children, @rolling, @scoreboard, now, signal: method(:signal)) if @refork.on? && !stopping? && @hot.adopted.empty?
         enforce_timeouts
         enforce_idle_timeout
         enforce_memory
@@ -118,7 +115,7 @@ module Oribi
     # configured number of workers serve (during a USR2, old or new).
     def readiness
       return "stopping" if stopping?
-      serving = @children.values.count { |s| s.booted && (!s.retiring || s.pid == @promoting) }
+      serving = @children.values.count { |s| s.booted && (!s.retiring || s.pid == @refork.promoting) }
       serving += @hot.serving # USR2: the previous workers serve meanwhile
       return "booting" if serving < @count
 
@@ -251,7 +248,7 @@ module Oribi
       return if now < @respawn_at
 
       live = @children.values.reject(&:leaving?).map(&:index)
-      live << @children[@promoting].index if @promoting && @children[@promoting] # to come from the mold
+      promoting = @children[@refork.promoting] and live << promoting.index # to come from the mold
       (0...@count).each do |index|
         next if live.include?(index)
 
@@ -262,11 +259,12 @@ module Oribi
 
     def spawn(index)
       row = @free_rows.shift
-      child = spawn_from_mold(index, row) if @mold
-      return child if child
+      if (child = @refork.spawn(index, row, @scoreboard, now))
+        return @children[child.pid] = child
+      end
 
       @config.hook(:before_fork, @server, index)
-      ours, theirs = UNIXSocket.pair if refork?
+      ours, theirs = UNIXSocket.pair if @refork.on?
       pid = fork do
         # First of all: until then a TERM meant for this worker runs the
         # master's handler, which only notes it for the master and is lost.
@@ -314,7 +312,7 @@ module Oribi
 
         child = @children.delete(pid) or next
         child.link&.close
-        mold_gone(child) if child.mold
+        @refork.gone(child) if child.mold
         retire_counters(child.row)
         @scoreboard.release(child.row) # what a worker that died counted in the head (its connections, a wait)
         @free_rows << child.row
@@ -366,7 +364,7 @@ module Oribi
       return Log.info("#{name} ignored: a rolling restart is under way") if @rolling.any?
       return hot_restart if release_changed_under_preload?(name)
 
-      drop_mold # new workers come from the master again (and load the app anew when not preloaded)
+      @refork.drop # new workers come from the master again (and load the app anew when not preloaded)
       @solid_queue&.restart unless @app
 
       @rolling.start(@children.values.reject(&:leaving?).sort_by(&:index).map(&:pid), now)
@@ -436,7 +434,7 @@ module Oribi
       @children.each_value { |c| Process.kill(:KILL, c.pid) unless c.booted }
       workers = @hot.adopted.merge(@children.select { |_, c| c.booted && !c.leaving? }.to_h { |pid, c| [pid, c.index] })
       stand_in = @hot.fork_stand_in(@control, workers, in_child: method(:in_stand_in), answer: method(:stand_in_answer))
-      drop_mold
+      @refork.drop
       @hot.exec(server: @server, workers: workers, lifeline: @life_w, control: @control,
                 solid_queue: @solid_queue&.handover, stand_in: stand_in) do
         Systemd.notify("WATCHDOG=1") if @watchdog_interval # the new image's first comes once Ruby has started
