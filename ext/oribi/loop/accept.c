@@ -100,8 +100,9 @@ static void shed_one(struct oribi_loop *loop, int fds)
     }
 }
 
-/* What admission reads of the loop. */
-static struct oribi_admit_view view(const struct oribi_loop *loop)
+/* What admission reads of the loop. The precise clock only where
+ * admission reads it (standing aside): not a clock read per hand-out. */
+static struct oribi_admit_view view(const struct oribi_loop *loop, int precise)
 {
     return (struct oribi_admit_view){.listening = loop->listening && (!loop->stopping || loop->draining),
                                      .hold = loop->hold,
@@ -110,24 +111,26 @@ static struct oribi_admit_view view(const struct oribi_loop *loop)
                                      .nconns = loop->nconns,
                                      .nkept = loop->nkept,
                                      .now_ms = loop->now,
-                                     .now_us = oribi_mono_us()};
+                                     .now_us = precise ? oribi_mono_us() : 0};
 }
 
 int admit(struct oribi_loop *loop, enum oribi_admit_at at)
 {
-    struct oribi_admit_view v = view(loop);
+    struct oribi_admit_view v = view(loop, at == ADMIT_WOKEN);
     return oribi_admit(&loop->admit, &v, at);
 }
 
 void admit_turn(struct oribi_loop *loop)
 {
-    struct oribi_admit_view v = view(loop);
+    if (!oribi_admit_aside(&loop->admit))
+        return; /* the turn changes nothing else: no view to build */
+    struct oribi_admit_view v = view(loop, 1);
     oribi_admit_turn(&loop->admit, &v);
 }
 
 void admit_sleeps(struct oribi_loop *loop)
 {
-    struct oribi_admit_view v = view(loop);
+    struct oribi_admit_view v = view(loop, 0);
     oribi_admit_sleeps(&loop->admit, &v);
 }
 
@@ -138,7 +141,7 @@ void admit_sleeps(struct oribi_loop *loop)
  * share it goes behind the other workers by going out and in again. */
 void update_listeners(struct oribi_loop *loop)
 {
-    struct oribi_admit_view v = view(loop);
+    struct oribi_admit_view v = view(loop, 0);
     int requeue, on = oribi_admit_listen(&loop->admit, &v, &requeue);
     if (requeue)
         set_accepting(loop, 0);

@@ -54,7 +54,8 @@ struct oribi_admit_view {
     int room;      /* room for one more connection, if need be by shedding one */
     int queued;    /* a complete request waits for the app */
     unsigned nconns, nkept;
-    int64_t now_ms, now_us;
+    int64_t now_ms;
+    int64_t now_us; /* the precise clock: read at ADMIT_WOKEN and by oribi_admit_turn only */
 };
 
 /* Where the question is asked. */
@@ -79,6 +80,12 @@ int oribi_admit_listen(struct oribi_admission *a, const struct oribi_admit_view 
  * others' once (the next oribi_admit_listen), so that a connection wakes
  * another worker asleep first. */
 void oribi_admit_sleeps(struct oribi_admission *a, const struct oribi_admit_view *v);
+
+/* Standing aside now: the loop turn has something to look at. */
+static inline int oribi_admit_aside(const struct oribi_admission *a)
+{
+    return a->aside_until != 0;
+}
 
 /* Every loop turn: back with the listeners once leaving the backlog to
  * others no longer holds, or ORIBI_ASIDE_US went by. */
