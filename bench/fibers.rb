@@ -22,6 +22,7 @@ require "tmpdir"
 require "fileutils"
 require_relative "../test/support/wait"
 require_relative "../oribi-bench/lib/oribi/process_group"
+require_relative "peer_servers"
 
 module FiberBench
   ROOT = File.expand_path("..", __dir__)
@@ -38,20 +39,10 @@ module FiberBench
   module_function
 
   def command(server, dir, port, o)
-    app = File.join(dir, "app.ru")
-    case server
-    when "oribi"
-      [*ORIBI, "-w", o[:workers].to_s, "--fibers", (o[:connections] + 100).to_s, "--max-connections",
-       (o[:connections] + 100).to_s, "-b", "tcp://127.0.0.1:#{port}", app]
-    when "puma"
-      conf = File.join(dir, "puma.rb")
-      File.write(conf, "workers #{o[:workers]}\nthreads 5, 5\nmax_io_threads #{o[:connections]}\n" \
-                       "bind \"tcp://127.0.0.1:#{port}\"\nrackup #{app.inspect}\n")
-      [RbConfig.ruby, "-S", "puma", "-C", conf]
-    when "falcon"
-      ["falcon", "serve", "--count", o[:workers].to_s, "--bind", "http://127.0.0.1:#{port}", "--config", app]
-    else abort "unknown server #{server}"
-    end
+    room = (o[:connections] + 100).to_s
+    PeerServers.command(server, dir, port, File.join(dir, "app.ru"), workers: o[:workers],
+                        oribi: ["--fibers", room, "--max-connections", room],
+                        puma: ["threads 5, 5", "max_io_threads #{o[:connections]}"])
   end
 
   def start(cmd, port, log, env, nofile)

@@ -26,9 +26,9 @@ require "tmpdir"
 require "fileutils"
 require_relative "../test/support/wait"
 require_relative "../oribi-bench/lib/oribi/process_group"
+require_relative "peer_servers"
 
 module Streams
-  ROOT = File.expand_path("..", __dir__)
   APP = <<~RUBY
     EVERY = Float(ENV.fetch("EVERY_SECONDS"))
     class Events
@@ -92,20 +92,9 @@ module Streams
   module_function
 
   def command(server, dir, port, o)
-    app = File.join(dir, "app.ru")
-    case server
-    when "oribi"
-      [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", "1", "-t", o[:threads].to_s,
-       "--max-connections", (o[:clients] + 64).to_s, *o[:oribi_args], "-b", "tcp://127.0.0.1:#{port}", app]
-    when "puma"
-      conf = File.join(dir, "puma.rb")
-      File.write(conf, "workers 1\nthreads #{o[:threads]}, #{o[:threads]}\n" \
-                       "bind \"tcp://127.0.0.1:#{port}\"\nrackup #{app.inspect}\n")
-      [RbConfig.ruby, "-S", "puma", "-C", conf]
-    when "falcon"
-      ["falcon", "serve", "--count", "1", "--bind", "http://127.0.0.1:#{port}", "--config", app]
-    else abort "unknown server #{server}"
-    end
+    PeerServers.command(server, dir, port, File.join(dir, "app.ru"), workers: 1,
+                        oribi: ["-t", o[:threads].to_s, "--max-connections", (o[:clients] + 64).to_s, *o[:oribi_args]],
+                        puma: ["threads #{o[:threads]}, #{o[:threads]}"])
   end
 
   def run(server, o)

@@ -19,9 +19,9 @@ require "tmpdir"
 require "fileutils"
 require_relative "../test/support/wait"
 require_relative "../oribi-bench/lib/oribi/process_group"
+require_relative "peer_servers"
 
 module Waits
-  ROOT = File.expand_path("..", __dir__)
   APP = <<~RUBY
     WAIT = Float(ENV.fetch("WAIT_SECONDS"))
     run lambda { |env|
@@ -35,18 +35,9 @@ module Waits
   module_function
 
   def command(server, dir, port, o)
-    app = File.join(dir, "app.ru")
-    case server
-    when "oribi"
-      [RbConfig.ruby, File.join(ROOT, "exe/oribi"), "-w", "1", "-t", o[:threads].to_s, "--io-threads",
-       o[:io_threads].to_s, "-b", "tcp://127.0.0.1:#{port}", app]
-    when "puma"
-      conf = File.join(dir, "puma.rb")
-      File.write(conf, "workers 1\nthreads #{o[:threads]}, #{o[:threads]}\nmax_io_threads #{o[:io_threads]}\n" \
-                       "bind \"tcp://127.0.0.1:#{port}\"\nrackup #{app.inspect}\n")
-      [RbConfig.ruby, "-S", "puma", "-C", conf]
-    else abort "unknown server #{server}"
-    end
+    PeerServers.command(server, dir, port, File.join(dir, "app.ru"), workers: 1,
+                        oribi: ["-t", o[:threads].to_s, "--io-threads", o[:io_threads].to_s],
+                        puma: ["threads #{o[:threads]}, #{o[:threads]}", "max_io_threads #{o[:io_threads]}"])
   end
 
   def run(server, o, marked)
