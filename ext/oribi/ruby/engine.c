@@ -667,6 +667,7 @@ static VALUE engine_next_request(VALUE self)
 
 static void end_request(struct oribi_exchange *x)
 {
+    int hijacked = x->phase == PHASE_HIJACKED;
     if (!x->carried)
         score_done(x->engine, x);
     if (!NIL_P(x->stream))
@@ -697,6 +698,11 @@ static void end_request(struct oribi_exchange *x)
         x->engine->busy--;
         if (x->engine->score)
             x->engine->score->in_app = (uint32_t)x->engine->busy;
+        /* A response hands its conn back, which wakes the dispatcher; a
+         * hijacked request hands nothing back, and the dispatcher may be
+         * asleep holding its accepts for want of this exchange. */
+        if (hijacked)
+            oribi_loop_wake(&x->engine->loop);
     }
 }
 
@@ -845,7 +851,6 @@ static VALUE respond_hijacked(struct oribi_exchange *x, VALUE env, VALUE status,
     VALUE exc = state ? rb_errinfo() : Qnil;
     rb_set_errinfo(Qnil);
     end_request(x);
-    oribi_loop_wake(&x->engine->loop); /* nothing handed back: the dispatcher may hold for want of it */
     response_finished(env, status, headers, NIL_P(error) ? exc : error, 0);
     if (state)
         rb_jump_tag(state);
@@ -945,8 +950,6 @@ static VALUE engine_respond(int argc, VALUE *argv, VALUE self)
         oribi_handback(&e->hb, c);
     }
     end_request(x);
-    if (hijacked) /* nothing handed back: the dispatcher may hold for want of this exchange */
-        oribi_loop_wake(&e->loop);
     /* A stream write to a gone client raised so that the body stops; that
      * is the client's doing, not an app error to log. */
     int quiet = r.gone && r.mode == BODY_STREAM;
