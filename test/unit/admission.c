@@ -27,7 +27,17 @@ static void world_init(struct world *w, int shared)
 {
     memset(w, 0, sizeof(*w));
     w->v = (struct oribi_admit_view){.listening = 1, .room = 1, .now_ms = 1000, .now_us = 1000000};
-    w->a.shared = shared ? &w->head : NULL;
+    w->v.shared = shared ? &w->head : NULL;
+}
+
+/* Two workers, ten connections between them: a worker may hold 5 + 2
+ * (ORIBI_SHARE_SLACK). This one holds nconns. */
+static void two_workers(struct world *w, unsigned nconns)
+{
+    world_init(w, 1);
+    w->head.workers = 2;
+    w->head.conns = 10;
+    w->v.nconns = nconns;
 }
 
 static int admit(struct world *w, enum oribi_admit_at at)
@@ -107,10 +117,7 @@ static void test_queued(void)
 static void test_share(void)
 {
     struct world w;
-    world_init(&w, 1);
-    w.head.workers = 2;
-    w.head.conns = 10;
-    w.v.nconns = 7;
+    two_workers(&w, 7);
     answers(&w, "within its share", "111111");
     w.v.nconns = 8;
     answers(&w, "over its share", "100011");
@@ -128,10 +135,7 @@ static void test_share(void)
 static void test_going_behind(void)
 {
     struct world w;
-    world_init(&w, 1);
-    w.head.workers = 2;
-    w.head.conns = 10;
-    w.v.nconns = 8;
+    two_workers(&w, 8);
     int requeue;
     oribi_admit_sleeps(&w.a, &w.v);
     CHECK(listen_on(&w, &requeue) == 1 && requeue == 1, "over its share: not behind the others");
@@ -156,10 +160,7 @@ static void test_going_behind(void)
 static void test_standing_aside(void)
 {
     struct world w;
-    world_init(&w, 1);
-    w.head.workers = 2;
-    w.head.conns = 10;
-    w.v.nconns = 8;
+    two_workers(&w, 8);
     oribi_admit_sleeps(&w.a, &w.v);
     w.head.waiting = 1;
     CHECK(admit(&w, ADMIT_WOKEN) == 0, "woken behind and over its share: took the others' connection");
@@ -191,11 +192,8 @@ static void test_standing_aside(void)
 static void test_no_aside_unless_behind(void)
 {
     struct world w;
-    world_init(&w, 1);
-    w.head.workers = 2;
-    w.head.conns = 10;
+    two_workers(&w, 8);
     w.head.waiting = 1;
-    w.v.nconns = 8;
     CHECK(admit(&w, ADMIT_WOKEN) == 1, "not behind: stood aside");
     world_init(&w, 0);
     w.a.behind = 1;
@@ -210,10 +208,5 @@ int main(void)
     test_going_behind();
     test_standing_aside();
     test_no_aside_unless_behind();
-    if (failures) {
-        fprintf(stderr, "admission: %d failure(s)\n", failures);
-        return 1;
-    }
-    puts("admission: ok");
-    return 0;
+    return checks_done("admission");
 }

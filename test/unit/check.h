@@ -19,4 +19,15 @@ static int failures;
         }                                                              \
     } while (0)
 
+/* main's exit status: how many checks failed, said, or "NAME: ok". */
+static int checks_done(const char *name)
+{
+    if (failures) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, failures);
+        return 1;
+    }
+    printf("%s: ok\n", name);
+    return 0;
+}
+
 #endif

@@ -362,10 +362,5 @@ int main(void)
     test_no_turn_without_kept_or_leave();
     test_hold();
     test_late_writer();
-    if (failures) {
-        fprintf(stderr, "scheduler: %d check(s) failed\n", failures);
-        return 1;
-    }
-    puts("scheduler: ok");
-    return 0;
+    return checks_done("scheduler");
 }

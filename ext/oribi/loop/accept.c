@@ -104,7 +104,8 @@ static void shed_one(struct oribi_loop *loop, int fds)
  * admission reads it (standing aside): not a clock read per hand-out. */
 static struct oribi_admit_view view(const struct oribi_loop *loop, int precise)
 {
-    return (struct oribi_admit_view){.listening = loop->listening && (!loop->stopping || loop->draining),
+    return (struct oribi_admit_view){.shared = loop->shared,
+                                     .listening = loop->listening && (!loop->stopping || loop->draining),
                                      .hold = loop->hold,
                                      .room = has_room(loop),
                                      .queued = loop->sched.head != NULL,

@@ -19,9 +19,9 @@ static int others_wait(const struct oribi_score_head *h)
 }
 
 /* Not one a waiting worker will take, nor over its share. */
-static int may_take(const struct oribi_admission *a, const struct oribi_admit_view *v)
+static int may_take(const struct oribi_admit_view *v)
 {
-    const struct oribi_score_head *h = a->shared;
+    const struct oribi_score_head *h = v->shared;
     return !h || (!others_wait(h) && !over_share(h, v->nconns));
 }
 
@@ -31,9 +31,9 @@ static int may_take(const struct oribi_admission *a, const struct oribi_admit_vi
  * the first ones is busy with them, never asleep, while the next ones
  * connect, and the one asleep took every one of them, up to 45 of 50. A
  * load of a connection per request keeps no clients and is not held up.) */
-static int leave_to_others(const struct oribi_admission *a, const struct oribi_admit_view *v)
+static int leave_to_others(const struct oribi_admit_view *v)
 {
-    const struct oribi_score_head *h = a->shared;
+    const struct oribi_score_head *h = v->shared;
     return over_share(h, v->nconns) && (others_wait(h) || v->nkept > ORIBI_SHARE_SLACK);
 }
 
@@ -45,7 +45,7 @@ static int leave_to_others(const struct oribi_admission *a, const struct oribi_a
  * take what the others were woken for before they get a CPU. */
 static int stand_aside(struct oribi_admission *a, const struct oribi_admit_view *v)
 {
-    if (!a->shared || !a->behind || a->aside_owed || !leave_to_others(a, v))
+    if (!v->shared || !a->behind || a->aside_owed || !leave_to_others(v))
         return 0;
     a->aside_until = v->now_us + ORIBI_ASIDE_US;
     return 1;
@@ -68,12 +68,12 @@ int oribi_admit(struct oribi_admission *a, const struct oribi_admit_view *v, enu
     case ADMIT_AGAIN:
         return 1;
     case ADMIT_TURN: /* the scheduler weighed the queue already */
-        return may_take(a, v);
+        return may_take(v);
     case ADMIT_DRAIN:
         return !v->queued;
     case ADMIT_RUN:
     case ADMIT_POLLED:
-        return !v->queued && may_take(a, v);
+        return !v->queued && may_take(v);
     case ADMIT_WOKEN: /* woken for it: this worker was the one waiting */
         return !v->queued && !stand_aside(a, v);
     }
@@ -96,9 +96,9 @@ int oribi_admit_listen(struct oribi_admission *a, const struct oribi_admit_view 
  * sleeps, it is still woken. */
 void oribi_admit_sleeps(struct oribi_admission *a, const struct oribi_admit_view *v)
 {
-    if (!a->shared || !is_open(a, v))
+    if (!v->shared || !is_open(a, v))
         return;
-    if (!over_share(a->shared, v->nconns))
+    if (!over_share(v->shared, v->nconns))
         a->behind = 0;
     else if (!a->behind)
         a->behind = a->requeue = 1;
@@ -110,7 +110,7 @@ void oribi_admit_turn(struct oribi_admission *a, const struct oribi_admit_view *
     if (!a->aside_until)
         return;
     int late = v->now_us >= a->aside_until;
-    if (!late && leave_to_others(a, v))
+    if (!late && leave_to_others(v))
         return;
     a->aside_until = 0;
     a->aside_owed = late;

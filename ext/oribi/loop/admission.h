@@ -6,8 +6,8 @@
  * socket and reads no clock. Its state is its own (the pause after
  * EMFILE, going behind the other workers, standing aside); what it reads
  * of the loop (open listeners, a free app thread, room, its clients, a
- * request queued, the time) the loop passes in a view, and what the
- * workers share (score.h) it reads itself. test/unit/admission.c drives
+ * request queued, the time, where the workers' shared counts are) the
+ * loop passes in a view. test/unit/admission.c drives
  * it with event sequences alone.
  *
  * The rule between workers. The kernel wakes one of those asleep in the
@@ -39,16 +39,16 @@
 #define ORIBI_ACCEPT_PAUSE_MS 100  /* no accept for this long after EMFILE or ENFILE */
 
 struct oribi_admission {
-    const struct oribi_score_head *shared; /* what the workers share, NULL when alone */
-    int64_t resume_at;                     /* ms: paused after EMFILE until then, 0 not */
-    int behind;                            /* over its share, its listeners went behind the others' */
-    int requeue;                           /* ... and go there at the next oribi_admit_listen */
-    int64_t aside_until;                   /* µs: leaving the backlog to others until then, 0 not */
-    int aside_owed;                        /* stood aside until aside_until: takes one before it may again */
+    int64_t resume_at;   /* ms: paused after EMFILE until then, 0 not */
+    int behind;          /* over its share, its listeners went behind the others' */
+    int requeue;         /* ... and go there at the next oribi_admit_listen */
+    int64_t aside_until; /* µs: leaving the backlog to others until then, 0 not */
+    int aside_owed;      /* stood aside until aside_until: takes one before it may again */
 };
 
-/* What the loop holds when it asks. */
+/* What the loop holds when it asks, and what the workers share. */
 struct oribi_admit_view {
+    const struct oribi_score_head *shared; /* the workers' counts (score.h), NULL when alone */
     int listening; /* listeners open, and no stop closes them (a draining stop serves the backlog) */
     int hold;      /* every app thread busy */
     int room;      /* room for one more connection, if need be by shedding one */

@@ -296,7 +296,6 @@ void oribi_loop_share(struct oribi_loop *loop, struct oribi_score *score, struct
 {
     loop->score = score;
     loop->shared = head;
-    loop->admit.shared = head;
 }
 
 void oribi_loop_hold(struct oribi_loop *loop, int hold)
