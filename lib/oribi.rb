@@ -31,6 +31,8 @@ module Oribi
   autoload :Timeouts, "oribi/timeouts"
   autoload :ShutdownDelay, "oribi/shutdown_delay"
   autoload :WorkerMemory, "oribi/worker_memory"
+  autoload :Workers, "oribi/workers"
+  autoload :RestartFile, "oribi/restart_file"
   autoload :Reexec, "oribi/reexec"
   autoload :SolidQueueProcess, "oribi/solid_queue_process"
   autoload :QueryParser, "oribi/query_parser"

@@ -10,26 +10,9 @@ module Oribi
   # never serves a request itself; it answers the control endpoint when
   # there is one (docs/CONTROL.md).
   class Master
-    include WorkerMemory
-
     SIGNALS = Signals.master_names.freeze
-    BOOT_FAILURES_MAX = 3 # workers in a row that die before booting: give up
-    QUICK_CRASH = 5.0     # a worker that dies sooner than this after boot crashed "quickly"
     KILL_WAIT = 5.0       # after SIGKILL, how long to wait for the last reaps
     SHUTDOWN_TIMED_OUT = 3 # exit status when shutdown_timeout had to kill workers
-    SCOREBOARD_ROWS = 1024
-
-    # link: with refork, a socket to the worker (and to the mold it may become)
-    # pending: signals held back until the worker has booted (#signal)
-    # recycling: over max_worker_memory or at max_requests, draining; its
-    # replacement is started at once, as for a rolling restart, so that a
-    # drain held up by a slow client never leaves the listeners unserved
-    # killed: by a timeout (enforce_timeouts), once
-    Child = Struct.new(:index, :pid, :started, :booted, :retiring, :row, :link, :generation, :mold, :pending,
-                       :recycling, :killed, keyword_init: true) do
-      # Draining, on its way out: its index is another worker's to fill.
-      def leaving? = retiring || recycling
-    end
 
     # signals: a Signals for SIGNALS, set up before the listeners were bound
     def initialize(server, app, signals)
@@ -38,67 +21,58 @@ module Oribi
       @config = server.config
       @app = app
       @count = @config[:workers]
-      @children = {}          # pid => Child
-      @boot_failures = 0
-      @quick_crashes = 0
-      @respawn_at = 0.0
+      @refork = Refork.new(@config)
+      @workers = Workers.new(server, app, refork: @refork, in_child: method(:in_worker))
+      @memory = WorkerMemory.new(@config)
       @stopping = false
       @deadline = nil
       @delay = ShutdownDelay.new(@config[:shutdown_delay])
       @rolling = RollingRestart.new(@config[:rolling_interval])
       # USR2: the previous image's workers, serving until ours do
-      @hot = HotRestart.new(@config, method(:signal))
+      @hot = HotRestart.new(@config, @workers.method(:signal))
       @degraded = server.degraded # the new code did not load: only the adopted workers serve
       @count = 0 if @degraded
-      @refork = Refork.new(@config)
       @started_at = Time.now
       @solid_queue_previous = Reexec.solid_queue # USR2: the previous image's, stopped once ours runs
-      # What workers that are gone served, so that totals never go down.
-      @retired = { served: 0, dropped_headers: 0, queue: Array.new(Scoreboard::QUEUE_BOUNDS.size + 1, 0), queue_sum: 0.0,
-                   queue_from_header: 0, queue_header_refused: 0 }
     end
 
     # Returns the exit status: 0 after a graceful stop.
     def run
       @server.write_pid_file
-      @ready_r, @ready_w = IO.pipe
-      @ready_r.close_on_exec = true
       # Only the master holds the write end: when it dies, however it dies,
       # every worker (and mold) reads EOF and stops (Worker#watch_master).
       @life_r, @life_w = IO.pipe
       @solid_queue = solid_queue_process if @config[:solid_queue]
-      @scoreboard = Scoreboard.new(SCOREBOARD_ROWS)
-      @timeouts = Timeouts.new(@config, @scoreboard)
-      @free_rows = (0...SCOREBOARD_ROWS).to_a
+      @timeouts = Timeouts.new(@config, @workers.scoreboard)
       @status = 0
       @watchdog_interval = Systemd.watchdog_interval
       @next_watchdog = now # the loop's first look pings (Server#run stopped the feeding thread just before)
       Process.setproctitle("oribi master #{@server.listeners.all.map(&:uri).join(' ')}")
       @control = @server.control
       Oribi.child_subreaper! if @refork.on?
-      @restart_mtime = restart_mtime
-      announce_memory_limit
+      @restart_file = RestartFile.new(@config[:restart_file])
+      @memory.announce(@count)
       @hot.loop_started # this loop answers the control endpoint from here
       loop do
-        spawn_missing unless @stopping
+        @workers.spawn_missing(@count, now) unless @stopping
         reads, writes = @control ? @control.wait_ios : [[], []]
-        reads << @refork.promotion_link(@children)
-        @signals.wait(wait_time, [@ready_r, *reads].compact, writes).each { |sig| handle(sig) }
+        reads << @refork.promotion_link(@workers)
+        @signals.wait(wait_time, [@workers.ready, *reads].compact, writes).each { |sig| handle(sig) }
         serve_control
-        read_ready
+        @workers.read_ready(now)
         reap
         roll
-        @refork.step(@children, @rolling, @scoreboard, now, signal: method(:signal)) if @refork.on? && !stopping? && @hot.adopted.empty?
+        refork_step if @refork.on? && !stopping? && @hot.adopted.empty?
         enforce_timeouts
         enforce_idle_timeout
-        enforce_memory
+        @memory.enforce(@workers, @count, now) unless stopping?
         end_delay
         enforce_deadline
         @hot.enforce_deadline(now)
         supervise
         supervise_solid_queue
         watch_restart_file
-        break if @stopping && @children.empty? && @hot.adopted.empty? && !@solid_queue&.running?
+        break if @stopping && @workers.empty? && @hot.adopted.empty? && !@solid_queue&.running?
         break no_workers_left if @degraded && @hot.adopted.empty?
       end
       @status
@@ -107,7 +81,7 @@ module Oribi
 
     # What the control endpoint reads and asks (Control.route).
     def stats
-      Stats.snapshot(children: @children.values, scoreboard: @scoreboard, retired: @retired, started_at: @started_at,
+      Stats.snapshot(children: @workers.values, scoreboard: @workers.scoreboard, retired: @workers.retired, started_at: @started_at,
                      configured: @count, state: readiness, listening: @server.listeners)
     end
 
@@ -115,7 +89,7 @@ module Oribi
     # configured number of workers serve (during a USR2, old or new).
     def readiness
       return "stopping" if stopping?
-      serving = @children.values.count { |s| s.booted && (!s.retiring || s.pid == @refork.promoting) }
+      serving = @workers.values.count { |s| s.booted && (!s.retiring || s.pid == @refork.promoting) }
       serving += @hot.serving # USR2: the previous workers serve meanwhile
       return "booting" if serving < @count
 
@@ -127,7 +101,7 @@ module Oribi
       return [409, "text/plain", "a rolling restart is under way\n"] if @rolling.any?
 
       @control_action = :restart
-      [202, "text/plain", "rolling restart of #{@children.size} worker(s)\n"]
+      [202, "text/plain", "rolling restart of #{@workers.size} worker(s)\n"]
     end
 
     def control_stop
@@ -140,10 +114,10 @@ module Oribi
     def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
     def wait_time
-      times = [@deadline, (@delay.ends_at unless @stopping), (@respawn_at if @respawn_at > now), (@next_watchdog if @watchdog_interval),
+      times = [@deadline, (@delay.ends_at unless @stopping), @workers.respawn_at(now), (@next_watchdog if @watchdog_interval),
                @rolling.deadline, @hot.deadline,
-               (now + 1 if @timeouts.any? || @config[:restart_file]),
-               (memory_check_at if memory_limit.first.positive?),
+               (now + 1 if @timeouts.any? || @restart_file.on?),
+               @memory.deadline(@count, now),
                @control&.next_deadline, @solid_queue&.deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
@@ -174,7 +148,7 @@ module Oribi
     def reopen_logs(name)
       Log.reopen(@config)
       Log.info("#{name}: reopened the log files, the master's and the workers'")
-      signal_all(:USR1)
+      @workers.signal_all(:USR1)
     end
 
     # drain_backlog: false when a next generation shares the listeners
@@ -184,14 +158,14 @@ module Oribi
       return if @stopping
 
       @deadline ||= now + @config[:shutdown_timeout] # from TERM, a shutdown_delay included
-      Log.info("#{why}: draining #{@children.size} worker(s), #{(@deadline - now).round(1)} s at most")
+      Log.info("#{why}: draining #{@workers.size} worker(s), #{(@deadline - now).round(1)} s at most")
       @stopping = true
       @rolling.clear
       Systemd.notify("STOPPING=1")
       # start_server stops a generation once the next one serves, the
       # control endpoint included: probes go to that one from now on.
       close_control if @server.listeners.supervisor == :start_server
-      signal_all(drain_backlog ? :TERM : :USR2)
+      @workers.signal_all(drain_backlog ? :TERM : :USR2)
       @hot.stop(drain_backlog ? :TERM : :USR2)
       # The workers keep their copies until they find the backlog empty;
       # once the last is closed new connections are refused (or go to the
@@ -225,135 +199,55 @@ module Oribi
     def stop_now(sig)
       Log.info("#{sig} again: killing the workers, whatever they have in flight")
       shutdown(sig) unless @stopping # during shutdown_delay
-      signal_all(:KILL)
+      @workers.signal_all(:KILL)
       @solid_queue&.kill
     end
 
     def retire_one(name)
       return Log.info("#{name} ignored: one worker is the fewest") if @count <= 1
 
-      child = @children.values.reject(&:leaving?).max_by(&:index) or return
+      child = @workers.values.reject(&:leaving?).max_by(&:index) or return
       @count -= 1
       Log.info("#{name}: #{@count} workers (stopping worker[#{child.index}])")
-      retire(child)
+      @workers.retire(child)
     end
 
-    # Stops one worker while the others go on: the backlog is theirs.
-    def retire(child)
-      child.retiring = true
-      signal(child.pid, :USR2)
+    # First in each forked worker: the master's signal handlers undone and
+    # what the master keeps to itself closed (Workers#spawn).
+    def in_worker
+      @signals.reset
+      @life_w.close
+      @hot.lifeline&.close
+      Worker.lifeline = @life_r
+      @control&.close_in_child
     end
 
-    def spawn_missing
-      return if now < @respawn_at
-
-      live = @children.values.reject(&:leaving?).map(&:index)
-      promoting = @children[@refork.promoting] and live << promoting.index # to come from the mold
-      (0...@count).each do |index|
-        next if live.include?(index)
-
-        spawn(index)
-        break if now < @respawn_at
-      end
-    end
-
-    def spawn(index)
-      row = @free_rows.shift
-      if (child = @refork.spawn(index, row, @scoreboard, now))
-        return @children[child.pid] = child
-      end
-
-      @config.hook(:before_fork, @server, index)
-      ours, theirs = UNIXSocket.pair if @refork.on?
-      pid = fork do
-        # First of all: until then a TERM meant for this worker runs the
-        # master's handler, which only notes it for the master and is lost.
-        @signals.reset
-        @life_w.close
-        @hot.lifeline&.close
-        Worker.lifeline = @life_r
-        Worker.run_forked(@server, @app, index: index, ready: @ready_w, scoreboard: @scoreboard, row: row,
-                                         link: theirs, generation: 1) do
-          @ready_r.close
-          @control&.close_in_child
-          ours&.close
-          @children.each_value { |s| s.link&.close } # a mold must see EOF when the master closes its link
-        end
-      end
-      theirs&.close
-      @scoreboard.clear(row, pid)
-      @children[pid] = Child.new(index: index, pid: pid, started: now, booted: false, row: row, link: ours, generation: 0)
-    end
-
-    def read_ready
-      loop do
-        data = @ready_r.read_nonblock(4096, exception: false)
-        break if data == :wait_readable || data.nil?
-
-        data.each_line do |line|
-          _, pid, what = line.split
-          next unless (child = @children[pid = pid.to_i])
-          next child.recycling = true if what == "recycling" # max_requests (Worker#retire)
-
-          child.booted = now
-          @boot_failures = 0
-          child.pending&.uniq&.each { |sig| signal(pid, sig) }
-          child.pending = nil
-        end
-      end
-    end
-
+    # Every child that ended: a previous image's worker, Solid Queue's
+    # supervisor, or one of ours.
     def reap
       loop do
         pid, status = Process.wait2(-1, Process::WNOHANG)
         break unless pid
-        next if @hot.reaped(pid, status, describe(status))
+        next if @hot.reaped(pid, status, Workers.describe(status))
         next if @solid_queue&.reaped(pid, status, now)
 
-        child = @children.delete(pid) or next
-        child.link&.close
-        @refork.gone(child) if child.mold
-        retire_counters(child.row)
-        @scoreboard.release(child.row) # what a worker that died counted in the head (its connections, a wait)
-        @free_rows << child.row
-        read_ready # a worker may have booted and died between two looks
-        died(child, status)
+        child = @workers.reaped(pid, now) or next
+        died(child, status) unless @stopping || child.retiring
       end
     rescue Errno::ECHILD
       nil
     end
 
+    # One that should serve died: replaced (Workers#died) unless too many
+    # died booting in a row; then the previous image's workers go on
+    # serving (a USR2 whose new code fails), or the master stops.
     def died(child, status)
-      return if @stopping || child.retiring
+      return unless @workers.died(child, status, now) == :boot_failures
+      return keep_adopted if @hot.keep?(@workers.boot_failures)
 
-      clean = status.success?
-      Log.error("worker[#{child.index}] pid #{child.pid} #{describe(status)}") unless clean
-      if !child.booted
-        @boot_failures += 1
-        return keep_adopted if @boot_failures >= BOOT_FAILURES_MAX && @hot.keep?(@boot_failures)
-        if @boot_failures >= BOOT_FAILURES_MAX
-          Log.error("workers died while booting #{@boot_failures} times in a row; stopping " \
-                    "(see the errors above)")
-          @status = 1
-          shutdown("boot failure")
-          return
-        end
-        throttle
-      elsif !clean && now - child.booted < QUICK_CRASH
-        throttle
-      else
-        @quick_crashes = 0 # a recycled (max_requests) or long-lived worker
-      end
-    end
-
-    # Crash loops back off: 0.5 s, 1 s, 2 s ... up to 10 s between spawns.
-    def throttle
-      @quick_crashes += 1
-      @respawn_at = now + [0.5 * (2**(@quick_crashes - 1)), 10].min
-    end
-
-    def describe(status)
-      status.signaled? ? "killed by SIG#{Signal.signame(status.termsig)}" : "exited with status #{status.exitstatus}"
+      Log.error("workers died while booting #{@workers.boot_failures} times in a row; stopping (see the errors above)")
+      @status = 1
+      shutdown("boot failure")
     end
 
     # ---- rolling restart (HUP): one worker at a time, a new one booted
@@ -367,7 +261,7 @@ module Oribi
       @refork.drop # new workers come from the master again (and load the app anew when not preloaded)
       @solid_queue&.restart unless @app
 
-      @rolling.start(@children.values.reject(&:leaving?).sort_by(&:index).map(&:pid), now)
+      @rolling.start(@workers.values.reject(&:leaving?).sort_by(&:index).map(&:pid), now)
       Log.info("#{name}: rolling restart of #{@rolling.size} worker(s)#{', reloading the app' unless @app}")
     end
 
@@ -391,32 +285,22 @@ module Oribi
     end
 
     def roll
-      @rolling.step(@children, now, spawn: method(:spawn), retire: method(:retire)) unless @stopping
+      @rolling.step(@workers, now, spawn: ->(index) { @workers.spawn(index, now) }, retire: @workers.method(:retire)) unless @stopping
     end
+
+    def refork_step = @refork.step(@workers, @rolling, @workers.scoreboard, now, signal: @workers.method(:signal))
 
     # ---- hot restart (USR2): a new master from the same command line,
     # handed the listening sockets; the old one drains once the new one's
     # workers all serve, and keeps serving if the new one fails ----
 
-    # restart_file (bin/rails restart touches tmp/restart.txt): a new mtime
-    # restarts with the app's new code: a hot restart when the master holds
-    # the app (preload_app), else a rolling restart, whose workers load it.
+    # restart_file: with the app's new code, a hot restart when the master
+    # holds the app (preload_app), else a rolling restart, whose workers load it.
     def watch_restart_file
-      return unless @config[:restart_file] && !stopping?
-      return if (mtime = restart_mtime) == @restart_mtime
+      return if stopping? || !@restart_file.touched?
 
-      @restart_mtime = mtime
-      return unless mtime
-
-      kind = @app ? "hot restart" : "rolling restart"
-      Log.info("#{@config[:restart_file]} changed: #{kind}")
+      Log.info("#{@restart_file.path} changed: #{@app ? 'hot restart' : 'rolling restart'}")
       @app ? hot_restart : rolling_restart
-    end
-
-    def restart_mtime
-      File.mtime(@config[:restart_file]) if @config[:restart_file]
-    rescue SystemCallError
-      nil
     end
 
     # In place (Reexec): this pid execs the command line again, from
@@ -427,12 +311,10 @@ module Oribi
       return @hot.defer("once the previous workers have drained") if @hot.draining? && @hot.adopted.any?
       # Workers still booting: once they serve, unless they keep failing
       # (then they go: they served nothing, and this USR2 is the fix).
-      if @boot_failures.zero? && @quick_crashes.zero? && @children.values.any? { |c| !c.booted && !c.retiring }
-        return @hot.defer("once the workers have booted")
-      end
+      return @hot.defer("once the workers have booted") if !@workers.crashing? && @workers.booting?
 
-      @children.each_value { |c| Process.kill(:KILL, c.pid) unless c.booted }
-      workers = @hot.adopted.merge(@children.select { |_, c| c.booted && !c.leaving? }.to_h { |pid, c| [pid, c.index] })
+      @workers.values.each { |c| Process.kill(:KILL, c.pid) unless c.booted }
+      workers = @hot.adopted.merge(@workers.booted.reject(&:leaving?).to_h { |c| [c.pid, c.index] })
       stand_in = @hot.fork_stand_in(@control, workers, in_child: method(:in_stand_in), answer: method(:stand_in_answer))
       @refork.drop
       @hot.exec(server: @server, workers: workers, lifeline: @life_w, control: @control,
@@ -444,13 +326,13 @@ module Oribi
     # In the stand-in, first: what it must not hold of the master's.
     def in_stand_in
       @signals.reset
-      [@life_w, @hot.lifeline, @ready_r, @ready_w].each { |io| io&.close unless io&.closed? }
-      @children.each_value { |c| c.link&.close }
+      [@life_w, @hot.lifeline].each { |io| io&.close unless io&.closed? }
+      @workers.close_in_child
     end
 
     # The stand-in's answers: the master's, with the workers still alive.
     def stand_in_answer(method, path, alive)
-      @children.select! { |pid, _| alive.key?(pid) }
+      @workers.keep(alive.keys)
       @hot.adopted.select! { |pid, _| alive.key?(pid) }
       return [200, "application/json", Stats.json(stats.merge(reloading: true))] if path == "/stats" && method == "GET"
 
@@ -461,7 +343,7 @@ module Oribi
     def keep_adopted
       @degraded = true
       @count = 0
-      @children.each_value { |c| retire(c) }
+      @workers.values.each { |c| @workers.retire(c) }
     end
 
     def no_workers_left
@@ -474,14 +356,14 @@ module Oribi
     # Tells systemd (when it listens) and a parent generation (USR2) that
     # the service is up once every worker booted; feeds systemd's watchdog.
     def supervise
-      if !@notified_ready && !@stopping && @children.size >= @count && @children.values.all?(&:booted)
+      if !@notified_ready && !@stopping && @workers.size >= @count && @workers.values.all?(&:booted)
         @notified_ready = true
         Systemd.notify("READY=1\nMAINPID=#{Process.pid}\nSTATUS=#{@count} workers")
         @server.listeners.take_ownership!
         @control&.take_ownership!
         @hot.retire(now) unless @degraded
       end
-      hot_restart if @hot.due?(@notified_ready && @children.each_value.all?(&:booted))
+      hot_restart if @hot.due?(@notified_ready && @workers.values.all?(&:booted))
       return unless (interval = @watchdog_interval) && now >= @next_watchdog
 
       Systemd.notify("WATCHDOG=1")
@@ -494,21 +376,19 @@ module Oribi
       SolidQueueProcess.new(@server, @app, lifeline: @life_r, previous: @solid_queue_previous, in_child: lambda {
         @signals.reset
         @life_w.close
-        @ready_r.close
-        @ready_w.close
         @control&.close_in_child
-        @children.each_value { |s| s.link&.close }
+        @workers.close_in_child
       })
     end
 
     def supervise_solid_queue
       if @solid_queue_previous && !@solid_queue && @notified_ready
         Log.info("solid_queue: off in the new config; stopping the previous image's supervisor")
-        signal(@solid_queue_previous, :TERM)
+        @workers.signal(@solid_queue_previous, :TERM)
         @solid_queue_previous = nil
       end
       return unless @solid_queue&.supervise(now, serving: @notified_ready && !@degraded, stopping: @stopping,
-                                             workers_gone: @children.empty? && @hot.adopted.empty?,
+                                             workers_gone: @workers.empty? && @hot.adopted.empty?,
                                              past_deadline: @deadline && now >= @deadline)
 
       @status = SHUTDOWN_TIMED_OUT # killed past shutdown_timeout
@@ -517,18 +397,18 @@ module Oribi
 
     # Past request_timeout, worker_timeout or worker_boot_timeout (Timeouts).
     def enforce_timeouts
-      @timeouts.overdue(@children.values, now).each do |child, why|
+      @timeouts.overdue(@workers.values, now).each do |child, why|
         Log.error("worker[#{child.index}] pid #{child.pid} #{why}: killing it")
-        @scoreboard.unbusy(child.row) # its counters stay, for the totals
+        @workers.scoreboard.unbusy(child.row) # its counters stay, for the totals
         child.killed = true
-        signal(child.pid, :KILL)
+        @workers.signal(child.pid, :KILL)
       end
     end
 
     def enforce_idle_timeout
       return unless @notified_ready && !stopping?
 
-      why = @timeouts.idle(@children.values, @started_at) and graceful_stop(why)
+      why = @timeouts.idle(@workers.values, @started_at) and graceful_stop(why)
     end
 
     # ---- control endpoint and stats (docs/CONTROL.md) ----
@@ -551,35 +431,15 @@ module Oribi
 
     def control_request(method, path) = Control.route(method, path, self)
 
-    def retire_counters(row) = Stats.retire(@retired, @scoreboard.stats(row))
-
     def enforce_deadline
-      return unless @deadline && now >= @deadline && !@children.empty?
+      return unless @deadline && now >= @deadline && !@workers.empty?
 
       Log.error("shutdown_timeout (#{@config[:shutdown_timeout]} s): killing " \
-                "#{@children.values.map { |s| "worker[#{s.index}]" }.join(', ')} with requests still in flight; " \
+                "#{@workers.values.map { |s| "worker[#{s.index}]" }.join(', ')} with requests still in flight; " \
                 "exiting with status #{SHUTDOWN_TIMED_OUT}")
       @status = SHUTDOWN_TIMED_OUT # not a clean stop: requests were lost
-      signal_all(:KILL)
+      @workers.signal_all(:KILL)
       @deadline = now + KILL_WAIT
-    end
-
-    def signal_all(sig)
-      @children.each_key { |pid| signal(pid, sig) }
-    end
-
-    # A worker that has not booted yet may not have its own handlers: a TERM
-    # could still run the master's (inherited across fork, it only notes the
-    # signal for the master), or the default one, and lose the connections
-    # queued for the worker. What is meant for it waits until it serves.
-    # KILL never waits.
-    def signal(pid, sig)
-      child = @children[pid]
-      return (child.pending ||= []) << sig if child && !child.booted && sig != :KILL
-
-      Process.kill(sig, pid)
-    rescue Errno::ESRCH
-      nil
     end
   end
 end

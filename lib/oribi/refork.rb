@@ -59,7 +59,7 @@ module Oribi
       raise IOError, "bad answer #{data.inspect}" unless pid.positive?
 
       scoreboard.clear(row, pid, @generation)
-      Master::Child.new(index: index, pid: pid, started: now, booted: false, row: row,
+      Workers::Child.new(index: index, pid: pid, started: now, booted: false, row: row,
                         link: rights&.unix_rights&.first, generation: @generation)
     rescue SystemCallError, IOError => e
       Log.error("refork: the mold (pid #{@mold.pid}) failed to fork worker[#{index}] (#{e.message}); forking it here")

@@ -15,7 +15,7 @@ module Oribi
   # still drains, so that an index never has more than two. The default
   # is memory.max ÷ workers when the cgroup limits memory
   # (lib/oribi/cgroup.rb), else off.
-  module WorkerMemory
+  class WorkerMemory
     CHECK_EVERY = 1.0 # seconds between two looks
     MIB = 1024.0 * 1024
 
@@ -35,48 +35,54 @@ module Oribi
 
     def self.mib(bytes) = format("%.1f MiB", bytes / MIB)
 
-    private
+    def initialize(config)
+      @config = config
+      @check_at = nil
+    end
 
-    # [bytes, why] of the limit per worker; bytes 0 when off.
-    def memory_limit
+    # [bytes, why] of the limit per worker; bytes 0 when off. count: the
+    # workers the master runs now (the cgroup's share follows it).
+    def limit(count)
       set = @config[:max_worker_memory]
       return [set, "max_worker_memory"] unless set.nil?
 
       mem = Cgroup.current.memory_max or return [0, "off"]
-      [mem.bytes / [@count, 1].max, "#{mem.why} / #{@count} worker#{'s' if @count > 1}"]
+      [mem.bytes / [count, 1].max, "#{mem.why} / #{count} worker#{'s' if count > 1}"]
     end
 
     # Says at start what the limit is when the cgroup set it.
-    def announce_memory_limit
-      limit, why = memory_limit
+    def announce(count)
+      limit, why = limit(count)
       return unless limit.positive? && @config[:max_worker_memory].nil?
 
       Log.info("max_worker_memory #{WorkerMemory.mib(limit)} per worker (#{why})")
     end
 
-    def memory_check_at
-      @memory_check_at ||= now + CHECK_EVERY
+    # When the master must look next; nil when there is no limit.
+    def deadline(count, now)
+      @check_at ||= now + CHECK_EVERY if limit(count).first.positive?
     end
 
-    def enforce_memory
-      return if now < memory_check_at || stopping?
+    # Once a second: each serving worker over the limit is recycled
+    # (workers: the master's Workers).
+    def enforce(workers, count, now)
+      return if now < (@check_at ||= now + CHECK_EVERY)
 
-      @memory_check_at = now + CHECK_EVERY
-      limit, = memory_limit
+      @check_at = now + CHECK_EVERY
+      limit, = limit(count)
       return unless limit.positive?
 
-      draining = @children.values.select { |child| child.leaving? && !child.mold }.map(&:index) # a mold stays
-      live = @children.values.select { |child| child.booted && !child.leaving? && !child.mold && !draining.include?(child.index) }
+      draining = workers.values.select { |child| child.leaving? && !child.mold }.map(&:index) # a mold stays
+      live = workers.values.select { |child| child.booted && !child.leaving? && !child.mold && !draining.include?(child.index) }
       measured = WorkerMemory.measure(live.map(&:pid))
       live.each do |child|
         used, kind = measured[child.pid]
         next unless used && used > limit
 
-        served = @scoreboard.stats(child.row)[:served]
+        served = workers.scoreboard.stats(child.row)[:served]
         Log.info("worker[#{child.index}] pid #{child.pid}: #{kind} #{WorkerMemory.mib(used)} over " \
                  "max_worker_memory #{WorkerMemory.mib(limit)} after #{served} requests: recycling")
-        child.recycling = true
-        signal(child.pid, :USR2) # drain without the backlog; spawn_missing replaces it now
+        workers.recycle(child)
       end
     end
   end
