@@ -75,6 +75,23 @@ class FibersTest < Minitest::Test
   end
 
   # Queue#pop waits as a fiber: the request that pushes runs meanwhile.
+  # A request that waits in its fiber keeps only its own bytes (the
+  # connection's buffer shrinks to them): its fields, its body and a
+  # pipelined request behind it are all still there after the wait.
+  def test_a_waiting_request_keeps_its_head_its_body_and_what_follows
+    start("--fibers", "50")
+    s = @srv.tcp
+    fields = ->(r, n) { (1..n).map { |i| "X-F-#{i}: r#{r}-#{'v' * i}\r\n" }.join }
+    s.write("POST /echo HTTP/1.1\r\nHost: t\r\n#{fields.(0, 30)}Content-Length: 5\r\n\r\nhello" \
+            "GET /echo HTTP/1.1\r\nHost: t\r\n#{fields.(1, 3)}\r\n")
+    [["POST hello", 0, 30], ["GET ", 1, 3]].each do |start, r, n|
+      want = "#{start} #{(1..n).map { |i| "HTTP_X_F_#{i}=r#{r}-#{'v' * i}" }.join(' ')}"
+      assert_equal want, HTTPClient.read_response(s, timeout: 10).body
+    end
+  ensure
+    s&.close
+  end
+
   def test_a_queue_pop_lets_the_push_run
     start("--fibers", "10")
     pop = @srv.send_gets(["/pop"]).first

@@ -25,6 +25,25 @@ class PipeliningTest < Minitest::Test
     end
   end
 
+  # A connection keeps the header fields of its request in itself up to a
+  # number, past it in memory of their own for that request: pipelined
+  # heads of 3, 16, 17 and 90 fields, in turns, each reach the app whole
+  # and none another's.
+  def test_each_head_s_fields_reach_the_app_whole_however_many
+    server.each_transport do |name, open|
+      s = open.call
+      counts = [3, 90, 16, 17, 2, 40, 1, 16]
+      heads = counts.each_with_index.map do |n, r|
+        "GET /fields HTTP/1.1\r\nHost: t\r\n#{(1..n).map { |i| "X-F-#{i}: r#{r}-v#{i}\r\n" }.join}\r\n"
+      end
+      s.write(heads.join)
+      counts.each_with_index do |n, r|
+        assert_equal (1..n).map { |i| "HTTP_X_F_#{i}=r#{r}-v#{i}\n" }.join, HTTPClient.read_response(s).body, "#{name}: request #{r}"
+      end
+      s.close
+    end
+  end
+
   # More than one write's worth held back (ORIBI_CORK_MAX): the answers go
   # out whole and in order, to a client that reads them only later.
   def test_large_answers_in_a_pipeline_reach_a_late_reader_whole

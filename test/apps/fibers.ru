@@ -6,7 +6,8 @@ require "net/http"
 # asks a local upstream over Net::HTTP and answers with its body; /pop
 # waits on a Queue that /push fills; /sse streams three events 0.3 s
 # apart; /forever an event a second; /local sets a fiber local (Thread#[])
-# and answers with what was there before; / is a hello that says
+# and answers with what was there before; /echo waits 0.2 s and answers
+# with its body and its X-F-* header fields; / is a hello that says
 # rack.multithread. Each wait logs "waiting" when it begins.
 QUEUE = Thread::Queue.new
 
@@ -38,6 +39,11 @@ run lambda { |env|
   when "/pop"
     warn "waiting"
     [200, {}, ["popped #{QUEUE.pop}"]]
+  when "/echo"
+    warn "waiting"
+    sleep 0.2
+    fields = env.keys.grep(/\AHTTP_X_F_/).sort_by { |k| k[/\d+/].to_i }.map { |k| "#{k}=#{env[k]}" }
+    [200, {}, ["#{env['REQUEST_METHOD']} #{env['rack.input'].read} #{fields.join(' ')}"]]
   when "/push"
     QUEUE << q["v"]
     [200, {}, ["pushed"]]

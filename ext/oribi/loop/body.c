@@ -31,6 +31,21 @@ int oribi_conn_reserve(struct oribi_conn *c, size_t n)
     return 0;
 }
 
+void oribi_conn_fit(struct oribi_conn *c)
+{
+    if (!c->len || c->cap - c->len < 1024)
+        return;
+    char *buf = malloc(c->len);
+    if (!buf)
+        return; /* it keeps the larger one */
+    memcpy(buf, c->buf, c->len);
+    if (c->head_len)
+        oribi_request_rebase(&c->req, c->buf, c->head_len, buf);
+    free(c->buf);
+    c->buf = buf;
+    c->cap = c->len;
+}
+
 /* The loop answers 500 itself: say why (errno is the cause). */
 static int fail(struct oribi_conn *c, const char *what, const char *where)
 {

@@ -20,5 +20,8 @@ int oribi_body_feed(struct oribi_loop *loop, struct oribi_conn *c);
 
 /* Makes room for n more bytes in c->buf; 0 or -1 (out of memory). */
 int oribi_conn_reserve(struct oribi_conn *c, size_t n);
+/* Shrinks c->buf to its bytes, for a request that may wait long in the app
+ * (fibers): its head, and any pipelined bytes after it, stay. */
+void oribi_conn_fit(struct oribi_conn *c);
 
 #endif

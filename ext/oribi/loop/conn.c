@@ -47,6 +47,32 @@ static void conn_trim(struct oribi_conn *c)
     }
 }
 
+/* A request's fields, allocated when there were more than fields[] holds. */
+static void drop_fields(struct oribi_conn *c)
+{
+    if (c->headers != c->fields)
+        free(c->headers);
+    c->headers = c->fields;
+    c->req.headers = NULL;
+    c->req.num_headers = 0;
+}
+
+/* The head parsed into the loop's array: its fields become the conn's. */
+static int keep_fields(struct oribi_conn *c)
+{
+    const struct oribi_header *parsed = c->req.headers;
+    size_t n = c->req.num_headers;
+    drop_fields(c);
+    if (n > ORIBI_CONN_FIELDS && !(c->headers = malloc(n * sizeof(*c->headers)))) {
+        c->headers = c->fields;
+        return -1;
+    }
+    memcpy(c->headers, parsed, n * sizeof(*c->headers));
+    c->req.headers = c->headers;
+    c->req.num_headers = n;
+    return 0;
+}
+
 struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
 {
     struct oribi_conn *c = loop->free_list;
@@ -56,11 +82,6 @@ struct oribi_conn *conn_new(struct oribi_loop *loop, int fd)
         c = calloc(1, sizeof(*c));
         if (!c)
             return NULL;
-        c->headers = calloc(loop->opt.limits.max_headers, sizeof(struct oribi_header));
-        if (!c->headers) {
-            free(c);
-            return NULL;
-        }
     }
     if (fd >= loop->by_fd_cap) {
         int cap = loop->by_fd_cap ? loop->by_fd_cap : 1024;
@@ -120,6 +141,7 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
     c->gen++;
     c->len = 0;
     conn_trim(c);
+    drop_fields(c);
     if (c->kept)
         loop->nkept--;
     c->kept = 0;
@@ -347,10 +369,12 @@ static void conn_process(struct oribi_loop *loop, struct oribi_conn *c)
             timer_arm(loop, c, TIMER_HEAD); /* the header timeout runs from the first byte */
         if (c->proxy && (conn_proxy_header(loop, c) <= 0 || c->len == 0))
             return;
-        c->req.headers = c->headers;
+        c->req.headers = loop->fields;
         c->req.num_headers = loop->opt.limits.max_headers;
         int r = oribi_parse_request(c->buf, c->len, c->last_len, &c->req, &loop->opt.limits);
-        if (r > 0)
+        if (r > 0 && keep_fields(c) < 0)
+            conn_close(loop, c);
+        else if (r > 0)
             head_done(loop, c, r);
         else if (r == ORIBI_PARSE_INCOMPLETE)
             c->last_len = c->len;

@@ -35,6 +35,9 @@ struct oribi_write_budget {
     size_t spool_cap;
 };
 
+/* Header fields a connection keeps in itself (oribi_conn.fields). */
+#define ORIBI_CONN_FIELDS 16
+
 enum oribi_timer_kind { TIMER_NONE, TIMER_IDLE, TIMER_HEAD, TIMER_BODY, TIMER_WRITE, TIMER_LINGER, TIMER_KINDS };
 
 struct oribi_conn {
@@ -66,7 +69,12 @@ struct oribi_conn {
     size_t rest_off; /* where the bytes after this request start (READY) */
 
     struct oribi_request req;
+    /* The fields of its parsed head: in fields[] when that many fit (most
+     * requests), else allocated for this request alone. The parser writes
+     * into the loop's array of max_headers; a connection that waits (kept
+     * alive, or in a fiber that waits on an upstream) does not keep one. */
     struct oribi_header *headers;
+    struct oribi_header fields[ORIBI_CONN_FIELDS];
 
     /* body */
     int64_t body_left;  /* Content-Length bytes still to come */

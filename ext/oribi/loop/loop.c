@@ -69,7 +69,8 @@ int oribi_loop_init(struct oribi_loop *loop, const struct oribi_options *opt, co
     loop->budget.spool_cap = opt->max_worker_spool;
     loop->now = oribi_coarse_ms();
     loop->pfd = oribi_poller_open();
-    if (loop->pfd < 0 || oribi_wakeup_open(&loop->wake) < 0 ||
+    loop->fields = calloc(opt->limits.max_headers ? opt->limits.max_headers : 1, sizeof(*loop->fields));
+    if (!loop->fields || loop->pfd < 0 || oribi_wakeup_open(&loop->wake) < 0 ||
         oribi_poller_set(loop->pfd, loop->wake.rfd, (void *)TAG_WAKE, 0, ORIBI_POLL_IN) < 0) {
         int err = errno;
         oribi_loop_free(loop);
@@ -90,11 +91,12 @@ void oribi_loop_free(struct oribi_loop *loop)
         loop->free_list = c->qnext;
         free(c->buf);
         free(c->wbuf);
-        free(c->headers);
         free(c);
     }
     free(loop->by_fd);
     loop->by_fd = NULL;
+    free(loop->fields);
+    loop->fields = NULL;
     free(loop->pending);
     loop->pending = NULL;
     loop->npending = loop->pending_cap = 0;

@@ -107,6 +107,7 @@ struct oribi_loop {
     unsigned nidle; /* conns waiting for a next request (on the idle timer) */
     unsigned nkept; /* conns kept alive after a response: its kept-alive clients */
     struct oribi_conn *free_list;
+    struct oribi_header *fields;   /* max_headers: where a head is parsed (conn.h, fields) */
     struct oribi_pending *pending; /* responses done: look at the conn again */
     int npending, pending_cap;
     struct oribi_cork cork;           /* pipelined responses held back */

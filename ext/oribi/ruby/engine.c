@@ -26,6 +26,7 @@
 #include "ruby/oribi.h"
 #include "ruby/rack_response.h"
 #include "ruby/stream.h"
+#include "loop/body.h"
 #include "loop/log.h"
 #include "http/proxy_protocol.h"
 #include "http/queue_time.h"
@@ -375,6 +376,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     int64_t fibers = opt_bounded(opts, "fibers");
     if (fibers)
         e->regular = (int)(threads = fibers);
+    e->fibers = fibers > 0;
     e->multithread = threads > 1 ? Qtrue : Qfalse;
     e->max_streams = (int)opt_bounded(opts, "max_streams");
     e->early_hints = opt_bool(opts, "early_hints");
@@ -557,6 +559,8 @@ static VALUE start_request(struct oribi_engine *e, struct oribi_exchange *x, str
     x->env = oribi_env_build(&x->ctx, c, &own);
     if (!NIL_P(e->addr_header) && peer_trusted(e, c))
         oribi_env_remote_addr_from(x->env, &c->req, RSTRING_PTR(e->addr_header), (size_t)RSTRING_LEN(e->addr_header));
+    if (e->fibers) /* thousands may wait: each keeps no more than its bytes */
+        oribi_conn_fit(c);
     return x->env;
 }
 
@@ -662,7 +666,8 @@ static VALUE engine_next_request(VALUE self)
 }
 
 /* What an app thread keeps of the buffer its response heads are built in
- * between requests: a usual head's worth. */
+ * between requests: a usual head's worth. A fiber keeps none: thousands of
+ * them wait at once, each exchange a request's for its life. */
 #define EXCHANGE_OUT_KEEP 16384
 
 static void end_request(struct oribi_exchange *x)
@@ -686,7 +691,7 @@ static void end_request(struct oribi_exchange *x)
         x->tickets[k] = Qnil; /* kept ones do nothing now */
     if (x->io_bound)
         io_bound_mark(x, 0);
-    if (x->out_cap > EXCHANGE_OUT_KEEP || x->carried) { /* an app's large head: not kept for the thread's life */
+    if (x->out_cap > EXCHANGE_OUT_KEEP || x->carried || x->engine->fibers) { /* not kept for the thread's life */
         free(x->out);
         x->out = NULL;
         x->out_cap = x->out_len = 0;

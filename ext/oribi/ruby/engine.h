@@ -33,6 +33,7 @@ struct oribi_engine {
     VALUE tmpdir;
     int nexchanges, busy; /* one exchange per app thread, those in use */
     int regular;          /* threads: busy exchanges not marked io_bound may be at most this many */
+    int fibers;           /* the exchanges are fibers on one thread (fibers), not threads */
     int io_bound;         /* busy exchanges whose request is marked io_bound */
     struct oribi_exchange *exchanges;
     int exchanges_len; /* allocated; each is set up when first handed out (x->self) */
