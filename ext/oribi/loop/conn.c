@@ -18,6 +18,7 @@
 #include "os/clock.h"
 #include "loop/log.h"
 #include "loop/scheduler.h"
+#include "loop/transport.h"
 #include "http/proxy_protocol.h"
 #include "http/response.h"
 
@@ -191,7 +192,7 @@ static int conn_watch(struct oribi_loop *loop, struct oribi_conn *c)
  * the response before the client reads it: shut the write side and drain. */
 static void conn_linger(struct oribi_loop *loop, struct oribi_conn *c)
 {
-    if (shutdown(c->fd, SHUT_WR) < 0 || conn_watch(loop, c) < 0) {
+    if (oribi_io_shutdown(c) < 0 || conn_watch(loop, c) < 0) {
         conn_close(loop, c);
         return;
     }
@@ -418,7 +419,7 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
             return;
         }
         size_t space = c->cap - c->len;
-        ssize_t n = read(c->fd, c->buf + c->len, space);
+        ssize_t n = oribi_io_read(c, c->buf + c->len, space);
         if (n > 0) {
             if (!c->seen_us && c->state == CONN_HEAD && c->len == 0)
                 c->seen_us = oribi_mono_us(); /* the first byte of a next request */

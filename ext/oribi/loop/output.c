@@ -3,13 +3,11 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "os/clock.h"
-#include "os/sendfile.h"
-#include "os/socket.h"
 #include "loop/output.h"
+#include "loop/transport.h"
 
 static void budget_add(struct oribi_conn *c, size_t n)
 {
@@ -32,7 +30,7 @@ static size_t conn_share(const struct oribi_conn *c)
 int oribi_conn_flush(struct oribi_conn *c)
 {
     while (c->woff < c->wlen) {
-        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, ORIBI_MSG_NOSIGNAL);
+        ssize_t n = oribi_io_write(c, c->wbuf + c->woff, c->wlen - c->woff);
         if (n > 0) {
             c->woff += (size_t)n;
             budget_sub(c, (size_t)n);
@@ -82,12 +80,10 @@ static int conn_write(struct oribi_conn *c, const struct iovec *iov, int iovcnt,
 {
     size_t skip = 0;
     if (c->wlen == c->woff) {
-        /* The common case: the socket takes everything in one sendmsg. */
+        /* The common case: the socket takes everything in one write. */
         ssize_t n;
-        /* sendmsg for its flags: a gone peer is EPIPE, never SIGPIPE. */
-        struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = iovcnt > 1024 ? 1024 : iovcnt};
         do {
-            n = sendmsg(c->fd, &mh, ORIBI_MSG_NOSIGNAL | flags);
+            n = oribi_io_writev(c, iov, iovcnt > 1024 ? 1024 : iovcnt, flags);
         } while (n < 0 && errno == EINTR);
         if (n < 0) {
             if (errno != EAGAIN)
@@ -152,7 +148,7 @@ int oribi_conn_sendfile(struct oribi_conn *c, int fd, int64_t *off, int64_t end)
     while (*off < end) {
         int64_t left = end - *off;
         size_t want = left > (1 << 30) ? (size_t)1 << 30 : (size_t)left;
-        ssize_t n = oribi_sendfile(c->fd, fd, off, want);
+        ssize_t n = oribi_io_sendfile(c, fd, off, want);
         if (n > 0) {
             c->wprogress_ms = oribi_coarse_ms();
         } else if (n < 0 && errno == EINTR) {

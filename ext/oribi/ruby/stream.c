@@ -14,10 +14,9 @@
 #include <ruby/encoding.h>
 #include <ruby/io.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "ruby/stream.h"
-#include "os/socket.h"
+#include "loop/transport.h"
 
 #define STREAM_WRITE_SLICE (1024 * 1024) /* bytes handed to the conn per wait */
 
@@ -103,7 +102,7 @@ static long read_some(VALUE self, char *dst, long max, int block)
         return (long)n;
     }
     for (;;) {
-        ssize_t n = recv(c->fd, dst, (size_t)max, 0);
+        ssize_t n = oribi_io_read(c, dst, (size_t)max);
         if (n >= 0)
             return (long)n;
         if (errno == EINTR)
@@ -271,7 +270,7 @@ static VALUE stream_write_nonblock(int argc, VALUE *argv, VALUE self)
         stream_gone(x, EPIPE);
     if (c->wlen == c->woff) {
         do {
-            n = send(c->fd, RSTRING_PTR(str), (size_t)RSTRING_LEN(str), ORIBI_MSG_NOSIGNAL);
+            n = oribi_io_write(c, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
         } while (n < 0 && errno == EINTR);
         if (n < 0 && errno != EAGAIN)
             stream_gone(x, errno);
@@ -306,7 +305,7 @@ static VALUE stream_close_write(VALUE self)
     struct oribi_conn *c = x->stream == self ? oribi_exchange_conn(x) : NULL;
     s->write_closed = 1;
     if (c && !(x->resp && x->resp->gone) && oribi_exchange_drain(x, c) == 0)
-        shutdown(c->fd, SHUT_WR);
+        oribi_io_shutdown(c);
     return Qnil;
 }
 
