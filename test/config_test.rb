@@ -62,14 +62,14 @@ class ConfigTest < Minitest::Test
   end
 
   # Oribi's own config speaks Oribi: `threads` is its option, not a Puma
-  # word to report, and a TLS bind stops the check with what to do, not a
-  # complaint about its parameters.
-  def test_an_oribi_config_with_a_tls_bind_says_there_is_no_tls
+  # word to report, and a TLS bind's files are read as at boot (c.pem is
+  # not there: the check says so), not its parameters complained about.
+  def test_an_oribi_config_with_a_tls_bind_reads_its_files
     with_file(%(threads 4\nbind "ssl://127.0.0.1:9443?cert=c.pem&key=k.pem"\n)) do |path, dir|
       File.write(File.join(dir, "config.ru"), "run ->(_) { [200, {}, []] }\n")
       out, status = Open3.capture2e(RbConfig.ruby, "-I#{ROOT}/lib", "#{ROOT}/exe/oribi", "--check-config", path, chdir: dir)
       refute status.success?, out
-      assert_match(%r{ssl://127\.0\.0\.1:9443.*: Oribi serves no TLS: terminate it in a proxy}, out)
+      assert_match(%r{ssl://127\.0\.0\.1:9443: cannot read the certificate in c\.pem}, out)
       refute_match(/Puma|unknown parameter/, out)
     end
   end

@@ -470,8 +470,7 @@ class PumaConfigTest < Minitest::Test
     assert_equal [], load("supported_http_methods :any\n")[0][:http_methods]
     assert_equal Oribi::PumaWords::HTTP_METHODS, load("")[0][:http_methods]
     assert_equal [], load("", {}, "oribi.rb")[0][:http_methods]
-    e = assert_raises(Oribi::Config::Error) { load("bind \"ssl://0.0.0.0:443?key=k&cert=c\"\n") }
-    assert_match(/bind ssl:\/\/0\.0\.0\.0:443: Oribi serves no TLS/, e.message)
+    assert_equal ["ssl://0.0.0.0:443?key=k&cert=c"], load("bind \"ssl://0.0.0.0:443?key=k&cert=c&low_latency=true\"\n")[0][:binds]
     assert_equal ["tcp://127.0.0.2:3000"], load("set_default_host \"127.0.0.2\"\nport 3000\n")[0][:binds]
     assert_equal 4, load("workers 4\nthreads get(:workers), get(:workers)\n")[0][:threads]
   end

@@ -15,7 +15,7 @@ module Oribi
       config = Config.new
       Config.read(config, path, report: report)
       config.check!
-      check_bind_dirs(config)
+      check_binds(config)
       out.puts "#{path}, as Oribi reads it#{' (a Puma config: Puma\'s words and defaults)' if PumaWords.file?(path)}:"
       width = report.map { |_, word, _| word.size }.max.to_i
       report.each do |kind, word, what|
@@ -26,17 +26,22 @@ module Oribi
         out.puts "  #{name} #{Options.show(config[name])}"
       end
       0
-    rescue Config::Error => e
+    rescue Config::Error, ArgumentError => e
       out.puts "oribi: #{e.message.lines.first.chomp}"
       2
     end
 
     # A unix socket bound in a directory that does not exist fails only
     # when the server binds it (/run/app/ without systemd's
-    # RuntimeDirectory=app, say): said here, where the file is checked.
-    def check_bind_dirs(config)
+    # RuntimeDirectory=app, say): said here, where the file is checked. A
+    # TLS listener's certificate and key are read as at boot.
+    def check_binds(config)
       config[:binds].each do |uri|
-        kind, path = Listeners.parse(Listeners.split_params(uri).first)
+        base, params = Listeners.split_params(uri)
+        if (tls = Listeners.tls_settings(base, params, config.tls_pems))
+          Listeners.tls_context(Listeners::Listener.new(uri: uri, tls: tls))
+        end
+        kind, path = Listeners.parse(base)
         dir = File.dirname(path.to_s)
         next unless kind == :unix && !File.directory?(dir)
 

@@ -55,8 +55,14 @@ module Oribi
       config
     end
 
+    # The PEM text of TLS listeners' certificates and keys, by bind URI,
+    # given in the config (Puma's ssl_bind cert_pem:, key_pem:), never on a
+    # URI that logs and `ps` show.
+    attr_reader :tls_pems
+
     def initialize(values = {})
       @values = {}
+      @tls_pems = {}
       @defaulted = {} # names whose value is the option's default
       values.each { |k, v| self[k] = v }
     end

@@ -13,7 +13,9 @@ module Oribi
   # checked for a live owner before a stale file is replaced, and removed on
   # exit by the process that made it. Each listener may require the PROXY
   # protocol header of its connections: its URI's ?proxy_protocol=, else
-  # the proxy_protocol option.
+  # the proxy_protocol option. ssl://HOST:PORT?cert=PATH&key=PATH is a TCP
+  # listener whose connections speak TLS (docs/TLS.md), its settings read
+  # here, before any worker forks (TLSContext).
   class Listeners
     # The PROXY protocol versions a listener takes, by name, as the engine's
     # masks; "off" (nil) none.
@@ -21,10 +23,20 @@ module Oribi
     # made: [inode, ctime] of the socket file this process bound, so that
     # it never removes a file another server made there since (an inode
     # number alone is soon reused)
-    Listener = Struct.new(:uri, :socket, :path, :inherited, :made, :proxy_protocol, keyword_init: true) do
+    # tls: the settings of a TLS listener (TLS_PARAMS), else nil;
+    # tls_context: the TLSContext made from them
+    Listener = Struct.new(:uri, :socket, :path, :inherited, :made, :proxy_protocol, :tls, :tls_context,
+                          keyword_init: true) do
       def fileno = socket.fileno
       def unix? = !path.nil?
       def proxy_mask = PROXY_PROTOCOLS.fetch(proxy_protocol, 0)
+
+      # What a TLS listener presents, for the boot line.
+      def tls_text
+        return "" unless tls_context
+
+        " (TLS: #{tls_context.subject}, until #{tls_context.not_after&.strftime('%F')}; #{TLSContext::LIBRARY})"
+      end
 
       # The URI, and the PROXY protocol it requires when the option (not
       # the URI) says so.
@@ -53,8 +65,11 @@ module Oribi
 
     # proxy_protocol: "v1", "v2", "any" or "off"/nil, for listeners whose
     # URI does not say
-    def initialize(binds, backlog: 1024, reuse_port: false, unix_mode: nil, proxy_protocol: nil, env: ENV)
+    # tls_pems: { "ssl://HOST:PORT" => { "cert_pem" =>, "key_pem" => } }
+    # given in the config (Config#tls_pems)
+    def initialize(binds, backlog: 1024, reuse_port: false, unix_mode: nil, proxy_protocol: nil, tls_pems: {}, env: ENV)
       @backlog = backlog
+      @tls_pems = tls_pems
       @reuse_port = reuse_port
       @unix_mode = unix_mode
       @proxy_protocol = proxy_protocol == "off" ? nil : proxy_protocol
@@ -71,6 +86,7 @@ module Oribi
       else
         binds.each { |b| @all.concat(bind(b)) }
       end
+      @all.each { |l| l.tls_context = Listeners.tls_context(l) if l.tls }
     rescue StandardError
       close
       raise
@@ -105,6 +121,18 @@ module Oribi
     # Each listener's PROXY protocol mask, in the order of fds (the engine's
     # proxy_protocols).
     def proxy_protocols = @all.map(&:proxy_mask)
+
+    # Each listener's TLSContext or nil, in the order of fds (the engine's
+    # tls_contexts).
+    def tls_contexts = @all.map(&:tls_context)
+
+    # The TLSContext of a listener's settings; a file that does not do is
+    # an error naming the listener and the file.
+    def self.tls_context(listener)
+      TLSContext.new(listener.tls)
+    rescue TLSContext::Error => e
+      raise ArgumentError, "#{listener.uri.split('?').first}: #{e.message}"
+    end
 
     # A next generation took the sockets over (USR2): closing ours must not
     # remove the unix socket files it now serves on.
@@ -151,23 +179,25 @@ module Oribi
       end
     end
 
-    # What a TLS listener gets, from Oribi's config as from Puma's.
-    NO_TLS = "Oribi serves no TLS: terminate it in a proxy in front (Thruster, nginx, a load balancer) " \
-             "and bind plain tcp:// or unix:// here"
-
-    # URI parameters a bind takes, and their values.
+    # URI parameters a bind takes, and their values (nil: any).
     PARAMS = { "proxy_protocol" => [*PROXY_PROTOCOLS.keys, "off"] }.freeze
+    # ... and those of an ssl:// bind besides, its TLS settings (Puma's
+    # names). TLS 1.2 is the least a listener speaks: no_tlsv1 and
+    # no_tlsv1_1 are taken and change nothing.
+    TLS_PARAMS = { "cert" => nil, "key" => nil, "ca" => nil, "verify_mode" => %w[none peer force_peer],
+                   "ssl_cipher_filter" => nil, "ssl_ciphersuites" => nil, "no_tlsv1" => %w[true false],
+                   "no_tlsv1_1" => %w[true false], "reuse" => %w[true false] }.freeze
 
     # [the URI without its parameters, { name => value }]; an unknown
     # parameter or value is an error naming what is taken.
     def self.split_params(uri)
       base, query = uri.split("?", 2)
-      raise ArgumentError, "#{uri}: #{NO_TLS}" if base.start_with?("ssl://")
-
+      known = base.start_with?("ssl://") ? PARAMS.merge(TLS_PARAMS) : PARAMS
       params = URI.decode_www_form(query.to_s).to_h
       params.each do |name, value|
-        taken = PARAMS[name] or raise ArgumentError, "#{uri}: unknown parameter #{name}: #{PARAMS.keys.join(', ')} is taken"
-        next if taken.include?(value)
+        known.key?(name) or raise ArgumentError, "#{uri}: unknown parameter #{name}: #{known.keys.join(', ')} is taken"
+        taken = known[name]
+        next if taken.nil? || taken.include?(value)
 
         raise ArgumentError, "#{uri}: #{name}=#{value}: #{taken[0..-2].join(', ')} or #{taken[-1]}"
       end
@@ -176,6 +206,12 @@ module Oribi
       raise if e.message.start_with?(uri)
 
       raise ArgumentError, "#{uri}: #{e.message}"
+    end
+
+    # The TLS settings of an ssl:// URI's parameters (and the PEM text the
+    # config gave for it), else nil.
+    def self.tls_settings(base, params, pems = {})
+      params.slice(*TLS_PARAMS.keys).merge(pems.fetch(base, {})) if base.start_with?("ssl://")
     end
 
     # The PROXY protocol a listener's URI asks for, else default; nil: none.
@@ -187,13 +223,13 @@ module Oribi
     def self.parse(uri)
       case uri
       when %r{\Aunix://(/.+)\z} then [:unix, Regexp.last_match(1)]
-      when %r{\Atcp://\[([0-9a-fA-F:.]+)\]:(\d+)\z}, %r{\Atcp://([^:/\[\]]+):(\d+)\z}
+      when %r{\A(?:tcp|ssl)://\[([0-9a-fA-F:.]+)\]:(\d+)\z}, %r{\A(?:tcp|ssl)://([^:/\[\]]+):(\d+)\z}
         port = Integer(Regexp.last_match(2), 10)
         raise ArgumentError, "port out of range in #{uri}" unless port.between?(0, 65_535)
 
         [:tcp, Regexp.last_match(1), port]
       else
-        raise ArgumentError, "cannot bind #{uri.inspect}: use tcp://HOST:PORT, tcp://[V6]:PORT or unix:///PATH"
+        raise ArgumentError, "cannot bind #{uri.inspect}: use tcp://HOST:PORT, tcp://[V6]:PORT, unix:///PATH or ssl://HOST:PORT"
       end
     end
 
@@ -223,8 +259,10 @@ module Oribi
       # start must leave the files to the generation that still serves. The
       # spec is the URI it was bound from, parameters and all.
       if owned
+        base, params = Listeners.split_params(spec)
         return Listener.new(uri: spec, socket: sock, path: (addr.unix_path if addr.unix?), inherited: true,
-                            proxy_protocol: Listeners.proxy_protocol(spec, @proxy_protocol))
+                            proxy_protocol: Listeners.proxy_protocol(spec, @proxy_protocol),
+                            tls: Listeners.tls_settings(base, params, @tls_pems))
       end
 
       if addr.unix?
@@ -243,23 +281,30 @@ module Oribi
 
     # → the Listeners for uri: one, or two for localhost.
     def bind(uri)
-      base, = self.class.split_params(uri)
+      base, params = self.class.split_params(uri)
       proxy = self.class.proxy_protocol(uri, @proxy_protocol)
+      tls = self.class.tls_settings(base, params, @tls_pems)
+      raise ArgumentError, "#{base}: a TLS listener takes no PROXY protocol header (not served yet)" if tls && proxy
+
       kind, *rest = self.class.parse(base)
       listeners = if kind == :unix then [bind_unix(uri, rest[0])]
-                  elsif rest[0] == "localhost" then bind_localhost(rest[1], uri.delete_prefix(base))
+                  elsif rest[0] == "localhost" then bind_localhost(rest[1], uri.delete_prefix(base), base[/\A\w+/])
                   else [bind_tcp(uri, *rest)]
                   end
-      listeners.each { |l| l.proxy_protocol = proxy }
+      listeners.each do |l|
+        l.proxy_protocol = proxy
+        l.tls = tls
+      end
     end
+
 
     # Both loopbacks, as a client that resolves localhost may pick either
     # (Puma does the same); ::1 only where the host has IPv6. query: the
     # URI's parameters, which each one's URI keeps.
-    def bind_localhost(port, query)
-      v4 = bind_tcp("tcp://127.0.0.1:#{port}#{query}", "127.0.0.1", port)
+    def bind_localhost(port, query, scheme)
+      v4 = bind_tcp("#{scheme}://127.0.0.1:#{port}#{query}", "127.0.0.1", port)
       begin
-        [v4, bind_tcp("tcp://[::1]:#{port}#{query}", "::1", port)]
+        [v4, bind_tcp("#{scheme}://[::1]:#{port}#{query}", "::1", port)]
       rescue Errno::EADDRNOTAVAIL, Errno::EAFNOSUPPORT
         [v4]
       end

@@ -80,7 +80,6 @@ module Oribi
     # Words Oribi cannot honour whose absence would change what is served:
     # the server does not start, and the line says what to do instead.
     REFUSED = {
-      ssl_bind: Listeners::NO_TLS,
       out_of_band: "Oribi runs no out-of-band hooks: for GC set oob_gc N (a GC when the worker is idle); " \
                    "other work goes in env[\"rack.response_finished\"]",
       app: "Oribi serves the app of a rackup file: move the block to config.ru (`run ...`)",
@@ -176,25 +175,50 @@ module Oribi
     end
 
     # Puma's URI parameters: backlog and a unix socket's mode have Oribi
-    # options; ssl:// is not served. Oribi's own (proxy_protocol) stay on
-    # the URI: they are the listener's.
+    # options. Oribi's own (proxy_protocol) and an ssl:// bind's TLS
+    # settings stay on the URI: they are the listener's.
     def bind(uri)
       uri = uri.to_s
-      return __refuse("bind #{uri.split('?').first}", REFUSED[:ssl_bind]) if uri.start_with?("ssl://")
-
       base, query = uri.split("?", 2)
       own = []
+      tls = base.start_with?("ssl://") ? Listeners::TLS_PARAMS.keys : []
       URI.decode_www_form(query.to_s).each do |key, value|
         case key
         when "backlog" then __map("bind ...?backlog=#{value}", :backlog, value)
         when "mode" then __map("bind ...?mode=#{value}", :unix_mode, value)
-        when *Listeners::PARAMS.keys then own << [key, value]
+        when *Listeners::PARAMS.keys, *tls then own << [key, value]
         else __ignored(:bind, ["...?#{key}=#{value}"], "a URI parameter Oribi does not take")
         end
       end
       base = "#{base}?#{URI.encode_www_form(own)}" unless own.empty?
       Listeners.split_params(base)
       @binds << base
+    rescue ArgumentError => e
+      raise Config::Error, e.message
+    end
+
+    # Puma's ssl_bind: an ssl:// listener with these TLS settings. PEM text
+    # (cert_pem:, key_pem:, often from a secret) stays with the config,
+    # never on the URI that logs and `ps` show.
+    def ssl_bind(host, port, opts = {})
+      host = host.to_s
+      base = "ssl://#{host.include?(':') ? "[#{host}]" : host}:#{Integer(port.to_s, 10)}"
+      params = []
+      pems = {}
+      opts.each do |key, value|
+        key = key.to_s
+        next if value.nil?
+
+        if %w[cert_pem key_pem].include?(key) then pems[key] = value.to_s
+        elsif Listeners::TLS_PARAMS.key?(key) then params << [key, value == true || value.is_a?(Hash) ? "true" : value.to_s]
+        else __ignored(:ssl_bind, ["#{key}: ..."], "a TLS setting Oribi does not take")
+        end
+      end
+      uri = params.empty? ? base : "#{base}?#{URI.encode_www_form(params)}"
+      Listeners.split_params(uri)
+      @config.tls_pems[base] = pems unless pems.empty?
+      __map("ssl_bind #{host}, #{port}", :binds, uri)
+      @binds << uri
     rescue ArgumentError => e
       raise Config::Error, e.message
     end

@@ -58,7 +58,8 @@ module Oribi
       # the default death that resets the connections queued so far.
       signals = Signals.new(standalone ? Worker::SIGNALS : Master::SIGNALS)
       @listeners = Listeners.new(@config[:binds], backlog: @config[:backlog], reuse_port: @config[:reuse_port],
-                                                  unix_mode: @config[:unix_mode], proxy_protocol: @config[:proxy_protocol])
+                                                  unix_mode: @config[:unix_mode], proxy_protocol: @config[:proxy_protocol],
+                                                  tls_pems: @config.tls_pems)
       @listeners.apply_unix_mode unless @degraded # a config that did not load changes nothing
       app ||= load_app_or_degrade if @config[:preload_app] || standalone
       banner
@@ -158,7 +159,7 @@ module Oribi
                "#{", portable build" if Oribi::PORTABLE}), pid #{Process.pid}, " \
                "#{workers}, env #{@config[:environment]}#{', app preloaded' if @config[:preload_app]}" \
                "#{concurrency}, #{config_origin}")
-      @listeners.all.each { |l| Log.info("listening on #{l}#{l.access}") }
+      @listeners.all.each { |l| Log.info("listening on #{l}#{l.tls_text}#{l.access}") }
       handed = { systemd: "systemd (LISTEN_FDS)", start_server: "start_server (SERVER_STARTER_PORT)" }[@listeners.supervisor]
       return if handed.nil? || @config.default?(:binds)
 

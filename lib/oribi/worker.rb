@@ -65,7 +65,8 @@ module Oribi
       # rack.multiprocess: whether another process may run the app at the same time
       @engine = Engine.new(@server.listeners.fds, @config.engine_options.merge(multiprocess: @config[:workers] > 1,
                                                                                 started_ms: (@server.started_at.to_f * 1000).to_i,
-                                                                                proxy_protocols: @server.listeners.proxy_protocols))
+                                                                                proxy_protocols: @server.listeners.proxy_protocols,
+                                                                                tls_contexts: @server.listeners.tls_contexts))
       # The engine marks its row busy/idle itself: no Ruby call per request.
       @engine.attach_scoreboard(@scoreboard, @sb_row) if @scoreboard
       @access_log = AccessLog.new(@config[:access_log], @config[:access_log_format], @config[:trusted_proxies]) if @config[:access_log]

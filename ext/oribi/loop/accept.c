@@ -15,6 +15,7 @@
 
 #include "os/clock.h"
 #include "loop/log.h"
+#include "loop/tls.h"
 
 static void set_accepting(struct oribi_loop *loop, int on)
 {
@@ -243,6 +244,10 @@ int accept_one(struct oribi_loop *loop, int li)
     if (loop->listeners[li].is_unix)
         c->peer.ss_family = AF_UNIX;
     c->proxy = (unsigned char)loop->listeners[li].proxy;
+    if (loop->listeners[li].tls && oribi_tls_start(c, loop->listeners[li].tls) < 0) {
+        conn_close(loop, c);
+        return 0;
+    }
     c->may_read = 1;
     c->seen_us = oribi_mono_us();
     timer_arm(loop, c, TIMER_HEAD);

@@ -143,6 +143,7 @@ static void conn_release(struct oribi_loop *loop, struct oribi_conn *c, int clos
     c->len = 0;
     conn_trim(c);
     drop_fields(c);
+    oribi_tls_free(c);
     if (c->kept)
         loop->nkept--;
     c->kept = 0;
@@ -222,6 +223,8 @@ static void log_refusal(struct oribi_conn *c, int status)
               status == 501 ? "a transfer coding other than chunked" : "an HTTP major version other than 1");
 }
 
+static void answer_and_close(struct oribi_loop *loop, struct oribi_conn *c, const char *out, size_t n);
+
 void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
 {
     if (status == 501 || status == 505)
@@ -229,7 +232,14 @@ void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
     char out[512];
     size_t n =
         oribi_error_response(out, sizeof(out), status, &loop->date, time(NULL), 0, oribi_is_head(c->buf, c->len));
-    struct iovec iov = {out, n};
+    answer_and_close(loop, c, out, n);
+}
+
+/* The loop's last answer on c: written (or kept for the socket), then the
+ * rest of the client's bytes read and dropped until it closes. */
+static void answer_and_close(struct oribi_loop *loop, struct oribi_conn *c, const char *out, size_t n)
+{
+    struct iovec iov = {(void *)out, n};
     loop->rejected++;
     oribi_conn_no_keepalive(c);
     if (oribi_conn_write(c, &iov, 1) < 0) {
@@ -246,6 +256,20 @@ void conn_reject(struct oribi_loop *loop, struct oribi_conn *c, int status)
         return;
     }
     conn_linger(loop, c);
+}
+
+/* A plain HTTP request on a TLS listener: answered in plain HTTP, with
+ * what went wrong, as nginx does, and closed. */
+static void conn_plain_on_tls(struct oribi_loop *loop, struct oribi_conn *c)
+{
+    static const char out[] = "HTTP/1.1 400 Bad Request\r\n"
+                              "Content-Type: text/plain\r\n"
+                              "Content-Length: 46\r\n"
+                              "Connection: close\r\n\r\n"
+                              "The plain HTTP request was sent to HTTPS port\n";
+    oribi_tls_free(c); /* from here the socket itself */
+    c->len = c->rest_off = 0;
+    answer_and_close(loop, c, out, sizeof(out) - 1);
 }
 
 static void conn_answered(struct oribi_loop *loop, struct oribi_conn *c);
@@ -429,7 +453,7 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
              * unread, and edge-triggered epoll reports it only once: a
              * client that aborts mid-body would hold its fd (and its
              * tmpfile) until the body timeout. */
-            c->may_read = (size_t)n == space || c->peer_hup;
+            c->may_read = (size_t)n == space || c->peer_hup || c->tls; /* TLS: a record at a time, until EAGAIN */
             conn_process(loop, c);
         } else if (n == 0) {
             /* EOF. Requests the client sent whole before it ended its side
@@ -460,7 +484,10 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
         } else if (errno == EAGAIN) {
             c->may_read = 0;
         } else if (errno != EINTR) {
-            conn_close(loop, c);
+            if (c->tls && oribi_tls_plain_http(c))
+                conn_plain_on_tls(loop, c);
+            else
+                conn_close(loop, c);
             return;
         }
     }
@@ -528,10 +555,14 @@ void drain_pending(struct oribi_loop *loop)
     }
 }
 
-/* What the poller said about reading: bytes or a hangup to read to. */
+/* What the poller said about reading: bytes or a hangup to read to. A TLS
+ * handshake reads on once the socket takes what it had to write. */
 static int note_readable(struct oribi_conn *c, uint32_t events)
 {
-    if (!(events & (ORIBI_POLL_IN | ORIBI_POLL_HUP | ORIBI_POLL_ERR)))
+    uint32_t readable = ORIBI_POLL_IN | ORIBI_POLL_HUP | ORIBI_POLL_ERR;
+    if (c->tls && oribi_tls_handshaking(c))
+        readable |= ORIBI_POLL_OUT;
+    if (!(events & readable))
         return 0;
     c->may_read = 1;
     if (events & (ORIBI_POLL_HUP | ORIBI_POLL_ERR))

@@ -40,10 +40,14 @@ struct oribi_write_budget {
 
 enum oribi_timer_kind { TIMER_NONE, TIMER_IDLE, TIMER_HEAD, TIMER_BODY, TIMER_WRITE, TIMER_LINGER, TIMER_KINDS };
 
+struct ssl_st;
+
 struct oribi_conn {
     int fd;
-    int listener; /* index into the loop's listeners */
-    uint32_t gen; /* bumped on reuse: stale pending entries are skipped */
+    struct ssl_st *tls;         /* TLS over the socket (tls.h), else NULL: the socket itself */
+    unsigned char plain_on_tls; /* its TLS failed on a plain HTTP request (tls.h) */
+    int listener;               /* index into the loop's listeners */
+    uint32_t gen;               /* bumped on reuse: stale pending entries are skipped */
     unsigned char state;
     unsigned char timer;    /* which list it is on */
     unsigned watched : 1;   /* in the poller */

@@ -56,10 +56,13 @@ struct oribi_options {
     const char *tmpdir;
 };
 
+struct ssl_ctx_st;
+
 struct oribi_listener {
     int fd;
     int is_unix;
-    int proxy; /* PROXY protocol versions its connections must open with (ORIBI_PROXY_V*), 0 none */
+    int proxy;              /* PROXY protocol versions its connections must open with (ORIBI_PROXY_V*), 0 none */
+    struct ssl_ctx_st *tls; /* its connections speak TLS with these settings (tls.h), else NULL */
     /* Wake-ups for it this worker took from the poller asleep and has not
      * answered with an accept: under EPOLLEXCLUSIVE no other worker was
      * woken for those connections (close_listeners hands them over). */

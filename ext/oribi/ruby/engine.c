@@ -26,6 +26,7 @@
 #include "ruby/oribi.h"
 #include "ruby/rack_response.h"
 #include "ruby/stream.h"
+#include "ruby/tls_context.h"
 #include "loop/body.h"
 #include "loop/log.h"
 #include "http/proxy_protocol.h"
@@ -71,6 +72,7 @@ static void engine_mark(void *p)
     rb_gc_mark(e->tmpdir);
     rb_gc_mark(e->addr_header);
     rb_gc_mark(e->url_scheme);
+    rb_gc_mark(e->tls_contexts);
     rb_gc_mark(e->dispatcher);
     rb_gc_mark(e->scoreboard);
     for (int i = 0; i < e->exchanges_len; i++)
@@ -104,7 +106,7 @@ static const rb_data_type_t engine_type = {
 static VALUE engine_alloc(VALUE klass)
 {
     struct oribi_engine *e = ZALLOC(struct oribi_engine);
-    e->tmpdir = e->dispatcher = e->scoreboard = e->addr_header = e->url_scheme = Qnil;
+    e->tmpdir = e->dispatcher = e->scoreboard = e->addr_header = e->url_scheme = e->tls_contexts = Qnil;
     e->multiprocess = e->multithread = Qfalse;
     return TypedData_Wrap_Struct(klass, &engine_type, e);
 }
@@ -326,6 +328,27 @@ static void listener_proxies(VALUE opts, struct oribi_listener *ls, long n)
     }
 }
 
+/* The TLS settings of each listener (Listeners#tls_contexts: an
+ * Oribi::TLSContext or nil per fd, in the fds' order); nil, or no such
+ * option, for none. Not a Config option: the listeners carry it. */
+static void listener_tls(struct oribi_engine *e, VALUE opts, struct oribi_listener *ls, long n)
+{
+    VALUE v = rb_hash_lookup2(opts, ID2SYM(rb_intern("tls_contexts")), Qnil);
+    if (NIL_P(v))
+        return;
+    Check_Type(v, T_ARRAY);
+    if (RARRAY_LEN(v) != n)
+        rb_raise(rb_eArgError, "engine option tls_contexts: one per listener");
+    e->tls_contexts = rb_obj_freeze(rb_ary_dup(v));
+    for (long i = 0; i < n; i++) {
+        VALUE ctx = rb_ary_entry(v, i);
+        if (NIL_P(ctx))
+            continue;
+        ls[i].tls = oribi_tls_context(ctx);
+        e->listeners[i].tls = 1;
+    }
+}
+
 /* Engine.new(listener_fds, options) — options are documented in docs/CONFIGURATION.md */
 static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
 {
@@ -394,6 +417,7 @@ static VALUE engine_init(VALUE self, VALUE fds, VALUE opts)
     for (long i = 0; i < n; i++)
         describe_listener(&e->listeners[i], &ls[i], NUM2INT(rb_ary_entry(fds, i)));
     listener_proxies(opts, ls, n);
+    listener_tls(e, opts, ls, n);
     if (oribi_loop_init(&e->loop, &o, ls, (int)n) < 0)
         rb_sys_fail("oribi loop");
     e->ready = 1;

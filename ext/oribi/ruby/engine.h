@@ -74,6 +74,7 @@ struct oribi_engine {
      * requests; Qnil off */
     VALUE addr_header;
     VALUE url_scheme;   /* url_scheme (rack.url_scheme), Qnil: "http" */
+    VALUE tls_contexts; /* the listeners' Oribi::TLSContext (or nil), held for their SSL_CTX */
     int64_t started_us; /* the server's start (wall clock): no X-Request-Start before it */
 };
 

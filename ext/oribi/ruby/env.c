@@ -22,6 +22,7 @@ static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server
     k_multiprocess, k_run_once, k_hijack_p, k_http_host, k_hijack, k_early_hints, k_response_finished, k_protocol,
     k_io_bound;
 static VALUE v_empty, v_http, v_http10, v_http11, v_software, v_localhost_ip, v_port80;
+static VALUE k_https, v_https, v_on, v_port443;
 
 VALUE oribi_fstr(const char *s)
 {
@@ -129,6 +130,10 @@ void oribi_env_init(void)
     v_software = oribi_fstr("Oribi");
     v_localhost_ip = oribi_fstr("127.0.0.1");
     v_port80 = oribi_fstr("80");
+    k_https = oribi_fstr("HTTPS");
+    v_https = oribi_fstr("https");
+    v_on = oribi_fstr("on");
+    v_port443 = oribi_fstr("443");
     for (size_t i = 0; i < NMETHODS; i++)
         method_vals[i] = oribi_fstr(methods[i]);
     for (size_t i = 0; i < NCOMMON; i++) {
@@ -262,6 +267,18 @@ static void split_host(VALUE env, const char *h, size_t len)
     }
     rb_hash_aset(env, k_server_name, rb_interned_str(h, (long)name_end));
     rb_hash_aset(env, k_server_port, port_len ? rb_interned_str(port, (long)port_len) : v_port80);
+}
+
+/* Whether a Host value ends in a port: "name:port", "[v6]:port". */
+static int host_names_port(const char *h, size_t len)
+{
+    const char *from = h;
+    if (h[0] == '[') {
+        from = memchr(h, ']', len);
+        if (!from)
+            return 0;
+    }
+    return memchr(from, ':', len - (size_t)(from - h)) != NULL;
 }
 
 /* The protocols of the Upgrade field(s), in order: "websocket", "h2c". */
@@ -435,7 +452,9 @@ VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const str
         pairs_add(&p, oribi_key_request_method, rb_str_new(r->method, (long)r->method_len));
     if (own->input != ctx->empty_input)
         pairs_add(&p, oribi_key_input, own->input);
-    pairs_add(&p, k_hijack, own->hijack);
+    int tls = ctx->listeners[c->listener].tls;
+    if (!tls)
+        pairs_add(&p, k_hijack, own->hijack);
     if (q)
         pairs_add(&p, k_query_string, rb_str_new(q + 1, (long)(r->path_len - plen - 1)));
     if (r->minor_version != 1)
@@ -444,6 +463,13 @@ VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const str
         pairs_add(&p, k_early_hints, own->early_hints);
     if (!NIL_P(own->io_bound))
         pairs_add(&p, k_io_bound, own->io_bound);
+    if (tls) { /* no full hijack: the socket carries TLS records, not the app's bytes */
+        pairs_add(&p, k_url_scheme, v_https);
+        pairs_add(&p, k_https, v_on);
+        pairs_add(&p, k_hijack_p, Qfalse);
+        if (r->host && r->host_len && !host_names_port(r->host, r->host_len))
+            pairs_add(&p, k_server_port, v_port443);
+    }
     header_pairs(&p, r);
     pairs_flush(&p);
 

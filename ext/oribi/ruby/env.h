@@ -14,6 +14,7 @@ struct oribi_env_listener {
     VALUE server_name; /* used when the request names no host */
     VALUE server_port;
     int is_unix;
+    int tls; /* https: rack.url_scheme, HTTPS on, port 443 when the host names none */
 };
 
 struct oribi_env_ctx {

@@ -50,6 +50,8 @@ VALUE oribi_full_hijack(VALUE ticket)
     struct oribi_conn *c = x->phase == PHASE_APP ? oribi_exchange_conn(x) : NULL;
     if (!c)
         rb_raise(rb_eIOError, "rack.hijack: no request in the app (the response has started or is over)");
+    if (c->tls)
+        rb_raise(rb_eNotImpError, "rack.hijack: not on a TLS connection (env[\"rack.hijack?\"] is false there)");
     return oribi_hijack_io(x, c);
 }
 

@@ -1,0 +1,279 @@
+/* TLS over a connection's socket (tls.h). */
+#include "loop/tls.h"
+#include "loop/conn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "os/socket.h"
+
+#ifdef ORIBI_HAVE_OPENSSL
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+/* Small pieces of a response (a head, chunk framing, a short body) leave
+ * in one record rather than one each: gathered here first, a buffer per
+ * thread that writes (the loop's, each app thread's), never on a stack
+ * (a fiber's keeps every page it touched). A TLS record's plaintext. */
+#define GATHER 16384
+static __thread char *gather;
+
+int oribi_tls_start(struct oribi_conn *c, struct ssl_ctx_st *ctx)
+{
+    SSL *s = SSL_new(ctx);
+    if (!s)
+        return -1;
+    if (SSL_set_fd(s, c->fd) != 1) {
+        SSL_free(s);
+        ERR_clear_error();
+        return -1;
+    }
+    SSL_set_accept_state(s);
+    c->tls = s;
+    c->plain_on_tls = 0;
+    return 0;
+}
+
+void oribi_tls_free(struct oribi_conn *c)
+{
+    if (!c->tls)
+        return;
+    SSL_free(c->tls);
+    c->tls = NULL;
+}
+
+/* What an SSL call that returned r <= 0 means, as a syscall would say it:
+ * 0 for the peer's end, else -1 with errno (EAGAIN: the socket first). The
+ * thread's error queue is left empty, as the next call on any connection
+ * needs it. */
+static ssize_t failed(struct oribi_conn *c, int r)
+{
+    int err = SSL_get_error(c->tls, r);
+    ssize_t ret = -1;
+    switch (err) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+        errno = EAGAIN;
+        break;
+    case SSL_ERROR_ZERO_RETURN: /* close_notify */
+        ret = 0;
+        break;
+    case SSL_ERROR_SYSCALL:
+        if (errno == 0 || errno == EAGAIN)
+            errno = ECONNRESET;
+        break;
+    default: {
+        unsigned long e = ERR_peek_error();
+        if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
+            (ERR_GET_REASON(e) == SSL_R_HTTP_REQUEST || ERR_GET_REASON(e) == SSL_R_HTTPS_PROXY_REQUEST))
+            c->plain_on_tls = 1;
+        errno = EPROTO;
+    }
+    }
+    ERR_clear_error();
+    return ret;
+}
+
+ssize_t oribi_tls_read(struct oribi_conn *c, void *buf, size_t n)
+{
+    int want = n > INT32_MAX ? INT32_MAX : (int)n;
+    errno = 0;
+    int r = SSL_read(c->tls, buf, want);
+    return r > 0 ? r : failed(c, r);
+}
+
+/* n bytes as records until the socket is full: a short count then (a
+ * record is written whole or is pending in TLS, to go with the next write). */
+static ssize_t write_some(struct oribi_conn *c, const char *p, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        size_t left = n - done;
+        errno = 0;
+        int r = SSL_write(c->tls, p + done, left > (1 << 30) ? 1 << 30 : (int)left);
+        if (r <= 0) {
+            ssize_t f = failed(c, r);
+            return done ? (ssize_t)done : f;
+        }
+        done += (size_t)r;
+    }
+    return (ssize_t)done;
+}
+
+static char *gather_buf(void)
+{
+    if (!gather)
+        gather = malloc(GATHER);
+    return gather;
+}
+
+/* A write TLS could not finish is written again with the same first bytes
+ * and no fewer of them (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER lets them move):
+ * what is not counted as written here is what the caller keeps and offers
+ * next, from its first byte. */
+ssize_t oribi_tls_writev(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
+{
+    ssize_t total = 0;
+    int i = 0;
+    size_t off = 0; /* into iov[i] */
+    while (i < iovcnt) {
+        size_t left = iov[i].iov_len - off;
+        if (!left) {
+            i++;
+            off = 0;
+            continue;
+        }
+        const char *p = (const char *)iov[i].iov_base + off;
+        size_t n = left;
+        char *g = left < GATHER ? gather_buf() : NULL;
+        if (g) { /* small pieces in a row: one record */
+            n = 0;
+            int j = i;
+            size_t o = off;
+            while (j < iovcnt && n < GATHER) {
+                size_t take = iov[j].iov_len - o;
+                if (take > GATHER - n)
+                    take = GATHER - n;
+                memcpy(g + n, (const char *)iov[j].iov_base + o, take);
+                n += take;
+                o += take;
+                if (o == iov[j].iov_len) {
+                    j++;
+                    o = 0;
+                }
+            }
+            p = g;
+        }
+        ssize_t w = write_some(c, p, n);
+        if (w < 0)
+            return total ? total : -1;
+        total += w;
+        /* advance over w bytes of the iovs */
+        size_t adv = (size_t)w;
+        while (adv && i < iovcnt) {
+            size_t here = iov[i].iov_len - off;
+            if (adv < here) {
+                off += adv;
+                adv = 0;
+            } else {
+                adv -= here;
+                i++;
+                off = 0;
+            }
+        }
+        if ((size_t)w < n)
+            return total;
+    }
+    return total;
+}
+
+ssize_t oribi_tls_sendfile(struct oribi_conn *c, int fd, int64_t *off, size_t n)
+{
+    char *g = gather_buf();
+    if (!g) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ssize_t total = 0;
+    while ((size_t)total < n) {
+        size_t want = n - (size_t)total < GATHER ? n - (size_t)total : GATHER;
+        ssize_t got = pread(fd, g, want, (off_t)*off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            if (total)
+                return total;
+            if (got == 0)
+                return 0; /* the file ended */
+            return -1;
+        }
+        ssize_t w = write_some(c, g, (size_t)got);
+        if (w < 0)
+            return total ? total : -1;
+        *off += w;
+        total += w;
+        if (w < got)
+            break;
+    }
+    return total;
+}
+
+int oribi_tls_shutdown(struct oribi_conn *c)
+{
+    if (SSL_is_init_finished(c->tls))
+        SSL_shutdown(c->tls); /* close_notify; the peer's is not waited for */
+    ERR_clear_error();
+    return shutdown(c->fd, SHUT_WR);
+}
+
+int oribi_tls_buffered(const struct oribi_conn *c)
+{
+    return SSL_has_pending(c->tls);
+}
+
+int oribi_tls_handshaking(const struct oribi_conn *c)
+{
+    return !SSL_is_init_finished(c->tls);
+}
+
+#else /* no OpenSSL: no TLS listener, so none of these is reached */
+
+int oribi_tls_start(struct oribi_conn *c, struct ssl_ctx_st *ctx)
+{
+    (void)c;
+    (void)ctx;
+    errno = ENOTSUP;
+    return -1;
+}
+
+void oribi_tls_free(struct oribi_conn *c)
+{
+    c->tls = NULL;
+}
+
+ssize_t oribi_tls_read(struct oribi_conn *c, void *buf, size_t n)
+{
+    return read(c->fd, buf, n);
+}
+
+ssize_t oribi_tls_writev(struct oribi_conn *c, const struct iovec *iov, int iovcnt)
+{
+    return writev(c->fd, iov, iovcnt);
+}
+
+ssize_t oribi_tls_sendfile(struct oribi_conn *c, int fd, int64_t *off, size_t n)
+{
+    (void)c;
+    (void)fd;
+    (void)off;
+    (void)n;
+    errno = ENOTSUP;
+    return -1;
+}
+
+int oribi_tls_shutdown(struct oribi_conn *c)
+{
+    return shutdown(c->fd, SHUT_WR);
+}
+
+int oribi_tls_buffered(const struct oribi_conn *c)
+{
+    (void)c;
+    return 0;
+}
+
+int oribi_tls_handshaking(const struct oribi_conn *c)
+{
+    (void)c;
+    return 0;
+}
+
+#endif
+
+int oribi_tls_plain_http(const struct oribi_conn *c)
+{
+    return c->plain_on_tls;
+}

@@ -1,0 +1,43 @@
+/*
+ * TLS over a connection's socket, with OpenSSL: the transport behind
+ * loop/transport.h for a connection taken from a TLS listener. The
+ * handshake runs in the loop's reads (the first bytes a connection sends
+ * are its ClientHello), never blocking: a read that needs the socket to
+ * become readable or writable first is EAGAIN, as on a plain socket. One
+ * thread at a time uses a connection's TLS, as its plain socket: the loop,
+ * or the app thread its request is with.
+ *
+ * Without OpenSSL at build time (ORIBI_HAVE_OPENSSL undefined) there are no
+ * TLS listeners; these are never called.
+ */
+#ifndef ORIBI_TLS_H
+#define ORIBI_TLS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct oribi_conn;
+struct ssl_ctx_st;
+
+/* Begins TLS on c as the server, with ctx's certificates and settings.
+ * 0, or -1 (out of memory: the conn is closed). */
+int oribi_tls_start(struct oribi_conn *c, struct ssl_ctx_st *ctx);
+/* Frees c's TLS, without a word to the peer (the socket is being closed). */
+void oribi_tls_free(struct oribi_conn *c);
+
+ssize_t oribi_tls_read(struct oribi_conn *c, void *buf, size_t n);
+ssize_t oribi_tls_writev(struct oribi_conn *c, const struct iovec *iov, int iovcnt);
+ssize_t oribi_tls_sendfile(struct oribi_conn *c, int fd, int64_t *off, size_t n);
+/* close_notify, then the socket's write side. */
+int oribi_tls_shutdown(struct oribi_conn *c);
+/* 1 when bytes the socket gave are still inside TLS (a record read whole
+ * but not yet all returned): no readiness edge will say so. */
+int oribi_tls_buffered(const struct oribi_conn *c);
+/* 1 while the handshake is not done. */
+int oribi_tls_handshaking(const struct oribi_conn *c);
+/* A peer that spoke plain HTTP to a TLS listener: its first bytes look like
+ * a request line. Says so once the handshake failed on them. */
+int oribi_tls_plain_http(const struct oribi_conn *c);
+
+#endif

@@ -1,0 +1,81 @@
+# frozen_string_literal: true
+
+require "openssl"
+require "socket"
+
+# Certificates made for a test (ECDSA P-256, as a server would have them),
+# and a TLS client the HTTP helpers read from like a socket.
+module TLSFiles
+  module_function
+
+  def key = OpenSSL::PKey::EC.generate("prime256v1")
+
+  # A self-signed certificate for cn (and 127.0.0.1); valid from `from`
+  # for days. → [cert PEM, key PEM]
+  def self_signed(cn: "localhost", days: 30, from: Time.now - 60, key: self.key)
+    cert = OpenSSL::X509::Certificate.new
+    cert.version = 2
+    cert.serial = rand(1 << 60)
+    cert.subject = cert.issuer = OpenSSL::X509::Name.parse("/CN=#{cn}")
+    cert.public_key = key
+    cert.not_before = from
+    cert.not_after = from + (days * 86_400)
+    ext = OpenSSL::X509::ExtensionFactory.new(cert, cert)
+    cert.add_extension(ext.create_extension("subjectAltName", "DNS:#{cn},IP:127.0.0.1"))
+    cert.sign(key, "SHA256")
+    [cert.to_pem, key.private_to_pem]
+  end
+
+  # Writes a pair into dir as NAME.crt and NAME.key. → [cert path, key path]
+  def write(dir, name, pair = self_signed)
+    paths = [File.join(dir, "#{name}.crt"), File.join(dir, "#{name}.key")]
+    paths.zip(pair).each { |path, pem| File.write(path, pem) }
+    paths
+  end
+end
+
+# An SSLSocket as HTTPClient reads a socket: read_nonblock and
+# wait_readable, write.
+class TLSClient
+  attr_reader :ssl
+
+  # verify: the certificate PEM to trust, else none checked.
+  def self.open(port, host: "127.0.0.1", trust: nil, session: nil, timeout: 10)
+    tcp = Socket.tcp(host, port, connect_timeout: timeout)
+    ctx = OpenSSL::SSL::SSLContext.new
+    if trust
+      ctx.verify_mode = OpenSSL::SSL::VERIFY_PEER
+      ctx.cert_store = OpenSSL::X509::Store.new.tap { |s| s.add_cert(OpenSSL::X509::Certificate.new(trust)) }
+    else
+      ctx.verify_mode = OpenSSL::SSL::VERIFY_NONE
+    end
+    ctx.alpn_protocols = ["http/1.1"]
+    ssl = OpenSSL::SSL::SSLSocket.new(tcp, ctx)
+    ssl.hostname = "localhost"
+    ssl.session = session if session
+    ssl.sync_close = true
+    ssl.connect_nonblock(exception: false).then do |r|
+      until r == ssl
+        (r == :wait_writable ? tcp.wait_writable(timeout) : tcp.wait_readable(timeout)) or raise "TLS handshake timed out"
+        r = ssl.connect_nonblock(exception: false)
+      end
+    end
+    new(ssl)
+  end
+
+  def initialize(ssl) = @ssl = ssl
+
+  def write(data) = @ssl.write(data)
+
+  def read_nonblock(max, **_exception_false)
+    r = @ssl.read_nonblock(max, exception: false)
+    r == :wait_writable ? :wait_readable : r
+  rescue OpenSSL::SSL::SSLError, EOFError
+    nil
+  end
+
+  def wait_readable(timeout) = @ssl.to_io.wait_readable(timeout)
+  def close = @ssl.close
+  def closed? = @ssl.closed?
+  def peer_cert = @ssl.peer_cert
+end

@@ -1,0 +1,203 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "rack3_helper"
+require "support/tls"
+require "digest/md5"
+
+# TLS listeners (docs/TLS.md): bind "ssl://HOST:PORT?cert=..&key=..". The
+# handshake in the worker's loop, requests over it as over plain TCP (keep-
+# alive, pipelining, bodies both ways, file bodies, streams), the env says
+# https; a plain request on the port gets a plain 400; files that do not do
+# stop the boot with the reason.
+class TLSTest < Minitest::Test
+  def setup
+    @dir = Dir.mktmpdir("oribi-tls")
+    @cert, @key = TLSFiles.write(@dir, "server")
+  end
+
+  def teardown
+    @srv&.stop
+    FileUtils.rm_rf(@dir)
+  end
+
+  def ssl_uri(port = @port, **params)
+    q = { cert: @cert, key: @key }.merge(params).map { |k, v| "#{k}=#{v}" }.join("&")
+    "ssl://127.0.0.1:#{port}?#{q}"
+  end
+
+  def start(app = "echo.ru", *args, workers: 1, env: {}, **params)
+    @port = free_port
+    @srv = ServerProcess.new(app, "-b", ssl_uri(**params), *args, workers: workers, tcp: false, env: env)
+  end
+
+  def client = TLSClient.open(@port, trust: File.read(@cert))
+
+  def request(c, path, method: "GET", body: nil, headers: {})
+    head = { "Host" => "localhost:#{@port}" }.merge(headers)
+    head["Content-Length"] = body.bytesize.to_s if body
+    c.write("#{method} #{path} HTTP/1.1\r\n#{head.map { |k, v| "#{k}: #{v}\r\n" }.join}\r\n#{body}")
+    HTTPClient.read_response(c)
+  end
+
+  def test_requests_on_one_kept_alive_connection_say_https
+    start
+    assert_match(%r{listening on ssl://127\.0\.0\.1:#{@port}\S* \(TLS: CN=localhost, until \d{4}-\d\d-\d\d; OpenSSL }, @srv.log_until(/TLS:/))
+    c = client
+    assert_equal "http/1.1", c.ssl.alpn_protocol
+    3.times do |i|
+      res = request(c, "/r#{i}")
+      assert_equal 200, res.status
+      assert_match(%r{^PATH_INFO: /r#{i}$}, res.body)
+      assert_match(/^rack\.url_scheme: https$/, res.body)
+      assert_match(/^SERVER_PORT: #{@port}$/, res.body)
+    end
+    # no port in Host: https's
+    res = request(c, "/", headers: { "Host" => "localhost" })
+    assert_match(/^SERVER_PORT: 443$/, res.body)
+  ensure
+    c&.close
+  end
+
+  # What Rack says of the connection: https, HTTPS on, no full hijack
+  # (the socket carries records, not the app's bytes); Lint agrees.
+  def test_the_env_says_https_and_offers_no_full_hijack
+    app = File.join(@dir, "config.ru")
+    File.write(app, <<~RUBY)
+      use Rack::Lint
+      run ->(env) { [200, {}, [[env["HTTPS"], env["rack.hijack?"], env.key?("rack.hijack"), env["rack.url_scheme"]].inspect]] }
+    RUBY
+    start(app)
+    c = client
+    assert_equal '["on", false, false, "https"]', request(c, "/").body
+  ensure
+    c&.close
+  end
+
+  def test_bodies_both_ways_and_a_pipeline
+    start("rack3.ru", env: Rack3Files.server_env)
+    c = client
+    # a file body (sendfile on plain TCP; through a buffer here), 3 MiB
+    res = request(c, "/file?name=large.bin")
+    assert_equal Rack3Files::LARGE.bytesize, res.body.bytesize
+    assert_equal Digest::MD5.hexdigest(Rack3Files::LARGE), Digest::MD5.hexdigest(res.body)
+    # a pipeline of three
+    c.write("GET /file?name=small.bin HTTP/1.1\r\nHost: h\r\n\r\n" * 3)
+    3.times { assert_equal Rack3Files::SMALL, HTTPClient.read_response(c).body }
+    # a streamed body (the app writes to the stream), then the connection ends
+    assert_equal "hello world", request(c, "/stream").body
+  ensure
+    c&.close
+  end
+
+  def test_a_large_request_body_and_a_large_answer_to_a_slow_reader
+    start
+    c = client
+    body = Random.new(7).bytes(5 * 1024 * 1024)
+    res = request(c, "/upload", method: "POST", body: body)
+    assert_match(/^body-md5: #{Digest::MD5.hexdigest(body)}$/, res.body)
+    # 4 MiB read 64 KiB at a time with pauses: the server writes as the
+    # socket takes it (records pending in TLS between writes)
+    @srv.stop
+    start("responses.ru")
+    c.close
+    c = client
+    c.write("GET /big HTTP/1.1\r\nHost: h\r\n\r\n")
+    got = +""
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+    until got.include?("\r\n\r\n") && got.bytesize - got.index("\r\n\r\n") - 4 >= 4 * 1024 * 1024
+      chunk = HTTPClient.read_some(c, 65_536, deadline) or break
+      got << chunk
+      sleep 0.001 if got.bytesize < 1024 * 1024 # a slow reader for the first MiB
+    end
+    assert_equal "y" * (4 * 1024 * 1024), got.split("\r\n\r\n", 2)[1]
+  ensure
+    c&.close
+  end
+
+  # nginx's answer: readable by whoever typed http:// for https://.
+  def test_plain_http_on_the_port_gets_a_plain_400
+    start
+    s = TCPSocket.new("127.0.0.1", @port)
+    s.write("GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+    out = HTTPClient.read_to_close(s)
+    assert_match(%r{\AHTTP/1\.1 400 Bad Request\r\n}, out)
+    assert_match(/The plain HTTP request was sent to HTTPS port\n\z/, out)
+    # the worker goes on
+    assert_equal 200, request(client, "/").status
+  ensure
+    s&.close
+  end
+
+  # A handshake that never comes ends at header_timeout; garbage for a
+  # record closes the connection; neither touches the others.
+  def test_stalled_and_garbage_handshakes_end_and_others_go_on
+    start("echo.ru", "--header-timeout", "1")
+    stalled = TCPSocket.new("127.0.0.1", @port)
+    stalled.write("\x16\x03\x01\x00\xff") # a record header, its body never sent
+    garbage = TCPSocket.new("127.0.0.1", @port)
+    garbage.write(Random.new(1).bytes(4096))
+    assert_equal "", HTTPClient.read_to_close(garbage, timeout: 5).to_s.then { |o| o.start_with?("\x15") ? "" : o }
+    t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    c = client
+    assert_equal 200, request(c, "/").status
+    HTTPClient.read_to_close(stalled, timeout: 5)
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t, :<, 4, "the stalled handshake outlived header_timeout"
+  ensure
+    [stalled, garbage, c].each { |s| s&.close }
+  end
+
+  # Puma's ssl_bind, PEM text given as a Puma config reads it from a
+  # secret: served, and the key is in no log line, no command line.
+  def test_puma_s_ssl_bind_with_pem_text
+    cert_pem, key_pem = File.read(@cert), File.read(@key)
+    @port = free_port
+    conf = File.join(@dir, "puma.rb")
+    sock = File.join(@dir, "s.sock")
+    File.write(conf, <<~RUBY)
+      ssl_bind "127.0.0.1", #{@port}, { cert_pem: ENV.fetch("CERT"), key_pem: ENV.fetch("KEY"), verify_mode: "none",
+                                        no_tlsv1: true, low_latency: true }
+      bind "unix://#{sock}"
+    RUBY
+    @srv = ServerProcess.new("echo.ru", "-C", conf, workers: 1, tcp: false, unix: false, sock: sock,
+                                                    env: { "CERT" => cert_pem, "KEY" => key_pem })
+    assert_match(%r{listening on ssl://127\.0\.0\.1:#{@port}\?verify_mode=none&no_tlsv1=true \(TLS: CN=localhost}, @srv.log_until(/TLS:/))
+    assert_match(/ssl_bind.*low_latency.*a TLS setting Oribi does not take/, @srv.log)
+    assert_equal 200, request(client, "/").status
+    key_line = key_pem.lines[1].strip
+    refute_includes @srv.log, key_line
+    [@srv.pid, *@srv.worker_pids].each { |pid| refute_includes File.read("/proc/#{pid}/cmdline"), key_line }
+  end
+
+  # The output of a start (check: of --check-config) with uri bound.
+  def boot_error(uri, check:)
+    uri = uri.call(free_port)
+    conf = File.join(@dir, "oribi.rb")
+    File.write(conf, "bind #{uri.inspect}\n")
+    args = check ? ["--check-config", conf] : ["-b", uri, File.join(APPS, "echo.ru")]
+    out = IO.popen([RbConfig.ruby, File.join(ROOT, "exe/oribi"), *args, { err: %i[child out] }], &:read)
+    [Process.last_status, out]
+  end
+
+  # Files that do not do stop the boot (and --check-config) with the
+  # reason and the file, never with a key's bytes.
+  def test_a_bad_certificate_or_key_stops_the_boot_with_the_reason
+    _, other_key = TLSFiles.write(@dir, "other")
+    expired_cert, expired_key = TLSFiles.write(@dir, "expired", TLSFiles.self_signed(from: Time.now - (40 * 86_400), days: 30))
+    cases = {
+      "the private key #{other_key} does not match the certificate #{@cert}" => ->(p) { ssl_uri(p, key: other_key) },
+      "the certificate #{expired_cert} has expired (not after " => ->(p) { ssl_uri(p, cert: expired_cert, key: expired_key) },
+      "cannot read the certificate in #{@dir}/missing.crt" => ->(p) { ssl_uri(p, cert: "#{@dir}/missing.crt") },
+      "verify_mode peer needs ca" => ->(p) { ssl_uri(p, verify_mode: "peer") },
+    }
+    key_bytes = File.read(@key).lines[1].strip
+    cases.each do |want, uri|
+      [false, true].each do |check|
+        status, out = boot_error(uri, check: check)
+        refute status.success?, "check #{check} #{want}: started\n#{out}"
+        assert_includes out, want, "check-config: #{check}"
+        refute_includes out, key_bytes
+      end
+    end
+  end
+end
