@@ -46,6 +46,19 @@ class BenchTLSTest < Minitest::Test
     end
   end
 
+  # --tls-resume: new connections offer the last session nginx gave (its
+  # tickets) and resume it; the report counts the handshakes that did.
+  # Without it each is full, and the report says nothing of resumption.
+  def test_new_connections_resume_the_session_with_tls_resume
+    rc, j, = bench_json("-n", "60", "-c", "2", "-T", "2", "--no-keepalive", "--insecure", "--tls-resume", https)
+    assert_equal 0, rc
+    assert_equal 60, j["status_codes"]["200"]
+    assert_equal 60, j["tls_handshakes"]
+    assert_operator j["tls_resumed"], :>=, 55, "the first of each connection slot is full; the rest resume"
+    _, j, = bench_json("-n", "20", "-c", "1", "--no-keepalive", "--insecure", https)
+    refute j.key?("tls_resumed")
+  end
+
   def test_the_certificate_is_checked_unless_insecure
     rc, j, = bench_json("-n", "3", "-c", "1", "-T", "1", https)
     assert_equal 1, rc

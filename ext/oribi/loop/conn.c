@@ -453,7 +453,7 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
              * unread, and edge-triggered epoll reports it only once: a
              * client that aborts mid-body would hold its fd (and its
              * tmpfile) until the body timeout. */
-            c->may_read = (size_t)n == space || c->peer_hup || c->tls; /* TLS: a record at a time, until EAGAIN */
+            c->may_read = (size_t)n == space || c->peer_hup || (c->tls && !oribi_tls_drained(c));
             conn_process(loop, c);
         } else if (n == 0) {
             /* EOF. Requests the client sent whole before it ended its side

@@ -46,6 +46,7 @@ struct oribi_conn {
     int fd;
     struct ssl_st *tls;         /* TLS over the socket (tls.h), else NULL: the socket itself */
     unsigned char plain_on_tls; /* its TLS failed on a plain HTTP request (tls.h) */
+    unsigned char tls_drained;  /* the last read under TLS found the socket drained (tls.c) */
     int listener;               /* index into the loop's listeners */
     uint32_t gen;               /* bumped on reuse: stale pending entries are skipped */
     unsigned char state;

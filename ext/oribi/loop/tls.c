@@ -3,6 +3,7 @@
 #include "loop/conn.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,26 +22,89 @@
 #define GATHER 16384
 static __thread char *gather;
 
+/* The socket under TLS, as OpenSSL's own socket BIO is but for two
+ * things: a read that got fewer bytes than it asked for says the socket is
+ * drained (c->tls_drained), so that the loop does not read once more to
+ * learn it (read-ahead takes what is there in one read); and writes are
+ * MSG_NOSIGNAL sends. */
+static BIO_METHOD *sock_method;
+static pthread_once_t sock_method_once = PTHREAD_ONCE_INIT;
+
+static int sock_read(BIO *b, char *buf, int len)
+{
+    struct oribi_conn *c = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    ssize_t n;
+    do {
+        n = read(c->fd, buf, (size_t)len);
+    } while (n < 0 && errno == EINTR);
+    c->tls_drained = n < len;
+    if (n < 0 && errno == EAGAIN)
+        BIO_set_retry_read(b);
+    return (int)n;
+}
+
+static int sock_write(BIO *b, const char *buf, int len)
+{
+    struct oribi_conn *c = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    ssize_t n;
+    do {
+        n = send(c->fd, buf, (size_t)len, ORIBI_MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN)
+        BIO_set_retry_write(b);
+    return (int)n;
+}
+
+static long sock_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)b;
+    (void)num;
+    (void)ptr;
+    return cmd == BIO_CTRL_FLUSH; /* writes are not buffered here; nothing else is known */
+}
+
+static void make_sock_method(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "oribi socket");
+    if (m && BIO_meth_set_read(m, sock_read) && BIO_meth_set_write(m, sock_write) && BIO_meth_set_ctrl(m, sock_ctrl))
+        sock_method = m;
+}
+
 int oribi_tls_start(struct oribi_conn *c, struct ssl_ctx_st *ctx)
 {
-    SSL *s = SSL_new(ctx);
-    if (!s)
-        return -1;
-    if (SSL_set_fd(s, c->fd) != 1) {
+    pthread_once(&sock_method_once, make_sock_method);
+    SSL *s = sock_method ? SSL_new(ctx) : NULL;
+    BIO *b = s ? BIO_new(sock_method) : NULL;
+    if (!b) {
         SSL_free(s);
         ERR_clear_error();
         return -1;
     }
+    BIO_set_data(b, c);
+    BIO_set_init(b, 1);
+    SSL_set_bio(s, b, b); /* one BIO both ways: SSL_free frees it once */
     SSL_set_accept_state(s);
     c->tls = s;
     c->plain_on_tls = 0;
+    c->tls_drained = 0;
     return 0;
+}
+
+int oribi_tls_drained(const struct oribi_conn *c)
+{
+    return c->tls_drained && !SSL_has_pending(c->tls);
 }
 
 void oribi_tls_free(struct oribi_conn *c)
 {
     if (!c->tls)
         return;
+    /* Closed without close_notify (or after ours) is still an end: OpenSSL
+     * would otherwise drop the session from the cache (TLS 1.2 resumption
+     * by session id). A fatal error has dropped it already. */
+    SSL_set_shutdown(c->tls, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     SSL_free(c->tls);
     c->tls = NULL;
 }
@@ -269,6 +333,12 @@ int oribi_tls_handshaking(const struct oribi_conn *c)
 {
     (void)c;
     return 0;
+}
+
+int oribi_tls_drained(const struct oribi_conn *c)
+{
+    (void)c;
+    return 1;
 }
 
 #endif

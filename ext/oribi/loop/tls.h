@@ -34,6 +34,9 @@ int oribi_tls_shutdown(struct oribi_conn *c);
 /* 1 when bytes the socket gave are still inside TLS (a record read whole
  * but not yet all returned): no readiness edge will say so. */
 int oribi_tls_buffered(const struct oribi_conn *c);
+/* 1 when the last read found the socket drained and TLS holds no bytes
+ * read but not yet given: nothing to read until the poller says so. */
+int oribi_tls_drained(const struct oribi_conn *c);
 /* 1 while the handshake is not done. */
 int oribi_tls_handshaking(const struct oribi_conn *c);
 /* A peer that spoke plain HTTP to a TLS listener: its first bytes look like

@@ -139,6 +139,9 @@ static VALUE ctx_init(VALUE self, VALUE settings)
      * buffer (the conn's); an idle connection keeps no record buffers. */
     SSL_CTX_set_mode(ctx,
                      SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+    /* A record's header and body in one read(2), and the records behind
+     * it with them: not two reads a record. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"oribi", 5);
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
 

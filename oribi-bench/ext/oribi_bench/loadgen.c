@@ -188,7 +188,7 @@ struct oribi_lg *oribi_lg_new(const struct oribi_lg_config *cfg, char *err, size
         r->idempotent = idempotent(r->p, r->len);
         from = end;
     }
-    if (cfg->tls && (lg->tls = lg_tls_new(cfg->server_name, cfg->insecure, err, errlen)) == NULL) {
+    if (cfg->tls && (lg->tls = lg_tls_new(cfg->server_name, cfg->insecure, cfg->tls_resume, err, errlen)) == NULL) {
         oribi_lg_free(lg);
         return NULL;
     }
@@ -441,6 +441,8 @@ int oribi_lg_run(struct oribi_lg *lg, struct oribi_lg_result *res, char *err, si
     res->attack = (double)(last_send - lg->count_from_ns) / 1e9;
     res->output_errno = atomic_load(&lg->output_errno);
     memcpy(res->tls_error, lg->tls_error, sizeof(res->tls_error)); /* the threads are joined */
+    if (lg->tls)
+        lg_tls_resumed(lg->tls, &res->tls_resumed, &res->tls_handshakes);
     res->series = series.intervals;
     res->nintervals = series.n;
     workers_free(ws, nt);

@@ -69,6 +69,7 @@ struct oribi_lg_config {
     int tls;                 /* https: TLS over the connection */
     const char *server_name; /* tls: SNI and the certificate's name (NULL: none) */
     int insecure;            /* tls: do not check the certificate */
+    int tls_resume;          /* tls: resume the last session the server gave on each new connection */
     int output_fd;           /* > 0: a record of every request counted is written there
                       as the run goes (results.h); the caller opens and closes it */
 };
@@ -92,19 +93,21 @@ struct oribi_lg_result {
     uint64_t causes[ORIBI_LG_E_COUNT][ORIBI_LG_ERRNO_MAX]; /* errors by errno */
     uint64_t status[600];                                  /* completed responses by status code */
     uint64_t bytes_in, bytes_out;
-    double elapsed;                   /* seconds */
-    double attack;                    /* seconds from start to the last send */
-    uint64_t late;                    /* open loop: sends > 1 ms behind schedule */
-    uint64_t dropped;                 /* open loop: scheduled sends never made */
-    uint64_t behind;                  /* open loop: late sends that had a connection free:
+    double elapsed;          /* seconds */
+    double attack;           /* seconds from start to the last send */
+    uint64_t late;           /* open loop: sends > 1 ms behind schedule */
+    uint64_t dropped;        /* open loop: scheduled sends never made */
+    uint64_t behind;         /* open loop: late sends that had a connection free:
                                          the generator, not the server, was slow */
-    uint64_t sent;                    /* requests started (completed + failed) */
-    double busy;                      /* CPU over wall time of the busiest thread: near 1,
+    uint64_t sent;           /* requests started (completed + failed) */
+    double busy;             /* CPU over wall time of the busiest thread: near 1,
                                          the generator was the bottleneck */
-    uint64_t retried;                 /* sent again after a lost keep-alive connection */
-    uint64_t start_unix_ns;           /* wall clock when counting began */
-    int output_errno;                 /* output_fd: the first write error, else 0 */
-    char tls_error[160];              /* why the first TLS handshake failed, else "" */
+    uint64_t retried;        /* sent again after a lost keep-alive connection */
+    uint64_t start_unix_ns;  /* wall clock when counting began */
+    int output_errno;        /* output_fd: the first write error, else 0 */
+    char tls_error[160];     /* why the first TLS handshake failed, else "" */
+    uint64_t tls_handshakes; /* tls_resume: handshakes done, and those that resumed */
+    uint64_t tls_resumed;
     struct oribi_lg_interval *series; /* series_interval: malloc'd, caller frees */
     size_t nintervals;
     struct oribi_hist latency; /* microseconds */

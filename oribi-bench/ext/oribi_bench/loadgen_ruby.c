@@ -156,6 +156,10 @@ VALUE oribi_lg_result_hash(const struct oribi_lg_result *res)
     rb_hash_aset(h, ID2SYM(rb_intern("retried")), ULL2NUM(res->retried));
     rb_hash_aset(h, ID2SYM(rb_intern("busy")), DBL2NUM(res->busy));
     rb_hash_aset(h, ID2SYM(rb_intern("start_unix_ns")), ULL2NUM(res->start_unix_ns));
+    if (res->tls_handshakes) {
+        rb_hash_aset(h, ID2SYM(rb_intern("tls_handshakes")), ULL2NUM(res->tls_handshakes));
+        rb_hash_aset(h, ID2SYM(rb_intern("tls_resumed")), ULL2NUM(res->tls_resumed));
+    }
     if (res->tls_error[0])
         rb_hash_aset(h, ID2SYM(rb_intern("tls_error")), rb_str_new_cstr(res->tls_error));
     if (res->output_errno)
@@ -233,26 +237,9 @@ static VALUE run_ensure(VALUE p)
 }
 
 static const char *const known_keys[] = {
-    "host",
-    "port",
-    "unix_path",
-    "request",
-    "threads",
-    "connections",
-    "duration",
-    "requests",
-    "keepalive",
-    "timeout",
-    "rate",
-    "max_connections",
-    "series_interval",
-    "warmup",
-    "stages",
-    "output_fd",
-    "tls",
-    "server_name",
-    "insecure",
-    NULL,
+    "host",     "port",      "unix_path", "request",     "threads",         "connections",     "duration",
+    "requests", "keepalive", "timeout",   "rate",        "max_connections", "series_interval", "warmup",
+    "stages",   "output_fd", "tls",       "server_name", "insecure",        "tls_resume",      NULL,
 };
 
 static int check_key(VALUE key, VALUE val, VALUE arg)
@@ -423,6 +410,8 @@ static VALUE loadgen_run(VALUE self, VALUE opts)
     cfg.server_name = opt_cstr(opts, "server_name", &keep_sni);
     VALUE insecure = opt(opts, "insecure");
     cfg.insecure = insecure != Qundef && RTEST(insecure);
+    VALUE resume = opt(opts, "tls_resume");
+    cfg.tls_resume = resume != Qundef && RTEST(resume);
     cfg.keepalive = RTEST(opt_required(opts, "keepalive")) ? 1 : 0;
 
     struct run r = {.rc = 0, .open_loop = cfg.rate > 0, .done = {-1, -1}, .wake = {-1, -1}};

@@ -9,6 +9,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 struct lg_tls {
@@ -16,6 +17,10 @@ struct lg_tls {
     char *name; /* SNI and the certificate's name; NULL: none */
     int ip;     /* name is an IP literal: no SNI, the certificate's IP is checked */
     int insecure;
+    int resume;
+    pthread_mutex_t lock;   /* session, across the run's threads */
+    SSL_SESSION *session;   /* the last one the server gave, else NULL */
+    uint64_t resumed, done; /* handshakes (resume only) */
 };
 
 int lg_tls_available(void)
@@ -29,13 +34,15 @@ static int is_ip(const char *s)
     return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
 }
 
-struct lg_tls *lg_tls_new(const char *server_name, int insecure, char *err, size_t errlen)
+struct lg_tls *lg_tls_new(const char *server_name, int insecure, int resume, char *err, size_t errlen)
 {
     struct lg_tls *t = calloc(1, sizeof(*t));
     if (t == NULL) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&t->lock, NULL);
+    t->resume = resume;
     t->ctx = SSL_CTX_new(TLS_client_method());
     t->name = server_name && *server_name ? strdup(server_name) : NULL;
     if (t->ctx == NULL || (server_name && *server_name && t->name == NULL)) {
@@ -49,6 +56,8 @@ struct lg_tls *lg_tls_new(const char *server_name, int insecure, char *err, size
     /* A write that could not finish is retried from another place in the
      * same buffer, and a large one may go out in parts, as send() does. */
     SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (resume)
+        SSL_CTX_set_app_data(t->ctx, t);
     if (!insecure) {
         SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
         if (SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
@@ -60,11 +69,19 @@ struct lg_tls *lg_tls_new(const char *server_name, int insecure, char *err, size
     return t;
 }
 
+void lg_tls_resumed(struct lg_tls *t, uint64_t *resumed, uint64_t *done)
+{
+    *resumed = __atomic_load_n(&t->resumed, __ATOMIC_RELAXED);
+    *done = __atomic_load_n(&t->done, __ATOMIC_RELAXED);
+}
+
 void lg_tls_free(struct lg_tls *t)
 {
     if (t == NULL)
         return;
     SSL_CTX_free(t->ctx);
+    SSL_SESSION_free(t->session);
+    pthread_mutex_destroy(&t->lock);
     free(t->name);
     free(t);
 }
@@ -81,6 +98,12 @@ struct lg_tls_conn *lg_tls_start(struct lg_tls *t, int fd)
         X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
         ok = t->ip ? X509_VERIFY_PARAM_set1_ip_asc(param, t->name) == 1 : SSL_set1_host(ssl, t->name) == 1;
     }
+    if (ok && t->resume) {
+        pthread_mutex_lock(&t->lock);
+        if (t->session)
+            ok = SSL_set_session(ssl, t->session) == 1;
+        pthread_mutex_unlock(&t->lock);
+    }
     if (!ok) {
         SSL_free(ssl);
         return NULL;
@@ -91,7 +114,21 @@ struct lg_tls_conn *lg_tls_start(struct lg_tls *t, int fd)
 
 void lg_tls_end(struct lg_tls_conn *c)
 {
-    SSL_free((SSL *)c); /* no close_notify: the socket is closed next */
+    SSL *ssl = (SSL *)c;
+    struct lg_tls *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)); /* set when resuming */
+    SSL_SESSION *s = t ? SSL_get1_session(ssl) : NULL;
+    if (s && SSL_SESSION_is_resumable(s)) { /* what the server gave (a TLS 1.3 ticket) */
+        pthread_mutex_lock(&t->lock);
+        SSL_SESSION *old = t->session;
+        t->session = s;
+        pthread_mutex_unlock(&t->lock);
+        s = old;
+    }
+    SSL_SESSION_free(s);
+    /* No close_notify (the socket is closed next), but an end all the
+     * same: a TLS connection freed unshut makes its session unresumable. */
+    SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+    SSL_free(ssl);
 }
 
 /* -1 with errno for a step that did not move bytes: EAGAIN when it waits. */
@@ -121,8 +158,15 @@ int lg_tls_handshake(struct lg_tls_conn *c, int *want_write)
     SSL *ssl = (SSL *)c;
     ERR_clear_error();
     int r = SSL_do_handshake(ssl);
-    if (r == 1)
+    if (r == 1) {
+        struct lg_tls *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)); /* set when resuming */
+        if (t) {
+            __atomic_add_fetch(&t->done, 1, __ATOMIC_RELAXED);
+            if (SSL_session_reused(ssl))
+                __atomic_add_fetch(&t->resumed, 1, __ATOMIC_RELAXED);
+        }
         return 1;
+    }
     int e = SSL_get_error(ssl, r);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         *want_write = e == SSL_ERROR_WANT_WRITE;
@@ -178,10 +222,11 @@ int lg_tls_available(void)
     return 0;
 }
 
-struct lg_tls *lg_tls_new(const char *server_name, int insecure, char *err, size_t errlen)
+struct lg_tls *lg_tls_new(const char *server_name, int insecure, int resume, char *err, size_t errlen)
 {
     (void)server_name;
     (void)insecure;
+    (void)resume;
     snprintf(err, errlen, "TLS unavailable: oribi bench was built without OpenSSL (install libssl-dev and rebuild)");
     return NULL;
 }
@@ -189,6 +234,12 @@ struct lg_tls *lg_tls_new(const char *server_name, int insecure, char *err, size
 void lg_tls_free(struct lg_tls *t)
 {
     (void)t;
+}
+
+void lg_tls_resumed(struct lg_tls *t, uint64_t *resumed, uint64_t *done)
+{
+    (void)t;
+    *resumed = *done = 0;
 }
 
 struct lg_tls_conn *lg_tls_start(struct lg_tls *t, int fd)

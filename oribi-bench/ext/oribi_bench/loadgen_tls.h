@@ -20,9 +20,13 @@ int lg_tls_available(void);
 
 /* A context sending server_name as SNI (none when NULL or an IP literal)
  * and, unless insecure, checking the server's certificate against the
- * system's CAs (or $SSL_CERT_FILE) and server_name. NULL with a message in
- * err when TLS is unavailable or OpenSSL fails. */
-struct lg_tls *lg_tls_new(const char *server_name, int insecure, char *err, size_t errlen);
+ * system's CAs (or $SSL_CERT_FILE) and server_name; resume: each new
+ * connection offers the last session (ticket) the server gave, on any
+ * thread. NULL with a message in err when TLS is unavailable or OpenSSL
+ * fails. */
+struct lg_tls *lg_tls_new(const char *server_name, int insecure, int resume, char *err, size_t errlen);
+/* Handshakes that resumed a session, of all done (resume only). */
+void lg_tls_resumed(struct lg_tls *t, uint64_t *resumed, uint64_t *done);
 void lg_tls_free(struct lg_tls *t);
 
 /* A client connection on the connected socket fd; NULL when out of memory. */

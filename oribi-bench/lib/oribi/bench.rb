@@ -179,7 +179,8 @@ module Oribi
                             "install libssl-dev and rebuild (rake compile)"
         end
 
-        { tls: true, server_name: v[:sni] || uri.host.delete_prefix("[").delete_suffix("]"), insecure: v[:insecure] }
+        { tls: true, server_name: v[:sni] || uri.host.delete_prefix("[").delete_suffix("]"), insecure: v[:insecure],
+          tls_resume: v[:tls_resume] }
       end
     end
   end

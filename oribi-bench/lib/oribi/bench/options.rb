@@ -86,6 +86,9 @@ module Oribi
                                                                                       default: Options.unset("checked")
       option :sni, "--sni NAME", "https: the server name sent and checked in the certificate",
              default: Options.unset("the URL's host")
+      option :tls_resume, "--[no-]tls-resume", "https: a new connection resumes the last TLS session the server " \
+                                               "gave (an abbreviated handshake); off: a full handshake each",
+             type: Options::BOOL, default: false
       option :timeout, "--timeout TIME", "per request, connect included; a timeout is an error",
              type: ToolOptions::TIME, default: 10.0
       instance_eval(&Bench.report_options(%w[text json hist]))

@@ -150,6 +150,7 @@ module Oribi
           error_counts: r[:errors]
         }
         h[:retried] = r[:retried] || 0
+        h.merge!(tls_handshakes: r[:tls_handshakes], tls_resumed: r[:tls_resumed]) if r[:tls_handshakes]
         h.merge!(late: r[:late], dropped: r[:dropped] || 0) if r[:late]
         h.merge!(scheduled: r[:scheduled], sent: r[:sent], behind: r[:behind], busy: r[:busy]) if r[:scheduled]
         unless thresholds.empty?
