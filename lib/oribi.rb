@@ -33,6 +33,7 @@ module Oribi
   autoload :WorkerMemory, "oribi/worker_memory"
   autoload :Workers, "oribi/workers"
   autoload :RestartFile, "oribi/restart_file"
+  autoload :Certificates, "oribi/certificates"
   autoload :Reexec, "oribi/reexec"
   autoload :SolidQueueProcess, "oribi/solid_queue_process"
   autoload :QueryParser, "oribi/query_parser"

@@ -147,6 +147,108 @@ class TLSTest < Minitest::Test
     [stalled, garbage, c].each { |s| s&.close }
   end
 
+  # Mutual TLS: force_peer refuses a client without a certificate, or with
+  # one the CA did not sign; a client with one finds it in the env, as
+  # nginx passes it (SSL_CLIENT_CERT) and as Puma gives it (puma.peercert).
+  # peer asks for one and takes a client without.
+  def test_client_certificates_under_force_peer_and_peer
+    ca = TLSFiles.ca
+    ca_path = File.join(@dir, "ca.pem")
+    File.write(ca_path, ca[0].to_pem)
+    good = TLSFiles.client(ca, cn: "billing-service")
+    stranger = TLSFiles.client(TLSFiles.ca(cn: "Another CA"), cn: "intruder")
+    app = File.join(@dir, "config.ru")
+    File.write(app, <<~RUBY)
+      run lambda { |env|
+        pem = env["SSL_CLIENT_CERT"]
+        [200, {}, ["\#{env['puma.peercert']&.subject} \#{pem ? OpenSSL::X509::Certificate.new(pem).subject : 'none'}"]]
+      }
+    RUBY
+    start(app, ca: ca_path, verify_mode: "force_peer")
+    c = TLSClient.open(@port, trust: File.read(@cert), cert: good[0], key: good[1])
+    assert_equal "/CN=billing-service/O=Oribi Tests /CN=billing-service/O=Oribi Tests", request(c, "/").body
+    c.close
+    [[], [stranger[0], stranger[1]]].each do |cert, key|
+      refused = begin
+        s = TLSClient.open(@port, trust: File.read(@cert), cert: cert, key: key)
+        # TLS 1.3: the client's Finished went before the server's verdict
+        request(s, "/").nil?
+      rescue OpenSSL::SSL::SSLError, Errno::ECONNRESET, EOFError
+        true
+      end
+      assert refused, "force_peer served a client with #{cert ? 'a certificate of another CA' : 'no certificate'}"
+    end
+    @srv.stop
+    start(app, ca: ca_path, verify_mode: "peer")
+    assert_equal " none", request(client, "/").body
+  end
+
+  # A renewed certificate, written over the old files as certbot does,
+  # under load: new handshakes present it within a few seconds, and no
+  # request fails, on connections kept alive across the change or opened
+  # during it (a kept-alive connection the old worker closed idle is sent
+  # to again on a new one, as HTTP clients do: RFC 9112 9.3.1). HUP reads
+  # the files again too.
+  def test_a_renewed_certificate_is_served_without_a_failed_request
+    start("env.ru", workers: 2)
+    first = client.peer_cert.serial
+    assert_equal first, OpenSSL::X509::Certificate.new(File.read(@cert)).serial
+    failures = []
+    served = 0
+    stop = false
+    load = Array.new(2) do |i|
+      Thread.new do
+        kept = nil
+        until stop
+          kept = nil if i == 1 # one thread a new connection each time, one kept alive
+          reused = !kept.nil?
+          begin
+            kept ||= TLSClient.open(@port)
+            res = request(kept, "/")
+          rescue StandardError => e
+            res = e
+          end
+          if !res.is_a?(HTTPClient::Response) && reused # closed while idle: again, on a new one
+            kept = nil
+            next
+          end
+          res.is_a?(HTTPClient::Response) && res.status == 200 ? served += 1 : failures << res
+          kept = nil unless res.is_a?(HTTPClient::Response)
+        end
+      end
+    end
+    sleep 0.3 # let load run before the change (it is the condition under test, not a synchronisation)
+    renewed = TLSFiles.self_signed
+    File.write(@cert, renewed[0])
+    File.write(@key, renewed[1])
+    serial = OpenSSL::X509::Certificate.new(renewed[0]).serial
+    presented = -> { TLSClient.open(@port).then { |c| c.peer_cert.serial.tap { c.close } } }
+    assert wait_until(timeout: 15) { presented.() == serial }, "the renewed certificate is not served:\n#{@srv.log}"
+    assert_match(/the certificate files changed: ssl:\/\/127\.0\.0\.1:#{@port} now presents CN=localhost/, @srv.log)
+    stop = true
+    load.each(&:join)
+    assert_empty failures, "#{failures.size} failed of #{served + failures.size}"
+    # HUP: read again (the same files here), and said
+    @srv.log_until(/rolling restart done/, timeout: 15)
+    Process.kill(:HUP, @srv.pid)
+    assert_match(/HUP: ssl:\/\/127\.0\.0\.1:#{@port} now presents/, @srv.log_until(/HUP: ssl/))
+  ensure
+    stop = true
+    load&.each(&:join)
+  end
+
+  # Files that do not do, written in place: logged, the old certificate
+  # stays.
+  def test_a_bad_renewal_keeps_the_certificate
+    start
+    serial = client.peer_cert.serial
+    _, other_key = TLSFiles.write(@dir, "other")
+    File.write(@key, File.read(other_key))
+    assert_match(/the certificate files changed, but the TLS listeners keep their certificates: .*does not match/,
+                 @srv.log_until(/keep their certificates/, timeout: 10))
+    assert_equal serial, client.peer_cert.serial
+  end
+
   # Puma's ssl_bind, PEM text given as a Puma config reads it from a
   # secret: served, and the key is in no log line, no command line.
   def test_puma_s_ssl_bind_with_pem_text

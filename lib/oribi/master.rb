@@ -51,6 +51,7 @@ module Oribi
       @control = @server.control
       Oribi.child_subreaper! if @refork.on?
       @restart_file = RestartFile.new(@config[:restart_file])
+      @certificates = Certificates.new(@server.listeners)
       @memory.announce(@count)
       @hot.loop_started # this loop answers the control endpoint from here
       loop do
@@ -72,6 +73,7 @@ module Oribi
         supervise
         supervise_solid_queue
         watch_restart_file
+        rolling_restart("TLS") if !stopping? && @certificates.changed?(now)
         break if @stopping && @workers.empty? && @hot.adopted.empty? && !@solid_queue&.running?
         break no_workers_left if @degraded && @hot.adopted.empty?
       end
@@ -117,7 +119,7 @@ module Oribi
       times = [@deadline, (@delay.ends_at unless @stopping), @workers.respawn_at(now), (@next_watchdog if @watchdog_interval),
                @rolling.deadline, @hot.deadline,
                (now + 1 if @timeouts.any? || @restart_file.on?),
-               @memory.deadline(@count, now),
+               @memory.deadline(@count, now), @certificates.deadline(now),
                @control&.next_deadline, @solid_queue&.deadline].compact
       times.empty? ? nil : [times.min - now, 0].max
     end
@@ -258,6 +260,7 @@ module Oribi
       return Log.info("#{name} ignored: a rolling restart is under way") if @rolling.any?
       return hot_restart if release_changed_under_preload?(name)
 
+      @certificates.reload(name) if name != "TLS" && @certificates.any? # read when changed
       @refork.drop # new workers come from the master again (and load the app anew when not preloaded)
       @solid_queue&.restart unless @app
 

@@ -26,6 +26,42 @@ module TLSFiles
     [cert.to_pem, key.private_to_pem]
   end
 
+  # A certificate authority: [its certificate, its key] (objects).
+  def ca(cn: "Oribi Test CA")
+    key = self.key
+    cert = OpenSSL::X509::Certificate.new
+    cert.version = 2
+    cert.serial = 1
+    cert.subject = cert.issuer = OpenSSL::X509::Name.parse("/CN=#{cn}")
+    cert.public_key = key
+    cert.not_before = Time.now - 60
+    cert.not_after = Time.now + 86_400
+    ext = OpenSSL::X509::ExtensionFactory.new(cert, cert)
+    cert.add_extension(ext.create_extension("basicConstraints", "CA:TRUE", true))
+    cert.add_extension(ext.create_extension("keyUsage", "keyCertSign,cRLSign", true))
+    cert.sign(key, "SHA256")
+    [cert, key]
+  end
+
+  # A client certificate for cn signed by ca ([cert, key] of #ca).
+  # → [cert PEM, key PEM]
+  def client(ca, cn:)
+    ca_cert, ca_key = ca
+    key = self.key
+    cert = OpenSSL::X509::Certificate.new
+    cert.version = 2
+    cert.serial = rand(1 << 60)
+    cert.subject = OpenSSL::X509::Name.parse("/CN=#{cn}/O=Oribi Tests")
+    cert.issuer = ca_cert.subject
+    cert.public_key = key
+    cert.not_before = Time.now - 60
+    cert.not_after = Time.now + 86_400
+    ext = OpenSSL::X509::ExtensionFactory.new(cert, ca_cert)
+    cert.add_extension(ext.create_extension("extendedKeyUsage", "clientAuth"))
+    cert.sign(ca_key, "SHA256")
+    [cert.to_pem, key.private_to_pem]
+  end
+
   # Writes a pair into dir as NAME.crt and NAME.key. → [cert path, key path]
   def write(dir, name, pair = self_signed)
     paths = [File.join(dir, "#{name}.crt"), File.join(dir, "#{name}.key")]
@@ -40,7 +76,8 @@ class TLSClient
   attr_reader :ssl
 
   # verify: the certificate PEM to trust, else none checked.
-  def self.open(port, host: "127.0.0.1", trust: nil, session: nil, timeout: 10)
+  # cert, key: a client certificate to present (PEM).
+  def self.open(port, host: "127.0.0.1", trust: nil, session: nil, cert: nil, key: nil, timeout: 10)
     tcp = Socket.tcp(host, port, connect_timeout: timeout)
     ctx = OpenSSL::SSL::SSLContext.new
     if trust
@@ -50,6 +87,10 @@ class TLSClient
       ctx.verify_mode = OpenSSL::SSL::VERIFY_NONE
     end
     ctx.alpn_protocols = ["http/1.1"]
+    if cert
+      ctx.cert = OpenSSL::X509::Certificate.new(cert)
+      ctx.key = OpenSSL::PKey.read(key)
+    end
     ssl = OpenSSL::SSL::SSLSocket.new(tcp, ctx)
     ssl.hostname = "localhost"
     ssl.session = session if session
@@ -59,6 +100,9 @@ class TLSClient
         (r == :wait_writable ? tcp.wait_writable(timeout) : tcp.wait_readable(timeout)) or raise "TLS handshake timed out"
         r = ssl.connect_nonblock(exception: false)
       end
+    rescue StandardError
+      ssl.close
+      raise
     end
     new(ssl)
   end

@@ -13,6 +13,7 @@
 
 #ifdef ORIBI_HAVE_OPENSSL
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 
 /* Small pieces of a response (a head, chunk framing, a short body) leave
@@ -95,6 +96,25 @@ int oribi_tls_start(struct oribi_conn *c, struct ssl_ctx_st *ctx)
 int oribi_tls_drained(const struct oribi_conn *c)
 {
     return c->tls_drained && !SSL_has_pending(c->tls);
+}
+
+char *oribi_tls_peer_pem(const struct oribi_conn *c, size_t *len)
+{
+    X509 *cert = SSL_get0_peer_certificate(c->tls);
+    if (!cert)
+        return NULL;
+    BIO *b = BIO_new(BIO_s_mem());
+    char *out = NULL, *p;
+    if (b && PEM_write_bio_X509(b, cert) == 1) {
+        long n = BIO_get_mem_data(b, &p);
+        if (n > 0 && (out = malloc((size_t)n))) {
+            memcpy(out, p, (size_t)n);
+            *len = (size_t)n;
+        }
+    }
+    BIO_free(b);
+    ERR_clear_error();
+    return out;
 }
 
 void oribi_tls_free(struct oribi_conn *c)
@@ -339,6 +359,13 @@ int oribi_tls_drained(const struct oribi_conn *c)
 {
     (void)c;
     return 1;
+}
+
+char *oribi_tls_peer_pem(const struct oribi_conn *c, size_t *len)
+{
+    (void)c;
+    *len = 0;
+    return NULL;
 }
 
 #endif

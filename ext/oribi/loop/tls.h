@@ -37,6 +37,10 @@ int oribi_tls_buffered(const struct oribi_conn *c);
 /* 1 when the last read found the socket drained and TLS holds no bytes
  * read but not yet given: nothing to read until the poller says so. */
 int oribi_tls_drained(const struct oribi_conn *c);
+/* The client's certificate (asked for under verify_mode peer or
+ * force_peer, and checked) as PEM text in a malloc'd buffer the caller
+ * frees, its length in *len; NULL when it gave none. */
+char *oribi_tls_peer_pem(const struct oribi_conn *c, size_t *len);
 /* 1 while the handshake is not done. */
 int oribi_tls_handshaking(const struct oribi_conn *c);
 /* A peer that spoke plain HTTP to a TLS listener: its first bytes look like

@@ -4,10 +4,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "ruby/oribi.h"
+#include "loop/tls.h"
 
 #if !defined(HAVE_RB_HASH_NEW_CAPA) && defined(HAVE_RB_HASH_NEW_WITH_SIZE)
 VALUE rb_hash_new_with_size(st_index_t size); /* exported, not declared, in Ruby 3.1 */
@@ -22,7 +24,7 @@ static VALUE k_script_name, k_path_info, k_query_string, k_request_uri, k_server
     k_multiprocess, k_run_once, k_hijack_p, k_http_host, k_hijack, k_early_hints, k_response_finished, k_protocol,
     k_io_bound;
 static VALUE v_empty, v_http, v_http10, v_http11, v_software, v_localhost_ip, v_port80;
-static VALUE k_https, v_https, v_on, v_port443;
+static VALUE k_https, v_https, v_on, v_port443, k_client_cert, k_peercert;
 
 VALUE oribi_fstr(const char *s)
 {
@@ -134,6 +136,8 @@ void oribi_env_init(void)
     v_https = oribi_fstr("https");
     v_on = oribi_fstr("on");
     v_port443 = oribi_fstr("443");
+    k_client_cert = oribi_fstr("SSL_CLIENT_CERT");
+    k_peercert = oribi_fstr("puma.peercert");
     for (size_t i = 0; i < NMETHODS; i++)
         method_vals[i] = oribi_fstr(methods[i]);
     for (size_t i = 0; i < NCOMMON; i++) {
@@ -267,6 +271,30 @@ static void split_host(VALUE env, const char *h, size_t len)
     }
     rb_hash_aset(env, k_server_name, rb_interned_str(h, (long)name_end));
     rb_hash_aset(env, k_server_port, port_len ? rb_interned_str(port, (long)port_len) : v_port80);
+}
+
+struct pairs;
+static void pairs_add(struct pairs *p, VALUE key, VALUE value);
+
+/* A client certificate (mutual TLS): SSL_CLIENT_CERT, PEM as nginx and
+ * Apache pass it, and puma.peercert, an OpenSSL::X509::Certificate as Puma
+ * gives it (Ruby's openssl loaded when the first one comes). */
+static void peer_cert(struct pairs *p, struct oribi_conn *c)
+{
+    size_t len;
+    char *pem = oribi_tls_peer_pem(c, &len);
+    if (!pem)
+        return;
+    VALUE text = rb_str_new(pem, (long)len);
+    free(pem);
+    static VALUE cCertificate = Qundef;
+    if (cCertificate == Qundef) {
+        rb_require("openssl");
+        cCertificate = rb_path2class("OpenSSL::X509::Certificate");
+        rb_gc_register_mark_object(cCertificate);
+    }
+    pairs_add(p, k_client_cert, text);
+    pairs_add(p, k_peercert, rb_funcall(cCertificate, rb_intern("new"), 1, text));
 }
 
 /* Whether a Host value ends in a port: "name:port", "[v6]:port". */
@@ -469,6 +497,7 @@ VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const str
         pairs_add(&p, k_hijack_p, Qfalse);
         if (r->host && r->host_len && !host_names_port(r->host, r->host_len))
             pairs_add(&p, k_server_port, v_port443);
+        peer_cert(&p, c);
     }
     header_pairs(&p, r);
     pairs_flush(&p);
