@@ -19,20 +19,21 @@ class PortableBuildTest < Minitest::Test
   EXTS = { "oribi" => %w[ext/oribi lib], "oribi_bench" => %w[oribi-bench/ext/oribi_bench oribi-bench/lib] }.freeze
 
   # What the portable build may import, besides Ruby's C API (rb_*, ruby_*)
-  # and OpenSSL's (the load generator's https): POSIX, kqueue, pthreads,
+  # and OpenSSL's (the server's TLS listeners, the load generator's https): POSIX, kqueue, pthreads,
   # and the references the compiler and glibc's headers add on their own
-  # (errno, fortified string functions, stack protector, C++ runtime hooks),
+  # (errno, fortified string functions, stack protector, C++ runtime hooks,
+  # thread-local variables),
   # which name the same calls by other names on macOS and FreeBSD.
   ALLOWED = %w[
     accept calloc clock_gettime close connect fcntl fmax free freeaddrinfo fstat ftruncate gai_strerror getaddrinfo
     getenv getpid getrlimit getsockname getsockopt gmtime_r inet_ntop inet_pton kevent kqueue lseek malloc memchr
-    memcmp memcpy memmove memset mkostemp mmap munmap open pipe poll pread pthread_create pthread_join
+    memcmp memcpy memmove memset mkostemp mmap munmap open pipe poll pread pthread_create pthread_join pthread_once
     pthread_mutex_destroy pthread_mutex_init pthread_mutex_lock pthread_mutex_unlock pthread_sigmask pwrite qsort
     read realloc recv send sendmsg sendto setsockopt shutdown sigfillset snprintf socket sqrt strcmp strdup strerror
-    strftime strlen strncasecmp strncmp time unlink write
+    strftime strlen strncasecmp strncmp strrchr time unlink write
   ].freeze
-  TOOLCHAIN = /\A(__errno_location|__stack_chk_fail|__cxa_finalize|__gmon_start__|_ITM_\w+|__\w+_chk)\z/
-  FOREIGN_API = /\A(rb_|ruby_|SSL_|ERR_|X509_|TLS_|OPENSSL_)/
+  TOOLCHAIN = /\A(__errno_location|__stack_chk_fail|__cxa_finalize|__gmon_start__|_ITM_\w+|__\w+_chk|__tls_get_addr)\z/
+  FOREIGN_API = /\A(rb_|ruby_|SSL_|ERR_|X509_|TLS_|OPENSSL_|BIO_|PEM_|EVP_|ASN1_|OpenSSL_)/
 
   # The builds are made once per process (the file's tests share them).
   @built = {}

@@ -4,6 +4,8 @@ require "test_helper"
 require "rack3_helper"
 require "support/tls"
 require "digest/md5"
+require "json"
+require "tempfile"
 
 # TLS listeners (docs/TLS.md): bind "ssl://HOST:PORT?cert=..&key=..". The
 # handshake in the worker's loop, requests over it as over plain TCP (keep-
@@ -145,6 +147,55 @@ class TLSTest < Minitest::Test
     assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t, :<, 4, "the stalled handshake outlived header_timeout"
   ensure
     [stalled, garbage, c].each { |s| s&.close }
+  end
+
+  # A flood of new connections, each a full handshake (the costly part of
+  # TLS, on the loop's thread), does not starve a client already served:
+  # its requests are answered meanwhile, none slower than the bound.
+  def test_a_handshake_flood_does_not_starve_a_served_client
+    start("env.ru")
+    c = client
+    flood = IO.popen([RbConfig.ruby, File.join(ROOT, "exe/oribi"), "bench", "--no-keepalive", "-c", "200", "-T", "1",
+                      "-d", "4s", "--insecure", "--json", "https://127.0.0.1:#{@port}/"])
+    # measured while the flood runs (4 s of it, these 3)
+    times = []
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 3
+    while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      assert_equal 200, request(c, "/").status
+      times << Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+      sleep 0.02 # the served client's own pace, not a synchronisation
+    end
+    report = JSON.parse(flood.read)
+    assert_operator report["requests"], :>, 500, "the flood did not run"
+    puts "\nduring #{report['requests']} handshakes (#{report['rate'].round}/s): #{times.size} requests kept alive, " \
+         "slowest #{(times.max * 1000).round} ms, median #{(times.sort[times.size / 2] * 1000).round(1)} ms"
+    assert_operator times.max, :<, 0.5, "a request of a served client waited behind the handshakes"
+  ensure
+    flood&.close
+    c&.close
+  end
+
+  # A TLS 1.2 client that asks to renegotiate (openssl s_client's R) is
+  # refused with the no_renegotiation alert: renegotiation is a CPU lever
+  # for an attacker and a source of old bugs; the worker serves on.
+  def test_renegotiation_is_refused
+    start("env.ru")
+    script = "GET / HTTP/1.1\r\nHost: h\r\n\r\n"
+    o = Tempfile.new("s_client")
+    r, w = IO.pipe
+    pid = Process.spawn("openssl", "s_client", "-tls1_2", "-connect", "127.0.0.1:#{@port}", in: r, %i[out err] => o.path)
+    r.close
+    w.write(script)
+    assert wait_until(timeout: 5) { File.read(o.path).include?("HTTP/1.1 200") }, File.read(o.path)
+    w.write("R\n")
+    assert wait_until(timeout: 5) { File.read(o.path).include?("no renegotiation") }, File.read(o.path)
+    assert_equal 200, request(client, "/").status
+  ensure
+    w&.close
+    Process.kill(:TERM, pid) if pid
+    Process.wait(pid) if pid
+    o&.close!
   end
 
   # Mutual TLS: force_peer refuses a client without a certificate, or with
