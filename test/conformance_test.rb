@@ -2,10 +2,11 @@
 
 require "test_helper"
 require_relative "support/corpus"
+require_relative "support/tls"
 
 # Replays test/corpus/requests.txt (raw requests with the expected reaction;
-# the format is in support/corpus.rb) through real sockets, TCP and unix,
-# three ways:
+# the format is in support/corpus.rb) through real sockets, TCP, unix and
+# TLS (an ssl:// listener of the same server), three ways:
 #   alone       one case per connection;
 #   after       a valid GET first, then the case, in one write: the GET gets
 #               exactly its 200 and the case its own reaction;
@@ -19,7 +20,11 @@ require_relative "support/corpus"
 # worker that took all of it is still the one answering.
 class ConformanceTest < Minitest::Test
   include SharedServer
-  server "echo.ru", "--max-body", "1048576"
+  TLS_DIR = Dir.mktmpdir("oribi-conformance")
+  Minitest.after_run { FileUtils.rm_rf(TLS_DIR) }
+  TLS_PORT = free_port
+  TLS_CERT, TLS_KEY = TLSFiles.write(TLS_DIR, "server")
+  server "echo.ru", "--max-body", "1048576", "-b", "ssl://127.0.0.1:#{TLS_PORT}?cert=#{TLS_CERT}&key=#{TLS_KEY}"
 
   CASES = Corpus::CASES
   FIRST = "GET /first HTTP/1.1\r\nHost: a\r\n\r\n"
@@ -30,6 +35,8 @@ class ConformanceTest < Minitest::Test
   end
 
   def served_in_log = server.log.scan(/^served /).size
+
+  def connect(transport) = transport == :tls ? TLSClient.open(TLS_PORT) : server.public_send(transport)
 
   def worker_pid(sock)
     res = HTTPClient.request(sock, "/pid")
@@ -109,17 +116,17 @@ class ConformanceTest < Minitest::Test
     assert_operator CASES.size - valid, :>=, 120, "invalid cases"
   end
 
-  %i[tcp unix].each do |transport|
+  %i[tcp unix tls].each do |transport|
     %i[alone after before].each do |mode|
       define_method("test_corpus_#{mode}_over_#{transport}") do
         served_before = served_in_log
-        pid = worker_pid(server.public_send(transport))
+        pid = worker_pid(connect(transport))
         failures = []
         CASES.each do |kase|
           # an incomplete case followed by a request is a different request
           next if mode == :before && kase.expect == ["timeout"]
 
-          sock = server.public_send(transport)
+          sock = connect(transport)
           begin
             replay(kase, sock, mode)
           rescue Minitest::Assertion => e
@@ -129,7 +136,7 @@ class ConformanceTest < Minitest::Test
           end
         end
         assert_empty failures, failures.join("\n")
-        assert_equal pid, worker_pid(server.public_send(transport)), "the worker was replaced: it crashed"
+        assert_equal pid, worker_pid(connect(transport)), "the worker was replaced: it crashed"
         want = served_before + @served
         server.log_until(/\A(?:.*?^served ){#{want}}/m)
         assert_equal want, served_in_log, "requests the app saw vs. 200 responses"

@@ -71,7 +71,8 @@ module TLSFiles
 end
 
 # An SSLSocket as HTTPClient reads a socket: read_nonblock and
-# wait_readable, write.
+# wait_readable (for the server's bytes, not for TLS records that carry
+# none, as the tickets a TLS 1.3 server sends after the handshake), write.
 class TLSClient
   attr_reader :ssl
 
@@ -107,18 +108,36 @@ class TLSClient
     new(ssl)
   end
 
-  def initialize(ssl) = @ssl = ssl
+  def initialize(ssl)
+    @ssl = ssl
+    @ahead = +"" # read by wait_readable, not yet returned
+  end
 
   def write(data) = @ssl.write(data)
 
   def read_nonblock(max, **_exception_false)
+    return @ahead.slice!(0, max) unless @ahead.empty?
+
     r = @ssl.read_nonblock(max, exception: false)
     r == :wait_writable ? :wait_readable : r
-  rescue OpenSSL::SSL::SSLError, EOFError
+  rescue OpenSSL::SSL::SSLError, EOFError, Errno::ECONNRESET
     nil
   end
 
-  def wait_readable(timeout) = @ssl.to_io.wait_readable(timeout)
+  # self once the server's bytes (or its end) can be read, nil after timeout.
+  def wait_readable(timeout)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    loop do
+      return self unless @ahead.empty?
+
+      r = read_nonblock(16_384)
+      return self if r.nil?
+      next @ahead << r if r.is_a?(String)
+
+      left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      return nil if left <= 0 || !@ssl.to_io.wait_readable(left)
+    end
+  end
   def close = @ssl.close
   def closed? = @ssl.closed?
   def peer_cert = @ssl.peer_cert
