@@ -198,6 +198,28 @@ class TLSTest < Minitest::Test
     o&.close!
   end
 
+  # More than one certificate: repeated cert=&key= pairs, the first the
+  # listener's own, the others presented to a client that names theirs.
+  def test_certificates_by_sni
+    other_cert, other_key = TLSFiles.write(@dir, "other", TLSFiles.self_signed(cn: "api.example.test"))
+    @port = free_port
+    uri = "ssl://127.0.0.1:#{@port}?cert=#{@cert}&key=#{@key}&cert=#{other_cert}&key=#{other_key}"
+    @srv = ServerProcess.new("env.ru", "-b", uri, workers: 1, tcp: false)
+    assert_match(/\(TLS: CN=localhost, until [\d-]+, and 1 more by SNI;/, @srv.log_until(/TLS:/))
+    cn = lambda do |name|
+      c = TLSClient.open(@port, sni: name)
+      c.peer_cert.subject.to_s.tap do
+        assert_equal 200, request(c, "/").status
+        c.close
+      end
+    end
+    assert_equal "/CN=api.example.test", cn.("api.example.test")
+    assert_equal "/CN=localhost", cn.("localhost")
+    assert_equal "/CN=localhost", cn.("unknown.example.test")
+    e = assert_raises(ArgumentError) { Oribi::Listeners.split_params("ssl://127.0.0.1:1?cert=a&key=b&cert=c") }
+    assert_match(/each cert needs its key/, e.message)
+  end
+
   # Mutual TLS: force_peer refuses a client without a certificate, or with
   # one the CA did not sign; a client with one finds it in the env, as
   # nginx passes it (SSL_CLIENT_CERT) and as Puma gives it (puma.peercert).

@@ -55,7 +55,7 @@ module Oribi
     # The files' identities and mtimes (a symlink swapped to a new file
     # counts), by path.
     def stamps
-      @listeners.flat_map { |l| l.tls.values_at("cert", "key", "ca").compact }.uniq.to_h do |path|
+      @listeners.flat_map { |l| [*l.tls.values_at("cert", "key", "ca"), *l.tls.fetch("sni", []).flatten].compact }.uniq.to_h do |path|
         st = File.stat(path)
         [path, [st.ino, st.mtime, st.size]]
       rescue SystemCallError

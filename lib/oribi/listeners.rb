@@ -35,7 +35,9 @@ module Oribi
       def tls_text
         return "" unless tls_context
 
-        " (TLS: #{tls_context.subject}, until #{tls_context.not_after&.strftime('%F')}; #{TLSContext::LIBRARY})"
+        sni = tls.fetch("sni", []).size
+        " (TLS: #{tls_context.subject}, until #{tls_context.not_after&.strftime('%F')}" \
+          "#{", and #{sni} more by SNI" if sni.positive?}; #{TLSContext::LIBRARY})"
       end
 
       # The URI, and the PROXY protocol it requires when the option (not
@@ -129,7 +131,10 @@ module Oribi
     # The TLSContext of a listener's settings; a file that does not do is
     # an error naming the listener and the file.
     def self.tls_context(listener)
-      TLSContext.new(listener.tls)
+      own = listener.tls.except("sni")
+      TLSContext.new(own).tap do |ctx|
+        listener.tls.fetch("sni", []).each { |cert, key| ctx.add_sni(TLSContext.new(own.merge("cert" => cert, "key" => key))) }
+      end
     rescue TLSContext::Error => e
       raise ArgumentError, "#{listener.uri.split('?').first}: #{e.message}"
     end
@@ -193,7 +198,8 @@ module Oribi
     def self.split_params(uri)
       base, query = uri.split("?", 2)
       known = base.start_with?("ssl://") ? PARAMS.merge(TLS_PARAMS) : PARAMS
-      params = URI.decode_www_form(query.to_s).to_h
+      pairs = URI.decode_www_form(query.to_s)
+      params = pairs.to_h
       params.each do |name, value|
         known.key?(name) or raise ArgumentError, "#{uri}: unknown parameter #{name}: #{known.keys.join(', ')} is taken"
         taken = known[name]
@@ -201,7 +207,7 @@ module Oribi
 
         raise ArgumentError, "#{uri}: #{name}=#{value}: #{taken[0..-2].join(', ')} or #{taken[-1]}"
       end
-      [base, params]
+      [base, base.start_with?("ssl://") ? with_sni(uri, pairs, params) : params]
     rescue ArgumentError => e
       raise if e.message.start_with?(uri)
 
@@ -211,7 +217,17 @@ module Oribi
     # The TLS settings of an ssl:// URI's parameters (and the PEM text the
     # config gave for it), else nil.
     def self.tls_settings(base, params, pems = {})
-      params.slice(*TLS_PARAMS.keys).merge(pems.fetch(base, {})) if base.start_with?("ssl://")
+      params.slice(*TLS_PARAMS.keys, "sni").merge(pems.fetch(base, {})) if base.start_with?("ssl://")
+    end
+
+    # More than one cert=&key= pair: the first is the listener's, the
+    # others are presented to clients that name theirs (SNI), as "sni".
+    def self.with_sni(uri, pairs, params)
+      certs, keys = %w[cert key].map { |k| pairs.filter_map { |n, v| v if n == k } }
+      raise ArgumentError, "#{uri}: each cert needs its key, in order (#{certs.size} cert, #{keys.size} key)" if certs.size != keys.size
+      return params if certs.size < 2
+
+      params.merge("cert" => certs[0], "key" => keys[0], "sni" => certs.drop(1).zip(keys.drop(1)))
     end
 
     # The PROXY protocol a listener's URI asks for, else default; nil: none.

@@ -78,7 +78,8 @@ class TLSClient
 
   # verify: the certificate PEM to trust, else none checked.
   # cert, key: a client certificate to present (PEM).
-  def self.open(port, host: "127.0.0.1", trust: nil, session: nil, cert: nil, key: nil, timeout: 10)
+  # sni: the server name sent (default localhost).
+  def self.open(port, host: "127.0.0.1", trust: nil, session: nil, cert: nil, key: nil, sni: "localhost", timeout: 10)
     tcp = Socket.tcp(host, port, connect_timeout: timeout)
     ctx = OpenSSL::SSL::SSLContext.new
     if trust
@@ -93,7 +94,7 @@ class TLSClient
       ctx.key = OpenSSL::PKey.read(key)
     end
     ssl = OpenSSL::SSL::SSLSocket.new(tcp, ctx)
-    ssl.hostname = "localhost"
+    ssl.hostname = sni
     ssl.session = session if session
     ssl.sync_close = true
     ssl.connect_nonblock(exception: false).then do |r|

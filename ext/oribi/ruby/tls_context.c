@@ -18,6 +18,7 @@
  *     "reuse"                         "false": no session resumption (tickets
  *                                     and the session cache are on by default)
  *   #subject, #not_after (a Time): the certificate's, for the boot line
+ *   #add_sni(other): other's certificate for clients that name it (SNI)
  *   Oribi::TLSContext::LIBRARY: OpenSSL's version, or nil when built without
  */
 #include <ruby.h>
@@ -33,11 +34,25 @@ static VALUE cTLSContext, eTLSError;
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+/* The context, and those of the other certificates it serves by SNI
+ * (#add_sni: each an Oribi::TLSContext of its own, which the Ruby object
+ * keeps alive). */
+struct tls_ctx {
+    SSL_CTX *ctx;
+    int nsni;
+    SSL_CTX **sni;
+};
 
 static void ctx_free(void *p)
 {
-    if (p)
-        SSL_CTX_free(p);
+    struct tls_ctx *t = p;
+    SSL_CTX_free(t->ctx);
+    for (int i = 0; i < t->nsni; i++)
+        SSL_CTX_free(t->sni[i]);
+    xfree(t->sni);
+    xfree(t);
 }
 
 static const rb_data_type_t ctx_type = {
@@ -46,7 +61,8 @@ static const rb_data_type_t ctx_type = {
 
 static VALUE ctx_alloc(VALUE klass)
 {
-    return TypedData_Wrap_Struct(klass, &ctx_type, NULL);
+    struct tls_ctx *t;
+    return TypedData_Make_Struct(klass, struct tls_ctx, &ctx_type, t);
 }
 
 /* Raises the error: what failed, then OpenSSL's reason for it. */
@@ -131,7 +147,7 @@ static VALUE ctx_init(VALUE self, VALUE settings)
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx)
         fail("cannot make a TLS context", Qnil);
-    DATA_PTR(self) = ctx;
+    ((struct tls_ctx *)rb_check_typeddata(self, &ctx_type))->ctx = ctx;
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION |
                                  SSL_OP_CIPHER_SERVER_PREFERENCE);
@@ -203,10 +219,43 @@ static VALUE ctx_init(VALUE self, VALUE settings)
 
 static SSL_CTX *ctx_get(VALUE self)
 {
-    SSL_CTX *ctx = rb_check_typeddata(self, &ctx_type);
-    if (!ctx)
+    struct tls_ctx *t = rb_check_typeddata(self, &ctx_type);
+    if (!t->ctx)
         rb_raise(rb_eArgError, "an uninitialized Oribi::TLSContext");
-    return ctx;
+    return t->ctx;
+}
+
+/* SNI: the first certificate whose names match the client's server name;
+ * the context's own when none does, or the client names none. */
+static int pick_certificate(SSL *s, int *alert, void *arg)
+{
+    (void)alert;
+    struct tls_ctx *t = arg;
+    const char *name = SSL_get_servername(s, TLSEXT_NAMETYPE_host_name);
+    if (!name)
+        return SSL_TLSEXT_ERR_OK;
+    for (int i = 0; i < t->nsni; i++) {
+        if (X509_check_host(SSL_CTX_get0_certificate(t->sni[i]), name, 0, 0, NULL) == 1) {
+            SSL_set_SSL_CTX(s, t->sni[i]); /* its certificate; tickets stay the listener's */
+            break;
+        }
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* add_sni(other): other's certificate is presented to clients that name
+ * one of its names (SNI); the rest of the settings are other's too. */
+static VALUE ctx_add_sni(VALUE self, VALUE other)
+{
+    struct tls_ctx *t = rb_check_typeddata(self, &ctx_type);
+    SSL_CTX *o = ctx_get(other);
+    ctx_get(self);
+    SSL_CTX_up_ref(o);
+    REALLOC_N(t->sni, SSL_CTX *, t->nsni + 1);
+    t->sni[t->nsni++] = o;
+    SSL_CTX_set_tlsext_servername_callback(t->ctx, pick_certificate);
+    SSL_CTX_set_tlsext_servername_arg(t->ctx, t);
+    return self;
 }
 
 /* The certificate's subject, one line ("CN=example.com,O=..."). */
@@ -247,6 +296,7 @@ void Init_oribi_tls_context(VALUE mOribi)
     rb_define_method(cTLSContext, "initialize", ctx_init, 1);
     rb_define_method(cTLSContext, "subject", ctx_subject, 0);
     rb_define_method(cTLSContext, "not_after", ctx_not_after, 0);
+    rb_define_method(cTLSContext, "add_sni", ctx_add_sni, 1);
     rb_define_const(cTLSContext, "LIBRARY", rb_obj_freeze(rb_str_new_cstr(OpenSSL_version(OPENSSL_VERSION))));
 }
 
