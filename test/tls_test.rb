@@ -220,6 +220,29 @@ class TLSTest < Minitest::Test
     assert_match(/each cert needs its key/, e.message)
   end
 
+  # A TLS listener behind a load balancer that passes connections through
+  # with a PROXY header (an AWS NLB, haproxy's send-proxy): the header in
+  # plain, then TLS; the client's address from the header.
+  def test_a_proxy_header_before_tls
+    start("echo.ru", proxy_protocol: "v1")
+    tcp = Socket.tcp("127.0.0.1", @port)
+    tcp.write("PROXY TCP4 203.0.113.7 127.0.0.1 51234 443\r\n")
+    ctx = OpenSSL::SSL::SSLContext.new.tap { |x| x.verify_mode = OpenSSL::SSL::VERIFY_NONE }
+    ssl = OpenSSL::SSL::SSLSocket.new(tcp, ctx).tap { |x| x.sync_close = true }
+    ssl.connect
+    c = TLSClient.new(ssl)
+    res = request(c, "/")
+    assert_match(/^REMOTE_ADDR: 203\.0\.113\.7$/, res.body)
+    assert_match(/^rack\.url_scheme: https$/, res.body)
+    # without the header the connection is refused, as on a plain proxy_protocol listener
+    plain = TCPSocket.new("127.0.0.1", @port)
+    plain.write("\x16\x03\x01\x00\x10" + ("\x00" * 16))
+    assert_equal "", HTTPClient.read_to_close(plain, timeout: 5)
+  ensure
+    c&.close
+    plain&.close
+  end
+
   # Mutual TLS: force_peer refuses a client without a certificate, or with
   # one the CA did not sign; a client with one finds it in the env, as
   # nginx passes it (SSL_CLIENT_CERT) and as Puma gives it (puma.peercert).

@@ -300,7 +300,6 @@ module Oribi
       base, params = self.class.split_params(uri)
       proxy = self.class.proxy_protocol(uri, @proxy_protocol)
       tls = self.class.tls_settings(base, params, @tls_pems)
-      raise ArgumentError, "#{base}: a TLS listener takes no PROXY protocol header (not served yet)" if tls && proxy
 
       kind, *rest = self.class.parse(base)
       listeners = if kind == :unix then [bind_unix(uri, rest[0])]

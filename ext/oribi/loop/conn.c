@@ -353,6 +353,14 @@ static int conn_proxy_header(struct oribi_loop *loop, struct oribi_conn *c)
     c->proxy = 0;
     c->len -= (size_t)r;
     memmove(c->buf, c->buf + r, c->len);
+    if (c->tls && c->len) { /* the bytes after it open the TLS handshake: TLS reads them first */
+        if (oribi_tls_preread(c, c->buf, c->len) < 0) {
+            conn_close(loop, c);
+            return -1;
+        }
+        c->len = 0;
+        c->may_read = 1;
+    }
     return 1;
 }
 

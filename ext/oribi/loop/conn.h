@@ -47,8 +47,10 @@ struct oribi_conn {
     struct ssl_st *tls;         /* TLS over the socket (tls.h), else NULL: the socket itself */
     unsigned char plain_on_tls; /* its TLS failed on a plain HTTP request (tls.h) */
     unsigned char tls_drained;  /* the last read under TLS found the socket drained (tls.c) */
-    int listener;               /* index into the loop's listeners */
-    uint32_t gen;               /* bumped on reuse: stale pending entries are skipped */
+    char *tls_pre;              /* TLS bytes read before TLS began (behind a PROXY header), else NULL */
+    size_t tls_pre_len, tls_pre_off;
+    int listener; /* index into the loop's listeners */
+    uint32_t gen; /* bumped on reuse: stale pending entries are skipped */
     unsigned char state;
     unsigned char timer;    /* which list it is on */
     unsigned watched : 1;   /* in the poller */

@@ -35,6 +35,19 @@ static int sock_read(BIO *b, char *buf, int len)
 {
     struct oribi_conn *c = BIO_get_data(b);
     BIO_clear_retry_flags(b);
+    if (c->tls_pre) { /* what came behind a PROXY header first */
+        size_t n = c->tls_pre_len - c->tls_pre_off;
+        if (n > (size_t)len)
+            n = (size_t)len;
+        memcpy(buf, c->tls_pre + c->tls_pre_off, n);
+        c->tls_pre_off += n;
+        if (c->tls_pre_off == c->tls_pre_len) {
+            free(c->tls_pre);
+            c->tls_pre = NULL;
+        }
+        c->tls_drained = 0; /* the socket may hold more */
+        return (int)n;
+    }
     ssize_t n;
     do {
         n = read(c->fd, buf, (size_t)len);
@@ -117,8 +130,23 @@ char *oribi_tls_peer_pem(const struct oribi_conn *c, size_t *len)
     return out;
 }
 
+int oribi_tls_preread(struct oribi_conn *c, const char *p, size_t n)
+{
+    char *copy = malloc(n);
+    if (!copy)
+        return -1;
+    memcpy(copy, p, n);
+    free(c->tls_pre);
+    c->tls_pre = copy;
+    c->tls_pre_len = n;
+    c->tls_pre_off = 0;
+    return 0;
+}
+
 void oribi_tls_free(struct oribi_conn *c)
 {
+    free(c->tls_pre);
+    c->tls_pre = NULL;
     if (!c->tls)
         return;
     /* Closed without close_notify (or after ours) is still an end: OpenSSL
@@ -309,6 +337,15 @@ int oribi_tls_start(struct oribi_conn *c, struct ssl_ctx_st *ctx)
 {
     (void)c;
     (void)ctx;
+    errno = ENOTSUP;
+    return -1;
+}
+
+int oribi_tls_preread(struct oribi_conn *c, const char *p, size_t n)
+{
+    (void)c;
+    (void)p;
+    (void)n;
     errno = ENOTSUP;
     return -1;
 }

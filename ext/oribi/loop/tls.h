@@ -23,6 +23,9 @@ struct ssl_ctx_st;
 /* Begins TLS on c as the server, with ctx's certificates and settings.
  * 0, or -1 (out of memory: the conn is closed). */
 int oribi_tls_start(struct oribi_conn *c, struct ssl_ctx_st *ctx);
+/* Bytes of the TLS stream already read from the socket (behind a PROXY
+ * header): TLS reads them before the socket's. 0, or -1 out of memory. */
+int oribi_tls_preread(struct oribi_conn *c, const char *p, size_t n);
 /* Frees c's TLS, without a word to the peer (the socket is being closed). */
 void oribi_tls_free(struct oribi_conn *c);
 

@@ -23,7 +23,7 @@
 /* Up to n bytes into buf; 0 at the peer's end. */
 static inline ssize_t oribi_io_read(struct oribi_conn *c, void *buf, size_t n)
 {
-    if (c->tls)
+    if (c->tls && !c->proxy) /* a PROXY header comes before TLS, in plain */
         return oribi_tls_read(c, buf, n);
     return read(c->fd, buf, n);
 }
