@@ -81,7 +81,6 @@ struct oribi_conn {
      * into the loop's array of max_headers; a connection that waits (kept
      * alive, or in a fiber that waits on an upstream) does not keep one. */
     struct oribi_header *headers;
-    struct oribi_header fields[ORIBI_CONN_FIELDS];
 
     /* body */
     int64_t body_left;  /* Content-Length bytes still to come */
@@ -114,6 +113,10 @@ struct oribi_conn {
      * (REMOTE_ADDR, trusted_proxies, the loop's log lines). */
     struct sockaddr_storage peer;
     socklen_t peer_len;
+
+    /* Last: 512 bytes that only parsing and the env read, after the
+     * fields the loop touches on every event. */
+    struct oribi_header fields[ORIBI_CONN_FIELDS];
 };
 
 /* The connection closes once the current response is out (an error, a
