@@ -61,17 +61,16 @@ class TLSTest < Minitest::Test
     c&.close
   end
 
-  # What Rack says of the connection: https, HTTPS on, no full hijack
-  # (the socket carries records, not the app's bytes); Lint agrees.
-  def test_the_env_says_https_and_offers_no_full_hijack
+  # What Rack says of the connection: https, HTTPS on; Lint agrees.
+  def test_the_env_says_https
     app = File.join(@dir, "config.ru")
     File.write(app, <<~RUBY)
       use Rack::Lint
-      run ->(env) { [200, {}, [[env["HTTPS"], env["rack.hijack?"], env.key?("rack.hijack"), env["rack.url_scheme"]].inspect]] }
+      run ->(env) { [200, {}, [[env["HTTPS"], env["rack.hijack?"], env["rack.url_scheme"]].inspect]] }
     RUBY
     start(app)
     c = client
-    assert_equal '["on", false, false, "https"]', request(c, "/").body
+    assert_equal '["on", true, "https"]', request(c, "/").body
   ensure
     c&.close
   end
@@ -241,6 +240,53 @@ class TLSTest < Minitest::Test
   ensure
     c&.close
     plain&.close
+  end
+
+  # A hijack over TLS (Action Cable's WebSocket, a raw protocol after an
+  # upgrade): the app gets an Oribi::TLSSocket holding the connection's TLS,
+  # reads what the client sent (the bytes behind the request first) and
+  # writes back; a partial hijack (the rack.hijack response header) too.
+  def test_full_and_partial_hijack_over_tls
+    app = File.join(@dir, "config.ru")
+    File.write(app, <<~RUBY)
+      run lambda { |env|
+        if env["PATH_INFO"] == "/partial"
+          return [200, { "rack.hijack" => lambda { |io|
+            io.write("partial \#{io.class} \#{io.to_io.class}\n")
+            line = io.readpartial(100)
+            io.write("echo \#{line}")
+            io.close
+          } }, []]
+        end
+        io = env["rack.hijack"].call
+        io.write("HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: echo\\r\\nConnection: Upgrade\\r\\n\\r\\n")
+        first = io.read_nonblock(100, exception: false) # the bytes sent behind the request
+        io.write("ahead \#{first.inspect}\n")
+        IO.select([io.to_io], nil, nil, 5) unless io.wait_readable(0)
+        io.write("echo \#{io.readpartial(100)}")
+        io.close
+        [-1, {}, []]
+      }
+    RUBY
+    start(app)
+    c = client
+    c.write("GET /full HTTP/1.1\r\nHost: h\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nearly")
+    head = +""
+    head << HTTPClient.read_some(c, 1, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5) until head.end_with?("\r\n\r\n")
+    assert_match(/\AHTTP\/1\.1 101 /, head)
+    assert_equal "ahead \"early\"\n", HTTPClient.read_line(c, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5)
+    c.write("ping\n")
+    assert_equal "echo ping\n", HTTPClient.read_to_close(c)
+    c = client
+    c.write("GET /partial HTTP/1.1\r\nHost: h\r\n\r\n")
+    res = +""
+    res << HTTPClient.read_some(c, 100, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5) until res.include?("partial")
+    res << HTTPClient.read_some(c, 100, Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5) until res.end_with?("\n")
+    assert_match(/partial Oribi::TLSSocket TCPSocket\n\z/, res)
+    c.write("pong\n")
+    assert_equal "echo pong\n", HTTPClient.read_to_close(c)
+  ensure
+    c&.close
   end
 
   # Mutual TLS: force_peer refuses a client without a certificate, or with

@@ -12,6 +12,7 @@
 
 #include "http/chunked.h"
 #include "http/parser.h"
+#include "loop/tls.h"
 
 enum oribi_conn_state {
     CONN_HEAD,   /* reading a request head; idle between requests when len == 0 */
@@ -46,11 +47,9 @@ struct oribi_conn {
     int fd;
     struct ssl_st *tls;         /* TLS over the socket (tls.h), else NULL: the socket itself */
     unsigned char plain_on_tls; /* its TLS failed on a plain HTTP request (tls.h) */
-    unsigned char tls_drained;  /* the last read under TLS found the socket drained (tls.c) */
-    char *tls_pre;              /* TLS bytes read before TLS began (behind a PROXY header), else NULL */
-    size_t tls_pre_len, tls_pre_off;
-    int listener; /* index into the loop's listeners */
-    uint32_t gen; /* bumped on reuse: stale pending entries are skipped */
+    struct oribi_tls_io tio;    /* what TLS reads and writes through (tls.h) */
+    int listener;               /* index into the loop's listeners */
+    uint32_t gen;               /* bumped on reuse: stale pending entries are skipped */
     unsigned char state;
     unsigned char timer;    /* which list it is on */
     unsigned watched : 1;   /* in the poller */

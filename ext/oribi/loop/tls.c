@@ -25,7 +25,7 @@ static __thread char *gather;
 
 /* The socket under TLS, as OpenSSL's own socket BIO is but for two
  * things: a read that got fewer bytes than it asked for says the socket is
- * drained (c->tls_drained), so that the loop does not read once more to
+ * drained (oribi_tls_io.drained), so that the loop does not read once more to
  * learn it (read-ahead takes what is there in one read); and writes are
  * MSG_NOSIGNAL sends. */
 static BIO_METHOD *sock_method;
@@ -33,26 +33,26 @@ static pthread_once_t sock_method_once = PTHREAD_ONCE_INIT;
 
 static int sock_read(BIO *b, char *buf, int len)
 {
-    struct oribi_conn *c = BIO_get_data(b);
+    struct oribi_tls_io *c = BIO_get_data(b);
     BIO_clear_retry_flags(b);
-    if (c->tls_pre) { /* what came behind a PROXY header first */
-        size_t n = c->tls_pre_len - c->tls_pre_off;
+    if (c->pre) { /* what came behind a PROXY header first */
+        size_t n = c->pre_len - c->pre_off;
         if (n > (size_t)len)
             n = (size_t)len;
-        memcpy(buf, c->tls_pre + c->tls_pre_off, n);
-        c->tls_pre_off += n;
-        if (c->tls_pre_off == c->tls_pre_len) {
-            free(c->tls_pre);
-            c->tls_pre = NULL;
+        memcpy(buf, c->pre + c->pre_off, n);
+        c->pre_off += n;
+        if (c->pre_off == c->pre_len) {
+            free(c->pre);
+            c->pre = NULL;
         }
-        c->tls_drained = 0; /* the socket may hold more */
+        c->drained = 0; /* the socket may hold more */
         return (int)n;
     }
     ssize_t n;
     do {
         n = read(c->fd, buf, (size_t)len);
     } while (n < 0 && errno == EINTR);
-    c->tls_drained = n < len;
+    c->drained = n < len;
     if (n < 0 && errno == EAGAIN)
         BIO_set_retry_read(b);
     return (int)n;
@@ -60,7 +60,7 @@ static int sock_read(BIO *b, char *buf, int len)
 
 static int sock_write(BIO *b, const char *buf, int len)
 {
-    struct oribi_conn *c = BIO_get_data(b);
+    struct oribi_tls_io *c = BIO_get_data(b);
     BIO_clear_retry_flags(b);
     ssize_t n;
     do {
@@ -96,19 +96,29 @@ int oribi_tls_start(struct oribi_conn *c, struct ssl_ctx_st *ctx)
         ERR_clear_error();
         return -1;
     }
-    BIO_set_data(b, c);
+    c->tio = (struct oribi_tls_io){.fd = c->fd};
+    BIO_set_data(b, &c->tio);
     BIO_set_init(b, 1);
     SSL_set_bio(s, b, b); /* one BIO both ways: SSL_free frees it once */
     SSL_set_accept_state(s);
     c->tls = s;
     c->plain_on_tls = 0;
-    c->tls_drained = 0;
     return 0;
 }
 
 int oribi_tls_drained(const struct oribi_conn *c)
 {
-    return c->tls_drained && !SSL_has_pending(c->tls);
+    return c->tio.drained && !SSL_has_pending(c->tls);
+}
+
+struct ssl_st *oribi_tls_take(struct oribi_conn *c, struct oribi_tls_io *io)
+{
+    SSL *s = c->tls;
+    *io = c->tio;
+    BIO_set_data(SSL_get_rbio(s), io);
+    c->tls = NULL;
+    c->tio.pre = NULL;
+    return s;
 }
 
 char *oribi_tls_peer_pem(const struct oribi_conn *c, size_t *len)
@@ -136,17 +146,17 @@ int oribi_tls_preread(struct oribi_conn *c, const char *p, size_t n)
     if (!copy)
         return -1;
     memcpy(copy, p, n);
-    free(c->tls_pre);
-    c->tls_pre = copy;
-    c->tls_pre_len = n;
-    c->tls_pre_off = 0;
+    free(c->tio.pre);
+    c->tio.pre = copy;
+    c->tio.pre_len = n;
+    c->tio.pre_off = 0;
     return 0;
 }
 
 void oribi_tls_free(struct oribi_conn *c)
 {
-    free(c->tls_pre);
-    c->tls_pre = NULL;
+    free(c->tio.pre);
+    c->tio.pre = NULL;
     if (!c->tls)
         return;
     /* Closed without close_notify (or after ours) is still an end: OpenSSL
@@ -348,6 +358,13 @@ int oribi_tls_preread(struct oribi_conn *c, const char *p, size_t n)
     (void)n;
     errno = ENOTSUP;
     return -1;
+}
+
+struct ssl_st *oribi_tls_take(struct oribi_conn *c, struct oribi_tls_io *io)
+{
+    (void)c;
+    (void)io;
+    return NULL;
 }
 
 void oribi_tls_free(struct oribi_conn *c)

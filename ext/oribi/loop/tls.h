@@ -19,6 +19,15 @@
 
 struct oribi_conn;
 struct ssl_ctx_st;
+struct ssl_st;
+
+/* The socket under a connection's TLS, as TLS reads and writes it. */
+struct oribi_tls_io {
+    int fd;
+    unsigned char drained; /* the last read found the socket drained */
+    char *pre;             /* TLS bytes read before TLS began (behind a PROXY header), else NULL */
+    size_t pre_len, pre_off;
+};
 
 /* Begins TLS on c as the server, with ctx's certificates and settings.
  * 0, or -1 (out of memory: the conn is closed). */
@@ -26,6 +35,9 @@ int oribi_tls_start(struct oribi_conn *c, struct ssl_ctx_st *ctx);
 /* Bytes of the TLS stream already read from the socket (behind a PROXY
  * header): TLS reads them before the socket's. 0, or -1 out of memory. */
 int oribi_tls_preread(struct oribi_conn *c, const char *p, size_t n);
+/* The app takes the connection (a hijack): c's TLS, moved to *io, which
+ * must stay where it is for the TLS's life; c has none after. */
+struct ssl_st *oribi_tls_take(struct oribi_conn *c, struct oribi_tls_io *io);
 /* Frees c's TLS, without a word to the peer (the socket is being closed). */
 void oribi_tls_free(struct oribi_conn *c);
 

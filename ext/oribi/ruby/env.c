@@ -481,8 +481,7 @@ VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const str
     if (own->input != ctx->empty_input)
         pairs_add(&p, oribi_key_input, own->input);
     int tls = ctx->listeners[c->listener].tls;
-    if (!tls)
-        pairs_add(&p, k_hijack, own->hijack);
+    pairs_add(&p, k_hijack, own->hijack);
     if (q)
         pairs_add(&p, k_query_string, rb_str_new(q + 1, (long)(r->path_len - plen - 1)));
     if (r->minor_version != 1)
@@ -491,10 +490,9 @@ VALUE oribi_env_build(struct oribi_env_ctx *ctx, struct oribi_conn *c, const str
         pairs_add(&p, k_early_hints, own->early_hints);
     if (!NIL_P(own->io_bound))
         pairs_add(&p, k_io_bound, own->io_bound);
-    if (tls) { /* no full hijack: the socket carries TLS records, not the app's bytes */
+    if (tls) {
         pairs_add(&p, k_url_scheme, v_https);
         pairs_add(&p, k_https, v_on);
-        pairs_add(&p, k_hijack_p, Qfalse);
         if (r->host && r->host_len && !host_names_port(r->host, r->host_len))
             pairs_add(&p, k_server_port, v_port443);
         peer_cert(&p, c);

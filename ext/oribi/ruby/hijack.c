@@ -2,8 +2,9 @@
  * Hijacking: the app takes the socket. Full hijack (env["rack.hijack"].call)
  * happens while the app runs, before any response; partial hijack (a
  * rack.hijack response header) after the server wrote the head (rack_response.c).
- * Either way the app gets a real IO (TCPSocket or UNIXSocket) and the loop
- * forgets the connection without closing it.
+ * Either way the app gets a real IO (TCPSocket or UNIXSocket; on a TLS
+ * connection an Oribi::TLSSocket, tls_socket.c) and the loop forgets the
+ * connection without closing it.
  *
  * The loop reads ahead: bytes the client sent after the request (the first
  * WebSocket frame right behind the upgrade request) may already sit in the
@@ -16,6 +17,7 @@
 
 #include "ruby/handback.h"
 #include "ruby/hijack.h"
+#include "ruby/tls_socket.h"
 
 static VALUE cTCPSocket, cUNIXSocket;
 static ID id_for_fd, id_ungetbyte;
@@ -27,12 +29,16 @@ VALUE oribi_hijack_io(struct oribi_exchange *x, struct oribi_conn *c)
         rb_raise(oribi_eClientGone, "the client went away");
     int is_unix = x->ctx.listeners[c->listener].is_unix || c->peer.ss_family == AF_UNIX;
     VALUE ahead = c->len > c->rest_off ? rb_str_new(c->buf + c->rest_off, (long)(c->len - c->rest_off)) : Qnil;
-    VALUE io = rb_funcall(is_unix ? cUNIXSocket : cTCPSocket, id_for_fd, 1, INT2FIX(c->fd));
+    /* Under TLS the socket carries records: the app gets an object that
+     * takes the connection's TLS over, and the bytes read ahead. */
+    int tls = c->tls != NULL;
+    VALUE io =
+        tls ? oribi_tls_socket(c, ahead) : rb_funcall(is_unix ? cUNIXSocket : cTCPSocket, id_for_fd, 1, INT2FIX(c->fd));
     oribi_handback_detach(x->hb, c);
     x->c = NULL;
     x->io = io;
     x->phase = PHASE_HIJACKED;
-    if (!NIL_P(ahead))
+    if (!NIL_P(ahead) && !tls)
         rb_funcall(io, id_ungetbyte, 1, ahead);
     return io;
 }
@@ -50,8 +56,6 @@ VALUE oribi_full_hijack(VALUE ticket)
     struct oribi_conn *c = x->phase == PHASE_APP ? oribi_exchange_conn(x) : NULL;
     if (!c)
         rb_raise(rb_eIOError, "rack.hijack: no request in the app (the response has started or is over)");
-    if (c->tls)
-        rb_raise(rb_eNotImpError, "rack.hijack: not on a TLS connection (env[\"rack.hijack?\"] is false there)");
     return oribi_hijack_io(x, c);
 }
 

@@ -54,4 +54,5 @@ __attribute__((visibility("default"))) void Init_oribi(void)
     Init_oribi_query_parser(mOribi);
     Init_oribi_log_setup(mOribi);
     Init_oribi_tls_context(mOribi);
+    Init_oribi_tls_socket(mOribi);
 }

@@ -12,6 +12,7 @@ void Init_oribi_subreaper(VALUE mOribi);    /* subreaper.c: Oribi.child_subreape
 void Init_oribi_log_setup(VALUE mOribi);    /* log_setup.c: Oribi.log_setup (log_format) */
 void Init_oribi_query_parser(VALUE mOribi); /* query_parser.c: Oribi::Query (fast_query_parser) */
 void Init_oribi_tls_context(VALUE mOribi);  /* tls_context.c: Oribi::TLSContext (TLS listeners) */
+void Init_oribi_tls_socket(VALUE mOribi);   /* tls_socket.c: Oribi::TLSSocket (a hijacked TLS connection) */
 /* Row idx of an Oribi::Scoreboard (scoreboard.h); raises unless it is one. */
 struct oribi_score *oribi_scoreboard_row(VALUE scoreboard, VALUE idx);
 struct oribi_score_head *oribi_scoreboard_head(VALUE scoreboard);
