@@ -307,20 +307,26 @@ static void trusted_networks(struct oribi_engine *e, VALUE nets)
     }
 }
 
-/* The PROXY protocol versions each listener's connections open with
- * (Listeners#proxy_protocols: a mask of ORIBI_PROXY_V* per fd, in the
- * fds' order); nil, or no such option, for none. Not a Config option:
- * the listeners carry it (a bind URI's ?proxy_protocol=, else the
- * proxy_protocol option). */
-static void listener_proxies(VALUE opts, struct oribi_listener *ls, long n)
+/* An option the listeners carry, not Config (one entry per fd, in the
+ * fds' order): the Array, or nil when not given. */
+static VALUE per_listener(VALUE opts, const char *name, long n)
 {
-    VALUE v = rb_hash_lookup2(opts, ID2SYM(rb_intern("proxy_protocols")), Qnil);
+    VALUE v = rb_hash_lookup2(opts, ID2SYM(rb_intern(name)), Qnil);
     if (NIL_P(v))
-        return;
+        return v;
     Check_Type(v, T_ARRAY);
     if (RARRAY_LEN(v) != n)
-        rb_raise(rb_eArgError, "engine option proxy_protocols: one per listener");
-    for (long i = 0; i < n; i++) {
+        rb_raise(rb_eArgError, "engine option %s: one per listener", name);
+    return v;
+}
+
+/* The PROXY protocol versions each listener's connections open with
+ * (Listeners#proxy_protocols: a mask of ORIBI_PROXY_V* each; a bind URI's
+ * ?proxy_protocol=, else the proxy_protocol option); none when not given. */
+static void listener_proxies(VALUE opts, struct oribi_listener *ls, long n)
+{
+    VALUE v = per_listener(opts, "proxy_protocols", n);
+    for (long i = 0; i < n && !NIL_P(v); i++) {
         int mask = NUM2INT(rb_ary_entry(v, i));
         if (mask & ~(ORIBI_PROXY_V1 | ORIBI_PROXY_V2))
             rb_raise(rb_eArgError, "engine option proxy_protocols: a bad mask");
@@ -329,16 +335,12 @@ static void listener_proxies(VALUE opts, struct oribi_listener *ls, long n)
 }
 
 /* The TLS settings of each listener (Listeners#tls_contexts: an
- * Oribi::TLSContext or nil per fd, in the fds' order); nil, or no such
- * option, for none. Not a Config option: the listeners carry it. */
+ * Oribi::TLSContext or nil each); none when not given. */
 static void listener_tls(struct oribi_engine *e, VALUE opts, struct oribi_listener *ls, long n)
 {
-    VALUE v = rb_hash_lookup2(opts, ID2SYM(rb_intern("tls_contexts")), Qnil);
+    VALUE v = per_listener(opts, "tls_contexts", n);
     if (NIL_P(v))
         return;
-    Check_Type(v, T_ARRAY);
-    if (RARRAY_LEN(v) != n)
-        rb_raise(rb_eArgError, "engine option tls_contexts: one per listener");
     e->tls_contexts = rb_obj_freeze(rb_ary_dup(v));
     for (long i = 0; i < n; i++) {
         VALUE ctx = rb_ary_entry(v, i);
