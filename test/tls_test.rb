@@ -44,7 +44,8 @@ class TLSTest < Minitest::Test
 
   def test_requests_on_one_kept_alive_connection_say_https
     start
-    assert_match(%r{listening on ssl://127\.0\.0\.1:#{@port}\S* \(TLS: CN=localhost, until \d{4}-\d\d-\d\d; OpenSSL }, @srv.log_until(/TLS:/))
+    assert_match(%r{listening on ssl://127\.0\.0\.1:#{@port}\S* \(TLS: CN=localhost, until \d{4}-\d\d-\d\d; OpenSSL .*; kernel TLS (offered, not used|not offered)\)},
+                 @srv.log_until(/TLS:/))
     c = client
     assert_equal "http/1.1", c.ssl.alpn_protocol
     3.times do |i|
@@ -294,6 +295,35 @@ class TLSTest < Minitest::Test
     assert_equal "echo pong\n", HTTPClient.read_to_close(c)
   ensure
     c&.close
+  end
+
+  # Session resumption: a client that offers the ticket a worker gave
+  # resumes, on any of the workers (the master made the ticket keys before
+  # it forked); reuse=false turns it off.
+  def test_sessions_resume_on_any_worker
+    start("env.ru", workers: 2)
+    ctx = OpenSSL::SSL::SSLContext.new.tap { |x| x.verify_mode = OpenSSL::SSL::VERIFY_NONE }
+    session = nil
+    results = []
+    until results.map(&:last).uniq.size == 2 || results.size == 60 # new connections until both workers took some
+      ssl = OpenSSL::SSL::SSLSocket.new(Socket.tcp("127.0.0.1", @port), ctx).tap { |x| x.sync_close = true }
+      ssl.session = session if session
+      ssl.connect
+      c = TLSClient.new(ssl)
+      pid = request(c, "/").body[/\d+/] # env.ru: "development PID ..."
+      session = ssl.session
+      results << [ssl.session_reused?, pid]
+      c.close
+    end
+    assert_equal 2, results.map(&:last).uniq.size, "all on one worker: resumption across them not shown"
+    assert_equal [false] + [true] * (results.size - 1), results.map(&:first)
+    @srv.stop
+    start("env.ru", reuse: "false")
+    ssl = OpenSSL::SSL::SSLSocket.new(Socket.tcp("127.0.0.1", @port), ctx)
+    ssl.session = session
+    ssl.connect
+    refute ssl.session_reused?
+    ssl.close
   end
 
   # Mutual TLS: force_peer refuses a client without a certificate, or with

@@ -31,13 +31,16 @@ module Oribi
       def unix? = !path.nil?
       def proxy_mask = PROXY_PROTOCOLS.fetch(proxy_protocol, 0)
 
-      # What a TLS listener presents, for the boot line.
+      # What a TLS listener presents, for the boot line; and that records
+      # are made in user space, kernel TLS not used even where OpenSSL and
+      # the kernel (its tls module) offer it (docs/TLS.md).
       def tls_text
         return "" unless tls_context
 
         sni = tls.fetch("sni", []).size
         " (TLS: #{tls_context.subject}, until #{tls_context.not_after&.strftime('%F')}" \
-          "#{", and #{sni} more by SNI" if sni.positive?}; #{TLSContext::LIBRARY})"
+          "#{", and #{sni} more by SNI" if sni.positive?}; #{TLSContext::LIBRARY}; " \
+          "kernel TLS #{Listeners.ktls_offered? ? 'offered, not used' : 'not offered'})"
       end
 
       # The URI, and the PROXY protocol it requires when the option (not
@@ -228,6 +231,13 @@ module Oribi
       return params if certs.size < 2
 
       params.merge("cert" => certs[0], "key" => keys[0], "sni" => certs.drop(1).zip(keys.drop(1)))
+    end
+
+    # Whether OpenSSL and the kernel could put TLS records in the kernel.
+    def self.ktls_offered?
+      TLSContext::LIBRARY_KTLS && File.read("/proc/sys/net/ipv4/tcp_available_ulp").split.include?("tls")
+    rescue SystemCallError
+      false
     end
 
     # The PROXY protocol a listener's URI asks for, else default; nil: none.

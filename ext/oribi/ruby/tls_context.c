@@ -20,6 +20,7 @@
  *   #subject, #not_after (a Time): the certificate's, for the boot line
  *   #add_sni(other): other's certificate for clients that name it (SNI)
  *   Oribi::TLSContext::LIBRARY: OpenSSL's version, or nil when built without
+ *   Oribi::TLSContext::LIBRARY_KTLS: whether that OpenSSL can use kernel TLS
  */
 #include <ruby.h>
 #include <string.h>
@@ -298,6 +299,11 @@ void Init_oribi_tls_context(VALUE mOribi)
     rb_define_method(cTLSContext, "not_after", ctx_not_after, 0);
     rb_define_method(cTLSContext, "add_sni", ctx_add_sni, 1);
     rb_define_const(cTLSContext, "LIBRARY", rb_obj_freeze(rb_str_new_cstr(OpenSSL_version(OPENSSL_VERSION))));
+#ifdef OPENSSL_NO_KTLS
+    rb_define_const(cTLSContext, "LIBRARY_KTLS", Qfalse);
+#else
+    rb_define_const(cTLSContext, "LIBRARY_KTLS", Qtrue); /* OpenSSL was built able to hand records to the kernel */
+#endif
 }
 
 #else /* built without OpenSSL: TLSContext.new says so */
@@ -321,6 +327,7 @@ void Init_oribi_tls_context(VALUE mOribi)
     eTLSError = rb_define_class_under(cTLSContext, "Error", rb_eStandardError);
     rb_define_method(cTLSContext, "initialize", ctx_init, 1);
     rb_define_const(cTLSContext, "LIBRARY", Qnil);
+    rb_define_const(cTLSContext, "LIBRARY_KTLS", Qfalse);
 }
 
 #endif
