@@ -312,7 +312,9 @@ static VALUE ctx_init(VALUE self, VALUE settings)
 {
     (void)self;
     (void)settings;
-    rb_raise(eTLSError, "this build of Oribi has no TLS: it was built without OpenSSL's headers (Debian: libssl-dev)");
+    rb_raise(eTLSError, "this build of Oribi has no TLS (a platform gem, which links no OpenSSL so that it loads "
+                        "anywhere, or a build without OpenSSL's headers): install the source gem where libssl-dev "
+                        "(Debian's name) is installed");
 }
 
 struct ssl_ctx_st *oribi_tls_context(VALUE ctx)
