@@ -3,6 +3,7 @@
 require "test_helper"
 require "json"
 require_relative "support/notify_socket"
+require_relative "support/tls"
 
 # Listeners handed over by a supervisor: start_server (Server::Starter) and
 # systemd socket activation, plus sd_notify.
@@ -54,6 +55,37 @@ class InheritTest < Minitest::Test
       # the old generation drained and exited
       assert wait_until(timeout: 10) { !process_alive?(old_master) }
       assert File.socket?(sock), "the inherited unix socket must not be removed"
+      assert starter.stop(timeout: 30).success?, File.read(log)
+    ensure
+      starter&.stop(:KILL, timeout: 0)
+    end
+  end
+
+  # start_server hands over a socket, not its settings: the config's
+  # ssl:// bind at that address makes it a TLS listener, across a HUP too.
+  def test_start_server_socket_with_the_config_s_tls_settings
+    skip "start_server not installed (Debian libserver-starter-perl)" unless system("which start_server > /dev/null")
+    Dir.mktmpdir do |d|
+      port = free_port
+      cert, key = TLSFiles.write(d, "server")
+      conf = File.join(d, "oribi.rb")
+      File.write(conf, %(bind "ssl://127.0.0.1:#{port}?cert=#{cert}&key=#{key}"\n))
+      log = File.join(d, "log")
+      starter = Oribi::ProcessGroup.new(["start_server", "--port=127.0.0.1:#{port}", "--interval=1", "--", RbConfig.ruby,
+                                         ORIBI, "-w", "1", "-C", conf, File.join(APPS, "env.ru")], log: log)
+      https = lambda do
+        c = TLSClient.open(port)
+        c.write("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        HTTPClient.read_response(c)&.status
+      rescue StandardError
+        nil
+      end
+      assert wait_until(timeout: 20) { https.() == 200 }, File.read(log)
+      assert_match(/listening on ssl:\/\/127\.0\.0\.1:#{port} \(inherited fd \d+\) \(TLS: CN=localhost/, File.read(log))
+      refute_match(/not used: the listening sockets come from/, File.read(log))
+      Process.kill(:HUP, starter.pid)
+      assert wait_until(timeout: 20) { File.read(log).scan(/\(TLS: CN=localhost/).size >= 2 }, File.read(log)
+      assert_equal 200, https.()
       assert starter.stop(timeout: 30).success?, File.read(log)
     ensure
       starter&.stop(:KILL, timeout: 0)

@@ -67,6 +67,9 @@ module Oribi
     end
 
     attr_reader :all, :supervisor
+    # ssl:// binds whose TLS settings went to a socket a supervisor handed
+    # over at their address (the rest of the binds are not used then).
+    attr_reader :tls_binds_used
 
     # proxy_protocol: "v1", "v2", "any" or "off"/nil, for listeners whose
     # URI does not say
@@ -88,6 +91,7 @@ module Oribi
         @supervisor = source == :oribi ? env[Reexec::SUPERVISOR]&.then { |s| s.empty? ? nil : s.to_sym } : source
         @reexec = source == :oribi
         specs.each { |spec, fd| @all << adopt(spec, fd, owned: @supervisor.nil?) }
+        @tls_binds_used = @supervisor ? tls_to_handed_over(binds) : []
       else
         binds.each { |b| @all.concat(bind(b)) }
       end
@@ -271,6 +275,29 @@ module Oribi
     end
 
     private
+
+    # systemd and start_server hand over sockets, not settings: an ssl://
+    # bind of the config at a handed-over socket's address (its port, and
+    # its host or a wildcard) gives that socket its TLS. → the binds used.
+    def tls_to_handed_over(binds)
+      binds.select do |uri|
+        base, params = self.class.split_params(uri)
+        next false unless (tls = self.class.tls_settings(base, params, @tls_pems))
+
+        _, host, port = self.class.parse(base)
+        l = @all.find { |x| !x.unix? && x.tls.nil? && at?(x.socket.local_address, host, port) } or next false
+        l.tls = tls
+        l.uri = l.uri.sub(/\Atcp:/, "ssl:")
+        true
+      end
+    end
+
+    def at?(addr, host, port)
+      return false unless addr.ip_port == port
+
+      wildcard = %w[0.0.0.0 :: localhost].include?(host)
+      wildcard || addr.ip_address == host || (host == "localhost" && addr.ipv4_loopback?)
+    end
 
     # A socket a supervisor bound for us: described, tuned like ours, and
     # otherwise left alone.

@@ -163,7 +163,10 @@ module Oribi
       handed = { systemd: "systemd (LISTEN_FDS)", start_server: "start_server (SERVER_STARTER_PORT)" }[@listeners.supervisor]
       return if handed.nil? || @config.default?(:binds)
 
-      Log.info("bind #{@config[:binds].join(', ')} not used: the listening sockets come from #{handed}")
+      unused = @config[:binds] - @listeners.tls_binds_used.to_a
+      return if unused.empty?
+
+      Log.info("bind #{unused.join(', ')} not used: the listening sockets come from #{handed}")
     end
 
     # How a worker runs its requests, when not on one thread.
