@@ -492,7 +492,7 @@ void conn_read(struct oribi_loop *loop, struct oribi_conn *c)
         } else if (errno == EAGAIN) {
             c->may_read = 0;
         } else if (errno != EINTR) {
-            if (c->tls && oribi_tls_plain_http(c))
+            if (c->tls && c->plain_on_tls)
                 conn_plain_on_tls(loop, c);
             else
                 conn_close(loop, c);

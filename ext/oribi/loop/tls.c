@@ -331,11 +331,6 @@ int oribi_tls_shutdown(struct oribi_conn *c)
     return shutdown(c->fd, SHUT_WR);
 }
 
-int oribi_tls_buffered(const struct oribi_conn *c)
-{
-    return SSL_has_pending(c->tls);
-}
-
 int oribi_tls_handshaking(const struct oribi_conn *c)
 {
     return !SSL_is_init_finished(c->tls);
@@ -397,12 +392,6 @@ int oribi_tls_shutdown(struct oribi_conn *c)
     return shutdown(c->fd, SHUT_WR);
 }
 
-int oribi_tls_buffered(const struct oribi_conn *c)
-{
-    (void)c;
-    return 0;
-}
-
 int oribi_tls_handshaking(const struct oribi_conn *c)
 {
     (void)c;
@@ -423,8 +412,3 @@ char *oribi_tls_peer_pem(const struct oribi_conn *c, size_t *len)
 }
 
 #endif
-
-int oribi_tls_plain_http(const struct oribi_conn *c)
-{
-    return c->plain_on_tls;
-}

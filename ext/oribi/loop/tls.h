@@ -46,9 +46,6 @@ ssize_t oribi_tls_writev(struct oribi_conn *c, const struct iovec *iov, int iovc
 ssize_t oribi_tls_sendfile(struct oribi_conn *c, int fd, int64_t *off, size_t n);
 /* close_notify, then the socket's write side. */
 int oribi_tls_shutdown(struct oribi_conn *c);
-/* 1 when bytes the socket gave are still inside TLS (a record read whole
- * but not yet all returned): no readiness edge will say so. */
-int oribi_tls_buffered(const struct oribi_conn *c);
 /* 1 when the last read found the socket drained and TLS holds no bytes
  * read but not yet given: nothing to read until the poller says so. */
 int oribi_tls_drained(const struct oribi_conn *c);
@@ -58,8 +55,5 @@ int oribi_tls_drained(const struct oribi_conn *c);
 char *oribi_tls_peer_pem(const struct oribi_conn *c, size_t *len);
 /* 1 while the handshake is not done. */
 int oribi_tls_handshaking(const struct oribi_conn *c);
-/* A peer that spoke plain HTTP to a TLS listener: its first bytes look like
- * a request line. Says so once the handshake failed on them. */
-int oribi_tls_plain_http(const struct oribi_conn *c);
 
 #endif

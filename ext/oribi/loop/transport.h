@@ -64,11 +64,4 @@ static inline int oribi_io_shutdown(struct oribi_conn *c)
     return shutdown(c->fd, SHUT_WR);
 }
 
-/* 1 when the transport holds bytes read from the socket and not yet given:
- * a read must follow, no readiness edge will come for them. */
-static inline int oribi_io_buffered(const struct oribi_conn *c)
-{
-    return c->tls && oribi_tls_buffered(c);
-}
-
 #endif
