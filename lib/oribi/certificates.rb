@@ -39,7 +39,7 @@ module Oribi
     # Reads every TLS listener's files again: true when all were read; on
     # any failure none is replaced.
     def reload(why)
-      fresh = @listeners.map { |l| [l, Listeners.tls_context(l)] }
+      fresh = @listeners.map { |l| [l, Listeners.tls_context(l.uri, l.tls)] }
       fresh.each do |l, ctx|
         l.tls_context = ctx
         Log.info("#{why}: #{l.uri.split('?').first} now presents #{ctx.subject}, until #{ctx.not_after&.strftime('%F')}")

@@ -38,9 +38,7 @@ module Oribi
     def check_binds(config)
       config[:binds].each do |uri|
         base, params = Listeners.split_params(uri)
-        if (tls = Listeners.tls_settings(base, params, config.tls_pems))
-          Listeners.tls_context(Listeners::Listener.new(uri: uri, tls: tls))
-        end
+        tls = Listeners.tls_settings(base, params, config.tls_pems) and Listeners.tls_context(uri, tls)
         kind, path = Listeners.parse(base)
         dir = File.dirname(path.to_s)
         next unless kind == :unix && !File.directory?(dir)

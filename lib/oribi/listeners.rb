@@ -95,7 +95,7 @@ module Oribi
       else
         binds.each { |b| @all.concat(bind(b)) }
       end
-      @all.each { |l| l.tls_context = Listeners.tls_context(l) if l.tls }
+      @all.each { |l| l.tls_context = Listeners.tls_context(l.uri, l.tls) if l.tls }
     rescue StandardError
       close
       raise
@@ -137,13 +137,13 @@ module Oribi
 
     # The TLSContext of a listener's settings; a file that does not do is
     # an error naming the listener and the file.
-    def self.tls_context(listener)
-      own = listener.tls.except("sni")
+    def self.tls_context(uri, tls)
+      own = tls.except("sni")
       TLSContext.new(own).tap do |ctx|
-        listener.tls.fetch("sni", []).each { |cert, key| ctx.add_sni(TLSContext.new(own.merge("cert" => cert, "key" => key))) }
+        tls.fetch("sni", []).each { |cert, key| ctx.add_sni(TLSContext.new(own.merge("cert" => cert, "key" => key))) }
       end
     rescue TLSContext::Error => e
-      raise ArgumentError, "#{listener.uri.split('?').first}: #{e.message}"
+      raise ArgumentError, "#{uri.split('?').first}: #{e.message}"
     end
 
     # A next generation took the sockets over (USR2): closing ours must not
